@@ -1,0 +1,434 @@
+"""The cluster snapshot: nodes, GPUs, jobs, reservations at one instant.
+
+Pydantic v2 models, frozen, ``extra="forbid"`` so a typo in a snapshot file is an error
+that names the field. JSON shape is documented in ``docs/snapshot-format.md`` and carries an
+explicit ``schema_version``.
+
+Ownership of GPUs is stated once, on jobs (``Job.gpus``: node -> indices), exactly as Slurm
+reports it per job (``GRES=gpu:a100:2(IDX:0-1)``). Nodes additionally carry
+``gpus_used``: the node-level ``GresUsed`` view. The two are cross-checked at load time, and
+a GPU that the node reports busy but no visible job holds is kept as used by an unknown
+owner (a job of another user we may not see) rather than counted as free.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Mapping
+from datetime import datetime
+from enum import StrEnum
+from functools import cached_property
+from typing import Annotated, Literal
+
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    PlainSerializer,
+    field_validator,
+    model_validator,
+)
+
+from slurm_defrag.domain.topology import BUILTIN_TOPOLOGIES, GpuTopology, mask_of
+
+SCHEMA_VERSION = 1
+
+# Memory per GPU (GB) of common models, used when a reader cannot learn it from Slurm.
+GPU_MEMORY_GB: dict[str, float] = {
+    "a100": 40.0,
+    "a100-40g": 40.0,
+    "a100-80g": 80.0,
+    "a100-80gb": 80.0,
+    "h100": 80.0,
+    "h100-nvl": 94.0,
+    "h200": 141.0,
+    "b200": 192.0,
+    "gb200": 192.0,
+    "v100": 32.0,
+    "v100-16g": 16.0,
+    "a40": 48.0,
+    "l40s": 48.0,
+    "t4": 16.0,
+}
+
+# Sets serialise sorted so that snapshot JSON is stable (diffable, hashable in the store).
+IndexSet = Annotated[frozenset[int], PlainSerializer(sorted, return_type=list[int])]
+
+UNKNOWN_OWNER = "?"
+"""Owner of a GPU that the node reports busy but no job in the snapshot holds."""
+
+
+class _Frozen(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+
+class NodeFlag(StrEnum):
+    """Node state words as Slurm prints them (base state and flags, upper case)."""
+
+    IDLE = "IDLE"
+    MIXED = "MIXED"
+    ALLOCATED = "ALLOCATED"
+    COMPLETING = "COMPLETING"
+    DOWN = "DOWN"
+    DRAIN = "DRAIN"
+    DRAINING = "DRAINING"
+    DRAINED = "DRAINED"
+    FAIL = "FAIL"
+    RESERVED = "RESERVED"
+    MAINTENANCE = "MAINTENANCE"
+    NOT_RESPONDING = "NOT_RESPONDING"
+    POWERED_DOWN = "POWERED_DOWN"
+    POWERING_UP = "POWERING_UP"
+    FUTURE = "FUTURE"
+    INVAL = "INVAL"
+    UNKNOWN = "UNKNOWN"
+    PLANNED = "PLANNED"
+    CLOUD = "CLOUD"
+    REBOOT_REQUESTED = "REBOOT_REQUESTED"
+
+
+_UNSCHEDULABLE = frozenset(
+    {
+        NodeFlag.DOWN,
+        NodeFlag.DRAIN,
+        NodeFlag.DRAINING,
+        NodeFlag.DRAINED,
+        NodeFlag.FAIL,
+        NodeFlag.NOT_RESPONDING,
+        NodeFlag.POWERED_DOWN,
+        NodeFlag.FUTURE,
+        NodeFlag.INVAL,
+        NodeFlag.MAINTENANCE,
+    }
+)
+
+
+class Node(_Frozen):
+    name: Annotated[str, Field(min_length=1)]
+    partitions: tuple[str, ...] = ()
+    state: Annotated[
+        frozenset[NodeFlag], PlainSerializer(sorted, return_type=list[str])
+    ] = frozenset({NodeFlag.IDLE})
+    gpu_model: str | None = None
+    gpu_count: Annotated[int, Field(ge=0, le=16)] = 0
+    gpu_memory_gb: Annotated[float, Field(ge=0)] = 0.0
+    topology: str | None = Field(
+        default=None, description="name of a built-in or snapshot-level GPU topology"
+    )
+    gpus_used: IndexSet = Field(
+        default=frozenset(), description="GPU indices the node reports busy (GresUsed IDX)"
+    )
+    reservation: str | None = None
+    nvlink_domain: str | None = Field(
+        default=None, description="multi-node NVLink domain (e.g. an NVL72 rack) this node is in"
+    )
+    features: tuple[str, ...] = ()
+    weight: int | None = None
+    reason: str = ""
+
+    @field_validator("state", mode="before")
+    @classmethod
+    def _upper_state(cls, v: object) -> object:
+        if isinstance(v, str):
+            v = [p for p in v.replace("+", ",").split(",") if p]
+        if isinstance(v, list | tuple | set | frozenset):
+            return frozenset(str(x).upper().rstrip("*~#!%$@^-") for x in v)
+        return v
+
+    @model_validator(mode="after")
+    def _check(self) -> Node:
+        bad = sorted(i for i in self.gpus_used if not 0 <= i < self.gpu_count)
+        if bad:
+            raise ValueError(f"gpus_used has index {bad[0]} outside 0..{self.gpu_count - 1}")
+        if self.gpu_count and not self.gpu_model:
+            raise ValueError("gpu_model is required when gpu_count > 0")
+        return self
+
+    @property
+    def drained(self) -> bool:
+        return bool(self.state & {NodeFlag.DRAIN, NodeFlag.DRAINING, NodeFlag.DRAINED})
+
+    @property
+    def down(self) -> bool:
+        return bool(self.state & {NodeFlag.DOWN, NodeFlag.FAIL, NodeFlag.NOT_RESPONDING})
+
+    @cached_property
+    def reserved(self) -> bool:
+        return NodeFlag.RESERVED in self.state or self.reservation is not None
+
+    @cached_property
+    def schedulable(self) -> bool:
+        """Slurm may start new jobs here (not drained, down, powered off, ...).
+
+        A reserved node is still schedulable for the reservation's users; reservations are
+        handled separately by callers that know the job.
+        """
+        return not (self.state & _UNSCHEDULABLE)
+
+    @cached_property
+    def available(self) -> bool:
+        """New GPU work may land here: schedulable, not reserved, has GPUs."""
+        return self.schedulable and not self.reserved and self.gpu_count > 0
+
+
+class JobState(StrEnum):
+    PENDING = "PENDING"
+    RUNNING = "RUNNING"
+    SUSPENDED = "SUSPENDED"
+    COMPLETING = "COMPLETING"
+    COMPLETED = "COMPLETED"
+    CANCELLED = "CANCELLED"
+    FAILED = "FAILED"
+    TIMEOUT = "TIMEOUT"
+    NODE_FAIL = "NODE_FAIL"
+    PREEMPTED = "PREEMPTED"
+    BOOT_FAIL = "BOOT_FAIL"
+    DEADLINE = "DEADLINE"
+    OUT_OF_MEMORY = "OUT_OF_MEMORY"
+    REQUEUED = "REQUEUED"
+    REQUEUE_HOLD = "REQUEUE_HOLD"
+    REQUEUE_FED = "REQUEUE_FED"
+    RESIZING = "RESIZING"
+    SPECIAL_EXIT = "SPECIAL_EXIT"
+    STOPPED = "STOPPED"
+    CONFIGURING = "CONFIGURING"
+
+
+HOLDS_GPUS = frozenset({JobState.RUNNING, JobState.SUSPENDED, JobState.COMPLETING,
+                        JobState.CONFIGURING, JobState.STOPPED})
+
+
+class GpuRequest(_Frozen):
+    """What a pending job asks for, normalised from --gres / --gpus-per-node / --gpus.
+
+    Either ``gpus_per_node`` (times ``nodes``) or ``total_gpus`` (``--gpus=N`` without a
+    per-node count: Slurm may spread them over nodes, unless ``nvlink`` is set, in which case
+    they must come from one node or one multi-node NVLink domain).
+    """
+
+    nodes: Annotated[int, Field(ge=1)] = 1
+    gpus_per_node: Annotated[int, Field(ge=1, le=16)] | None = None
+    total_gpus: Annotated[int, Field(ge=1)] | None = None
+    gpu_model: str | None = Field(default=None, description="required GPU type, None = any")
+    nvlink: bool = Field(default=False, description="needs an NVLink-connected block")
+    whole_node: bool = Field(default=False, description="--exclusive: every GPU of each node")
+
+    @model_validator(mode="after")
+    def _one_shape(self) -> GpuRequest:
+        if (self.gpus_per_node is None) == (self.total_gpus is None):
+            raise ValueError("give exactly one of gpus_per_node or total_gpus")
+        return self
+
+    @property
+    def gpus(self) -> int:
+        """Total GPUs the job needs."""
+        if self.gpus_per_node is not None:
+            return self.gpus_per_node * self.nodes
+        assert self.total_gpus is not None
+        return self.total_gpus
+
+    def per_node_shape(self) -> tuple[int, int] | None:
+        """(nodes, GPUs per node) if fixed, else None (a spreadable --gpus=N request).
+
+        An NVLink ``--gpus=N`` request with one node is fixed at (1, N).
+        """
+        if self.gpus_per_node is not None:
+            return self.nodes, self.gpus_per_node
+        assert self.total_gpus is not None
+        if self.nvlink and self.nodes == 1:
+            return 1, self.total_gpus
+        return None
+
+
+class Job(_Frozen):
+    id: Annotated[str, Field(min_length=1, description="'123', array '123_4', het '123+1'")]
+    name: str = ""
+    user: str = ""
+    account: str = ""
+    partition: str = ""
+    qos: str = ""
+    priority: int = 0
+    state: JobState
+    reason: str = Field(default="", description="Slurm's pending reason, e.g. Resources")
+    submit_time: datetime | None = None
+    start_time: datetime | None = None
+    time_limit_s: Annotated[int, Field(ge=0)] | None = Field(
+        default=None, description="seconds; None = unlimited"
+    )
+    requeue: bool = True
+    gpus: Annotated[
+        Mapping[str, frozenset[int]],
+        PlainSerializer(lambda m: {k: sorted(v) for k, v in sorted(m.items())}),
+    ] = Field(
+        default_factory=dict, description="node -> GPU indices held (running jobs)"
+    )
+    request: GpuRequest | None = Field(default=None, description="GPU request (pending jobs)")
+    comment: str = ""
+    admin_comment: str = ""
+
+    @field_validator("gpus", mode="after")
+    @classmethod
+    def _freeze_gpus(cls, v: Mapping[str, frozenset[int]]) -> Mapping[str, frozenset[int]]:
+        return _FrozenDict({k: frozenset(s) for k, s in v.items() if s})
+
+    @property
+    def gpu_count(self) -> int:
+        return sum(len(s) for s in self.gpus.values())
+
+    @property
+    def holds_gpus(self) -> bool:
+        return self.state in HOLDS_GPUS and bool(self.gpus)
+
+
+class _FrozenDict(dict[str, frozenset[int]]):
+    """A dict that refuses mutation and hashes, so frozen models stay hashable."""
+
+    def __hash__(self) -> int:  # type: ignore[override]
+        return hash(frozenset(self.items()))
+
+    def _refuse(self, *a: object, **k: object) -> None:
+        raise TypeError("snapshot data is immutable")
+
+    __setitem__ = __delitem__ = update = pop = popitem = clear = setdefault = _refuse  # type: ignore[assignment]
+
+
+class Reservation(_Frozen):
+    name: str
+    nodes: tuple[str, ...] = ()
+    start_time: datetime | None = None
+    end_time: datetime | None = None
+    users: tuple[str, ...] = ()
+    accounts: tuple[str, ...] = ()
+    flags: tuple[str, ...] = ()
+    state: str = "ACTIVE"
+
+
+class Partition(_Frozen):
+    name: str
+    nodes: tuple[str, ...] = ()
+    priority_tier: int = 1
+    preempt_mode: str = ""
+
+
+class NvlinkDomain(_Frozen):
+    """GPUs of several nodes joined by one NVLink fabric (NVL72 rack, topology/block)."""
+
+    name: str
+    nodes: tuple[str, ...]
+
+
+class ClusterSnapshot(_Frozen):
+    schema_version: Literal[1] = SCHEMA_VERSION
+    cluster: str = "cluster"
+    taken_at: datetime
+    source: str = Field(default="file", description="cli | rest | pyslurm | file | simulator")
+    topologies: dict[str, GpuTopology] = Field(
+        default_factory=dict, description="custom topologies; built-in names need no entry"
+    )
+    nodes: tuple[Node, ...] = ()
+    jobs: tuple[Job, ...] = ()
+    reservations: tuple[Reservation, ...] = ()
+    partitions: tuple[Partition, ...] = ()
+    nvlink_domains: tuple[NvlinkDomain, ...] = ()
+
+    @model_validator(mode="after")
+    def _cross_check(self) -> ClusterSnapshot:
+        nodes = {}
+        for i, n in enumerate(self.nodes):
+            if n.name in nodes:
+                raise ValueError(f"nodes[{i}].name: duplicate node {n.name!r}")
+            nodes[n.name] = n
+            if n.topology is not None:
+                topo = self.topologies.get(n.topology) or BUILTIN_TOPOLOGIES.get(n.topology)
+                if topo is None:
+                    raise ValueError(f"nodes[{i}].topology: unknown topology {n.topology!r}")
+                if topo.gpu_count != n.gpu_count:
+                    raise ValueError(
+                        f"nodes[{i}].topology: {n.topology!r} has {topo.gpu_count} GPUs, "
+                        f"node has gpu_count={n.gpu_count}"
+                    )
+        ids: set[str] = set()
+        holder: dict[tuple[str, int], str] = {}
+        for j, job in enumerate(self.jobs):
+            if job.id in ids:
+                raise ValueError(f"jobs[{j}].id: duplicate job {job.id!r}")
+            ids.add(job.id)
+            for node_name, idx in job.gpus.items():
+                node = nodes.get(node_name)
+                if node is None:
+                    raise ValueError(f"jobs[{j}].gpus: unknown node {node_name!r}")
+                for g in idx:
+                    if not 0 <= g < node.gpu_count:
+                        raise ValueError(
+                            f"jobs[{j}].gpus.{node_name}: GPU index {g} outside "
+                            f"0..{node.gpu_count - 1}"
+                        )
+                    if job.holds_gpus:
+                        other = holder.setdefault((node_name, g), job.id)
+                        if other != job.id:
+                            raise ValueError(
+                                f"jobs[{j}].gpus.{node_name}: GPU {g} also held by job {other}"
+                            )
+        return self
+
+    # -- lookups (derived once; the snapshot is immutable) ------------------------------
+
+    @cached_property
+    def node_by_name(self) -> dict[str, Node]:
+        return {n.name: n for n in self.nodes}
+
+    @cached_property
+    def job_by_id(self) -> dict[str, Job]:
+        return {j.id: j for j in self.jobs}
+
+    def topology_of(self, node: Node) -> GpuTopology:
+        """The node's topology; nodes without one are treated as PCIe-only (no NVLink)."""
+        if node.topology is not None:
+            return self.topologies.get(node.topology) or BUILTIN_TOPOLOGIES[node.topology]
+        return _pcie_default(node.gpu_count)
+
+    @cached_property
+    def gpu_owners(self) -> dict[str, tuple[str | None, ...]]:
+        """node -> owner job id per GPU index (None = free, UNKNOWN_OWNER = busy, no job)."""
+        owners: dict[str, list[str | None]] = {
+            n.name: [UNKNOWN_OWNER if i in n.gpus_used else None for i in range(n.gpu_count)]
+            for n in self.nodes
+        }
+        for job in self.jobs:
+            if not job.holds_gpus:
+                continue
+            for node_name, idx in job.gpus.items():
+                for g in idx:
+                    owners[node_name][g] = job.id
+        return {k: tuple(v) for k, v in owners.items()}
+
+    @cached_property
+    def free_masks(self) -> dict[str, int]:
+        """node -> bit mask of free GPUs (neither held by a job nor reported busy)."""
+        return {
+            name: mask_of(i for i, o in enumerate(owners) if o is None)
+            for name, owners in self.gpu_owners.items()
+        }
+
+    def running_gpu_jobs(self) -> Iterator[Job]:
+        return (j for j in self.jobs if j.holds_gpus)
+
+    def pending_gpu_jobs(self) -> Iterator[Job]:
+        return (j for j in self.jobs if j.state == JobState.PENDING and j.request is not None)
+
+    def domain_of(self, node: Node) -> NvlinkDomain | None:
+        if node.nvlink_domain is None:
+            return None
+        return next((d for d in self.nvlink_domains if d.name == node.nvlink_domain), None)
+
+
+def _pcie_default(n: int) -> GpuTopology:
+    from slurm_defrag.domain.topology import pcie_only
+
+    key = f"pcie-1x{n}"
+    cached = _PCIE_CACHE.get(key)
+    if cached is None:
+        cached = _PCIE_CACHE[key] = pcie_only(max(n, 1), 1, name=key)
+    return cached
+
+
+_PCIE_CACHE: dict[str, GpuTopology] = {}

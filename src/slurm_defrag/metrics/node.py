@@ -1,0 +1,126 @@
+"""Per-node fragmentation figures."""
+
+from __future__ import annotations
+
+from slurm_defrag.domain.cluster import Node
+from slurm_defrag.domain.topology import GpuTopology, popcount
+from slurm_defrag.metrics.demand import WorkloadMix
+from slurm_defrag.metrics.demand import DemandItem
+from slurm_defrag.metrics.fit import Verdict, structural_verdict, usable_mask
+from slurm_defrag.metrics.report import BLOCK_SIZES, FragCounts, NodeMetrics, Unusable
+
+
+def structural_verdicts(
+    node: Node, topo: GpuTopology, mix: WorkloadMix
+) -> list[tuple[DemandItem, Verdict | None]]:
+    """Per mix item, what keeps it off this node whatever runs there (None = nothing)."""
+    return [(m, structural_verdict(node, topo, m)) for m in mix.items]
+
+
+def node_metrics(
+    node: Node,
+    topo: GpuTopology,
+    free_mask: int,
+    mix: WorkloadMix,
+    structural: list[tuple[DemandItem, Verdict | None]] | None = None,
+) -> NodeMetrics:
+    """Figures of one node; ``structural`` may be shared by nodes of one kind."""
+    if structural is None:
+        structural = structural_verdicts(node, topo, mix)
+    free = popcount(free_mask)
+    available = node.available
+    avail_mask = free_mask if available else 0
+    n_avail = free if available else 0
+
+    fits = {k: (n_avail // k if k <= node.gpu_count else 0) for k in BLOCK_SIZES}
+    nvlink_fits = {k: topo.disjoint_blocks(avail_mask, k) for k in BLOCK_SIZES}
+
+    # Which mix items could ever use this node, and which free GPUs each could use now.
+    eligible = [m for m, v in structural if v is None]
+    # Items kept out only by the node's NVLink topology still count for the topology view.
+    relevant = [m for m, v in structural if v is None or v is Verdict.TOPOLOGY]
+    usable = 0
+    fgd = 0.0
+    for m, v in structural:
+        u = usable_mask(topo, avail_mask, m) if v is None else 0
+        usable |= u
+        fgd += m.weight * (n_avail - popcount(u))
+    fgd /= mix.total_weight
+
+    unusable_mask = avail_mask & ~usable
+    n_unusable = popcount(unusable_mask)
+    if not relevant:
+        unusable = Unusable(configuration=n_unusable)
+    elif not eligible:
+        unusable = Unusable(topology=n_unusable)
+    else:
+        # GPUs on a node with enough free GPUs for some eligible job: what keeps that job out
+        # is the NVLink topology. Otherwise there are simply too few free GPUs here.
+        count_fits = any(
+            n_avail >= m.gpus_per_node and not (m.whole_node and avail_mask != topo.all_mask)
+            for m in eligible
+        )
+        unusable = Unusable(topology=n_unusable) if count_fits else Unusable(spatial=n_unusable)
+
+    nvlink_sizes = frozenset(m.gpus_per_node for m in relevant if m.nvlink)
+    outside = (
+        n_avail - popcount(topo.gpus_in_free_blocks(avail_mask, nvlink_sizes))
+        if nvlink_sizes
+        else 0
+    )
+    counts = FragCounts(
+        gpus=node.gpu_count,
+        used=node.gpu_count - free,
+        free=free,
+        free_unavailable=free - n_avail,
+        free_memory_gb=free * node.gpu_memory_gb,
+        fits=fits,
+        nvlink_fits=nvlink_fits,
+        whole_nodes_free=int(available and free_mask == topo.all_mask),
+        unusable=unusable,
+        unusable_memory_gb=n_unusable * node.gpu_memory_gb,
+        outside_nvlink_blocks=outside,
+        fgd=fgd,
+    )
+    return NodeMetrics(
+        node=node.name,
+        partitions=node.partitions,
+        gpu_model=node.gpu_model,
+        topology=topo.name,
+        available=available,
+        largest_free_block=topo.largest_free_block(avail_mask),
+        counts=counts,
+    )
+
+
+def add_counts(parts: list[FragCounts]) -> FragCounts:
+    """Sum node figures into a partition or cluster figure."""
+    fits = dict.fromkeys(BLOCK_SIZES, 0)
+    nvlink_fits = dict.fromkeys(BLOCK_SIZES, 0)
+    totals = dict.fromkeys(
+        ("gpus", "used", "free", "free_unavailable", "whole_nodes_free", "outside_nvlink_blocks"),
+        0,
+    )
+    spatial = topology = configuration = 0
+    free_mem = unusable_mem = fgd = 0.0
+    for c in parts:
+        for key in totals:
+            totals[key] += getattr(c, key)
+        for k in BLOCK_SIZES:
+            fits[k] += c.fits.get(k, 0)
+            nvlink_fits[k] += c.nvlink_fits.get(k, 0)
+        spatial += c.unusable.spatial
+        topology += c.unusable.topology
+        configuration += c.unusable.configuration
+        free_mem += c.free_memory_gb
+        unusable_mem += c.unusable_memory_gb
+        fgd += c.fgd
+    return FragCounts(
+        **totals,
+        free_memory_gb=free_mem,
+        fits=fits,
+        nvlink_fits=nvlink_fits,
+        unusable=Unusable(spatial=spatial, topology=topology, configuration=configuration),
+        unusable_memory_gb=unusable_mem,
+        fgd=fgd,
+    )

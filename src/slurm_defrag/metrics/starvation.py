@@ -1,0 +1,137 @@
+"""False starvation: pending GPU jobs that would start if free GPUs were not fragmented.
+
+For each pending GPU job waiting on resources:
+
+* *can-start*: a placement exists right now (Slurm may simply not have scheduled it yet, or
+  higher-priority work is ahead of it);
+* *falsely-starved*: no placement exists, yet the free GPUs on nodes that could ever host it
+  (its partition, its GPU model, a topology with big enough NVLink blocks, enough nodes)
+  add up to its request. The reason is ``topology`` when enough of those nodes have the GPU
+  count but not an NVLink block, else ``spatial``;
+* *falsely-starved / configuration*: the free GPUs of its partition would suffice, but they
+  are of another model or on nodes whose topology can never give the block;
+* *short*: even unfragmented, the free GPUs would not suffice: a real capacity shortage;
+* *unsatisfiable*: no node of its partition could ever host it (model, GPU count, topology),
+  or its partition has too few such nodes: not fragmentation, a request to fix;
+* *held*: waiting on something fragmentation cannot explain (hold, dependency, begin time).
+"""
+
+from __future__ import annotations
+
+from slurm_defrag.domain.cluster import ClusterSnapshot, Job
+from slurm_defrag.domain.topology import popcount
+from slurm_defrag.metrics.demand import DemandItem, item_for_request, waits_on_resources
+from slurm_defrag.metrics.classes import NodeClass, NodeKind, group_nodes
+from slurm_defrag.metrics.fit import Verdict, explain, free_verdict, structural_verdict
+from slurm_defrag.metrics.report import NodeDiagnosis, PendingStatus
+
+
+def diagnose_job(
+    snapshot: ClusterSnapshot, job: Job, kinds: list[NodeKind] | None = None
+) -> PendingStatus:
+    """Classify one pending job; ``kinds`` (from :func:`group_nodes`) saves regrouping."""
+    req = job.request
+    assert req is not None
+    item = item_for_request(req, job.partition)
+    shape = req.per_node_shape()
+    base = {
+        "job_id": job.id,
+        "partition": job.partition,
+        "gpus": req.gpus,
+        "nodes": req.nodes,
+        "gpus_per_node": shape[1] if shape else None,
+        "gpu_model": req.gpu_model,
+        "nvlink": req.nvlink,
+    }
+    if not waits_on_resources(job.reason):
+        return PendingStatus(**base, status="held", message=f"pending: {job.reason}")
+
+    if kinds is None:
+        kinds = group_nodes(snapshot)
+    rows: list[tuple[NodeClass, Verdict]] = []
+    free_in_partition = 0
+    for kind in kinds:
+        if item.partition is not None and item.partition not in kind.rep.partitions:
+            continue
+        structural = structural_verdict(kind.rep, kind.topo, item)
+        for cls in kind.classes:
+            free = cls.free_mask if kind.available else 0
+            free_in_partition += popcount(free) * len(cls.members)
+            v = structural or free_verdict(kind.topo, free, item)
+            rows.append((cls, v))
+
+    k = item.gpus_per_node
+    fitting = [c for c, v in rows if v is Verdict.FITS]
+    capable = [
+        c for c, v in rows
+        if v in (Verdict.FITS, Verdict.SPATIAL)
+        or (v is Verdict.TOPOLOGY and c.topo.max_block >= k)
+    ]
+    n_fitting = sum(len(c.members) for c in fitting)
+    n_capable = sum(len(c.members) for c in capable)
+    free_matching = sum(popcount(c.free_mask) * len(c.members) for c in capable)
+    counts = {"free_matching": free_matching, "free_in_partition": free_in_partition}
+
+    n_nodes = shape[0] if shape is not None else 1
+    if shape is None:  # spreadable --gpus=N: any free GPU of a usable node counts
+        can_start, where = free_matching >= req.gpus, f"{free_matching} usable GPUs free"
+    else:
+        names = [n.name for c in fitting for n in c.members][:n_nodes]
+        can_start, where = n_fitting >= n_nodes, f"fits now on {', '.join(names)}"
+    if can_start:
+        return PendingStatus(**base, status="can-start", message=where, **counts)
+
+    reason: str | None = None
+    if n_capable < n_nodes:
+        status = "unsatisfiable"
+    elif free_matching >= req.gpus:
+        status = "falsely-starved"
+        count_ok = sum(len(c.members) for c in capable if popcount(c.free_mask) >= k)
+        reason = "topology" if shape is not None and count_ok >= n_nodes else "spatial"
+    elif free_in_partition >= req.gpus:
+        status, reason = "falsely-starved", "configuration"
+    else:
+        status = "short"
+    return PendingStatus(
+        **base,
+        status=status,
+        reason=reason,
+        message=_message(status, reason, req.gpus, free_matching, free_in_partition),
+        diagnosis=_diagnosis(rows, item) if status == "falsely-starved" else (),
+        **counts,
+    )
+
+
+def _message(status: str, reason: str | None, gpus: int, matching: int, partition: int) -> str:
+    if status == "short":
+        return f"needs {gpus} GPUs, only {partition} free in its partition"
+    if status == "unsatisfiable":
+        return "no node of its partition can ever host it (GPU model, GPU count or topology)"
+    if reason == "configuration":
+        return (
+            f"needs {gpus} GPUs: {partition} free in its partition, but only {matching} on "
+            "nodes of a GPU model and topology it can use"
+        )
+    if reason == "topology":
+        return (
+            f"needs {gpus} GPUs: {matching} free on nodes it can use, enough per node, but not "
+            "NVLink-connected"
+        )
+    return f"needs {gpus} GPUs: {matching} free on nodes it can use, but scattered"
+
+
+def _diagnosis(rows: list[tuple[NodeClass, Verdict]], item: DemandItem) -> tuple[NodeDiagnosis, ...]:
+    out = []
+    for cls, v in rows:
+        if not cls.free_mask:
+            continue  # a node with no free GPU needs no explanation
+        free = cls.free_mask if cls.available else 0
+        detail = explain(cls.rep, cls.topo, cls.free_mask, item, v)
+        largest = cls.topo.largest_free_block(free)
+        n_free = popcount(cls.free_mask)
+        out.extend(  # fields computed above; skip re-validation per node of a class
+            NodeDiagnosis.model_construct(node=n.name, verdict=v, free=n_free,
+                                          largest_free_block=largest, detail=detail)
+            for n in cls.members
+        )
+    return tuple(sorted(out, key=lambda d: d.node))

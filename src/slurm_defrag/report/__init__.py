@@ -1,0 +1,1 @@
+"""Human views of snapshots and metrics (rich tables, GPU maps). No computation here."""

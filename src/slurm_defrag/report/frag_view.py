@@ -1,0 +1,71 @@
+"""``slurm-defrag frag`` as tables: summary per scope, pending jobs, the GPU map."""
+
+from __future__ import annotations
+
+from rich.console import Console, Group
+from rich.table import Table
+
+from slurm_defrag.domain.cluster import ClusterSnapshot
+from slurm_defrag.metrics.report import BLOCK_SIZES, FragReport, GroupMetrics
+from slurm_defrag.report.gpu_map import LEGEND, gpu_map
+
+
+def _scope_table(title: str, groups: list[GroupMetrics]) -> Table:
+    t = Table(title=title, title_justify="left")
+    t.add_column("scope")
+    for col in ("free/GPUs", "free GB", "max blk", "fits " + "·".join(map(str, BLOCK_SIZES)),
+                "unusable s/t/c", "unus. GB", "FGD"):
+        t.add_column(col, justify="right")
+    for g in groups:
+        c = g.counts
+        t.add_row(
+            f"{g.name} ({g.nodes})",
+            f"{c.free}/{c.gpus}",
+            f"{c.free_memory_gb:.0f}",
+            str(g.largest_free_block),
+            " ".join(f"{c.fits.get(k, 0)}/{c.nvlink_fits.get(k, 0)}" for k in BLOCK_SIZES),
+            f"{c.unusable.spatial}/{c.unusable.topology}/{c.unusable.configuration}",
+            f"{c.unusable_memory_gb:.0f}",
+            f"{c.fgd:.1f}",
+        )
+    return t
+
+
+def _pending_table(report: FragReport, max_nodes: int) -> Table:
+    t = Table(title="Pending GPU jobs", title_justify="left")
+    for col in ("job", "request", "status", "why", "per node"):
+        t.add_column(col, overflow="fold")
+    for p in report.pending:
+        shape = f"{p.nodes}x{p.gpus_per_node}" if p.gpus_per_node else f"{p.gpus} any"
+        req = shape + (f" {p.gpu_model}" if p.gpu_model else "") + (" nvlink" if p.nvlink else "")
+        status = p.status + (f" ({p.reason})" if p.reason else "")
+        style = "bold red" if p.status == "falsely-starved" else ""
+        lines = [f"{d.node}: {d.verdict.value}: {d.detail}" for d in p.diagnosis[:max_nodes]]
+        if len(p.diagnosis) > max_nodes:
+            lines.append(f"... {len(p.diagnosis) - max_nodes} more nodes (see --json)")
+        t.add_row(p.job_id, req, f"[{style}]{status}[/{style}]" if style else status,
+                  p.message, "\n".join(lines))
+    return t
+
+
+def render(console: Console, snapshot: ClusterSnapshot, report: FragReport, max_nodes: int) -> None:
+    mix = ", ".join(
+        f"{i.nodes}x{i.gpus_per_node}{' nvlink' if i.nvlink else ''}"
+        f"{' ' + i.gpu_model if i.gpu_model else ''} (w={i.weight:g})"
+        for i in report.mix.items
+    )
+    console.print(f"[bold]{report.cluster}[/bold] at {report.taken_at:%Y-%m-%d %H:%M:%S %Z}   "
+                  f"workload mix ({report.mix.source.value}): {mix}")
+    console.print(_scope_table("Fragmentation", [report.cluster_metrics, *report.partitions,
+                                                  *report.models]))
+    console.print("[dim]scope (nodes). fits k: k-GPU jobs that could start now, any GPUs / "
+                  "NVLink block. unusable: free GPUs no job of the mix can use now, by cause "
+                  "spatial/topology/configuration. FGD: expected unusable free GPUs.[/dim]")
+    if report.pending:
+        console.print(_pending_table(report, max_nodes))
+    nodes = sorted(report.nodes, key=lambda m: (-m.counts.unusable.total, -m.counts.fgd, m.node))
+    shown = {m.node for m in nodes[:max_nodes]}
+    chosen = [n for n in snapshot.nodes if n.name in shown]
+    title = "GPU map" if len(chosen) == len(report.nodes) else (
+        f"GPU map: the {len(chosen)} most fragmented of {len(report.nodes)} nodes")
+    console.print(Group(gpu_map(snapshot, chosen, title), LEGEND))

@@ -1,0 +1,81 @@
+"""The GPU map: one row per node, one cell per GPU slot, coloured by the job holding it.
+
+Free GPUs that form the node's largest free NVLink block are drawn ``□`` (green); other free
+GPUs ``·`` (yellow: free but stranded for NVLink work); GPUs on nodes taking no new work
+``x`` (dim). Busy GPUs show ``█`` in a colour per job, so a job spread over GPUs and nodes
+reads at a glance.
+"""
+
+from __future__ import annotations
+
+import zlib
+
+from rich.table import Table
+from rich.text import Text
+
+from slurm_defrag.domain.cluster import UNKNOWN_OWNER, ClusterSnapshot, Node
+from slurm_defrag.domain.topology import indices_of
+
+_PALETTE = (
+    "bright_blue", "magenta", "cyan", "bright_red", "blue", "bright_magenta", "red",
+    "dark_orange", "purple", "deep_sky_blue1", "orchid", "salmon1", "steel_blue",
+    "medium_purple", "hot_pink", "turquoise2",
+)
+
+
+def job_colour(job_id: str) -> str:
+    return _PALETTE[zlib.crc32(job_id.encode()) % len(_PALETTE)]
+
+
+def node_cells(snapshot: ClusterSnapshot, node: Node) -> Text:
+    owners = snapshot.gpu_owners[node.name]
+    topo = snapshot.topology_of(node)
+    free = snapshot.free_masks[node.name]
+    block = next((b for b in topo.blocks if b & free == b), 0) if node.available else 0
+    block_gpus = set(indices_of(block)) if block.bit_count() > 1 else set()
+    text = Text()
+    for i, owner in enumerate(owners):
+        if i and topo.pcie_switches and any(i == grp[0] for grp in topo.pcie_switches):
+            text.append("|", style="dim")
+        if owner is None:
+            if not node.available:
+                text.append("x", style="dim")
+            elif i in block_gpus:
+                text.append("□", style="bold green")
+            else:
+                text.append("·", style="bold yellow")
+        elif owner == UNKNOWN_OWNER:
+            text.append("▒", style="grey50")
+        else:
+            text.append("█", style=job_colour(owner))
+    return text
+
+
+def gpu_map(snapshot: ClusterSnapshot, nodes: list[Node] | None = None, title: str = "GPU map") -> Table:
+    """Render ``nodes`` (default: all) as a table of GPU slots."""
+    nodes = list(snapshot.nodes) if nodes is None else nodes
+    table = Table(title=title, title_justify="left", show_edge=False, pad_edge=False)
+    table.add_column("node")
+    table.add_column("model")
+    table.add_column("topology", style="dim")
+    table.add_column("GPUs")
+    table.add_column("jobs", overflow="fold")
+    for node in nodes:
+        if node.gpu_count == 0:
+            continue
+        owners = snapshot.gpu_owners[node.name]
+        jobs = Text()
+        for jid in dict.fromkeys(o for o in owners if o not in (None, UNKNOWN_OWNER)):
+            assert jid is not None
+            jobs.append(f"{jid} ", style=job_colour(jid))
+        state = "" if node.available else " [dim](" + ",".join(sorted(node.state)) + ")[/dim]"
+        table.add_row(node.name + state, node.gpu_model or "", snapshot.topology_of(node).name,
+                      node_cells(snapshot, node), jobs)
+    return table
+
+
+LEGEND = Text.assemble(
+    ("█", "bright_blue"), " busy (colour = job)  ", ("□", "bold green"),
+    " free, in largest free NVLink block  ", ("·", "bold yellow"), " free, stranded  ",
+    ("x", "dim"), " node takes no new work  ", ("▒", "grey50"), " busy, job not visible",
+)

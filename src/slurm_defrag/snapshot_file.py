@@ -1,0 +1,80 @@
+"""Reading and writing snapshot files, with errors a person can act on.
+
+A bad file gives exactly one message naming the file, the JSON path and the problem, e.g.
+``examples/x.json: nodes[3].gpu_count: Input should be greater than or equal to 0``.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+from pydantic import ValidationError
+
+from slurm_defrag.domain.cluster import SCHEMA_VERSION, ClusterSnapshot
+from slurm_defrag.errors import InputError
+
+
+def _json_path(loc: tuple[int | str, ...]) -> str:
+    out = ""
+    for part in loc:
+        if isinstance(part, int):
+            out += f"[{part}]"
+        else:
+            out += ("." if out else "") + str(part)
+    return out or "(top level)"
+
+
+def format_validation_error(source: Path | str, exc: ValidationError) -> str:
+    """One line for the first error, plus a count of the others (all listed after)."""
+    errors = exc.errors(include_url=False)
+    lines = []
+    for err in errors:
+        loc = tuple(p for p in err["loc"] if p not in ("function-after", "function-before"))
+        msg = err["msg"].removeprefix("Value error, ")
+        lines.append(f"{source}: {_json_path(loc)}: {msg}")
+    if len(lines) > 1:
+        return lines[0] + f" (and {len(lines) - 1} more: " + "; ".join(lines[1:5]) + ")"
+    return lines[0]
+
+
+def read_json(path: Path) -> dict[str, Any]:
+    try:
+        text = path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise InputError(f"{path}: no such file") from None
+    except OSError as exc:
+        raise InputError(f"{path}: cannot read: {exc.strerror}") from None
+    try:
+        data = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise InputError(f"{path}: not valid JSON at line {exc.lineno} column {exc.colno}: {exc.msg}") from None
+    if not isinstance(data, dict):
+        raise InputError(f"{path}: (top level): expected a JSON object")
+    return data
+
+
+def parse_snapshot(data: dict[str, Any], source: Path | str = "<snapshot>") -> ClusterSnapshot:
+    version = data.get("schema_version")
+    if version != SCHEMA_VERSION:
+        raise InputError(
+            f"{source}: schema_version: expected {SCHEMA_VERSION}, found {version!r}"
+            + (" (written by a newer slurm-defrag?)" if isinstance(version, int) and version > SCHEMA_VERSION else "")
+        )
+    try:
+        return ClusterSnapshot.model_validate(data)
+    except ValidationError as exc:
+        raise InputError(format_validation_error(source, exc)) from None
+
+
+def load_snapshot(path: Path) -> ClusterSnapshot:
+    return parse_snapshot(read_json(path), path)
+
+
+def dump_snapshot(snapshot: ClusterSnapshot, indent: int | None = 1) -> str:
+    return snapshot.model_dump_json(indent=indent)
+
+
+def save_snapshot(snapshot: ClusterSnapshot, path: Path) -> None:
+    path.write_text(dump_snapshot(snapshot) + "\n", encoding="utf-8")
