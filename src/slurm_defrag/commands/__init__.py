@@ -1,0 +1,1 @@
+"""One module per CLI command group; ``slurm_defrag.cli`` registers them."""

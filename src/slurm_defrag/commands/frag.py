@@ -1,0 +1,36 @@
+"""``slurm-defrag frag``: fragmentation figures and falsely starved jobs."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+from typing import Annotated
+
+import typer
+from rich.console import Console
+
+from slurm_defrag.commands.common import JsonOpt, SnapshotOpt, load_or_read_snapshot
+
+
+def frag(
+    snapshot: SnapshotOpt = None,
+    json_out: JsonOpt = False,
+    mix: Annotated[
+        Path | None,
+        typer.Option("--mix", help="Workload mix JSON to measure against (default: pending queue)."),
+    ] = None,
+    max_nodes: Annotated[
+        int, typer.Option("--max-nodes", min=1, help="Nodes shown in the map and per job.")
+    ] = 64,
+) -> None:
+    """Fragmentation per node, partition, GPU model and cluster; falsely starved jobs."""
+    from slurm_defrag.metrics.compute import compute
+    from slurm_defrag.metrics.demand import load_mix
+    from slurm_defrag.report.frag_view import render
+
+    snap = load_or_read_snapshot(snapshot)
+    report = compute(snap, load_mix(mix) if mix else None)
+    if json_out:
+        sys.stdout.write(report.model_dump_json(indent=1) + "\n")
+        return
+    render(Console(), snap, report, max_nodes)
