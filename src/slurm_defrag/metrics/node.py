@@ -93,8 +93,8 @@ def node_metrics(
     )
 
 
-def add_counts(parts: list[FragCounts]) -> FragCounts:
-    """Sum node figures into a partition or cluster figure."""
+def add_counts(parts: list[tuple[FragCounts, int]]) -> FragCounts:
+    """Sum node figures into a partition or cluster figure: (figures, how many nodes)."""
     fits = dict.fromkeys(BLOCK_SIZES, 0)
     nvlink_fits = dict.fromkeys(BLOCK_SIZES, 0)
     totals = dict.fromkeys(
@@ -103,18 +103,18 @@ def add_counts(parts: list[FragCounts]) -> FragCounts:
     )
     spatial = topology = configuration = 0
     free_mem = unusable_mem = fgd = 0.0
-    for c in parts:
+    for c, n in parts:
         for key in totals:
-            totals[key] += getattr(c, key)
+            totals[key] += n * getattr(c, key)
         for k in BLOCK_SIZES:
-            fits[k] += c.fits.get(k, 0)
-            nvlink_fits[k] += c.nvlink_fits.get(k, 0)
-        spatial += c.unusable.spatial
-        topology += c.unusable.topology
-        configuration += c.unusable.configuration
-        free_mem += c.free_memory_gb
-        unusable_mem += c.unusable_memory_gb
-        fgd += c.fgd
+            fits[k] += n * c.fits.get(k, 0)
+            nvlink_fits[k] += n * c.nvlink_fits.get(k, 0)
+        spatial += n * c.unusable.spatial
+        topology += n * c.unusable.topology
+        configuration += n * c.unusable.configuration
+        free_mem += n * c.free_memory_gb
+        unusable_mem += n * c.unusable_memory_gb
+        fgd += n * c.fgd
     return FragCounts(
         **totals,
         free_memory_gb=free_mem,

@@ -1,0 +1,67 @@
+#!/usr/bin/env bash
+# The whole test suite, from a fresh clone on a fresh Debian machine:
+#   1. Python env with every extra the tests need (.venv),
+#   2. static checks: ruff, mypy --strict,
+#   3. unit, property, solver, adapter and store tests (no services),
+#   4. PostgreSQL (Debian package, throwaway cluster) for the store tests on a real server,
+#   5. for each Slurm release in SLURM_SUITES: the compose Slurm cluster, the live tests,
+#      teardown.
+# Under CI=true a service that cannot be started fails the run (tests never skip it).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+SLURM_SUITES=${SLURM_SUITES:-"bookworm trixie"}
+export PYTHONDONTWRITEBYTECODE=1
+
+step() { printf '\n=== %s (%s)\n' "$*" "$(date +%H:%M:%S)"; }
+
+# pytest exits 5 when a selection holds no test; for a phase that may legitimately be
+# empty that is not a failure.
+REPORTS=$(mktemp -d)
+PHASE=0
+run_pytest() {
+    local rc=0
+    PHASE=$((PHASE + 1))
+    .venv/bin/pytest --junitxml="$REPORTS/phase$PHASE.xml" "$@" || rc=$?
+    if [ "$rc" -eq 5 ]; then rc=0; fi
+    return "$rc"
+}
+
+step "python environment"
+if [ ! -x .venv/bin/python ]; then
+    python3 -m venv .venv
+fi
+.venv/bin/pip install -q --disable-pip-version-check --upgrade pip
+.venv/bin/pip install -q --disable-pip-version-check -e '.[dev]'
+
+step "ruff"
+.venv/bin/ruff check src tests bench
+step "mypy --strict"
+.venv/bin/mypy
+
+step "tests without services"
+run_pytest -q -m "not slurm and not postgres"
+
+if [ -x scripts/postgres.sh ]; then
+    step "PostgreSQL"
+    SLURM_DEFRAG_TEST_PG_URL=$(scripts/postgres.sh start)
+    export SLURM_DEFRAG_TEST_PG_URL
+    trap 'scripts/postgres.sh stop >/dev/null 2>&1 || true' EXIT
+    run_pytest -q -m postgres
+fi
+
+if [ -x scripts/cluster.sh ]; then
+    for suite in $SLURM_SUITES; do
+        step "Slurm cluster: $suite"
+        export SLURM_SUITE=$suite
+        start=$(date +%s)
+        scripts/cluster.sh up
+        echo "cluster $suite up in $(( $(date +%s) - start )) s"
+        rc=0
+        run_pytest -q -m slurm || rc=$?
+        scripts/cluster.sh down || true
+        [ "$rc" -eq 0 ] || exit "$rc"
+    done
+fi
+step "done"
+.venv/bin/python scripts/junit_total.py "$REPORTS"/*.xml
