@@ -31,13 +31,17 @@ def main() -> None:
     snap = random_cluster(args.nodes, seed=args.seed, fill=args.fill, pending=args.pending)
     gen = time.perf_counter() - t0
     running = sum(1 for _ in snap.running_gpu_jobs())
-    print(f"snapshot: {len(snap.nodes)} nodes, {sum(n.gpu_count for n in snap.nodes)} GPUs, "
-          f"{running} running jobs, {args.pending} pending (generated in {gen:.2f} s)")
+    print(
+        f"snapshot: {len(snap.nodes)} nodes, {sum(n.gpu_count for n in snap.nodes)} GPUs, "
+        f"{running} running jobs, {args.pending} pending (generated in {gen:.2f} s)"
+    )
 
     def fresh() -> ClusterSnapshot:
         # A new snapshot object per run: per-snapshot caches (GPU owners, free masks) are
         # cold; topology memo tables stay warm after the first run, as in a running service.
-        return ClusterSnapshot.model_construct(**{k: getattr(snap, k) for k in ClusterSnapshot.model_fields})
+        return ClusterSnapshot.model_construct(
+            **{k: getattr(snap, k) for k in ClusterSnapshot.model_fields}
+        )
 
     times = []
     for _ in range(args.repeat):
@@ -50,10 +54,14 @@ def main() -> None:
     _, peak = tracemalloc.get_traced_memory()
     tracemalloc.stop()
     c = report.cluster_metrics.counts
-    print(f"free {c.free} GPUs, unusable {c.unusable.total}, FGD {c.fgd:.1f}, "
-          f"falsely starved {len(report.falsely_starved)} of {len(report.pending)} pending")
-    print(f"compute: {', '.join(f'{t:.3f}' for t in times)} s (first run has cold topology "
-          f"memo tables); peak traced memory of one run {peak / 2**20:.0f} MiB")
+    print(
+        f"free {c.free} GPUs, unusable {c.unusable.total}, FGD {c.fgd:.1f}, "
+        f"falsely starved {len(report.falsely_starved)} of {len(report.pending)} pending"
+    )
+    print(
+        f"compute: {', '.join(f'{t:.3f}' for t in times)} s (first run has cold topology "
+        f"memo tables); peak traced memory of one run {peak / 2**20:.0f} MiB"
+    )
 
 
 if __name__ == "__main__":

@@ -7,6 +7,7 @@ A bad file gives exactly one message naming the file, the JSON path and the prob
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 from typing import Any
 
@@ -26,14 +27,30 @@ def _json_path(loc: tuple[int | str, ...]) -> str:
     return out or "(top level)"
 
 
+# A validator's message may start with the path it is about, relative to where it runs:
+# "jobs[2].gpus.node01: GPU 3 also held by job 101" from the snapshot's cross-check.
+_MSG_PATH = re.compile(r"^(?P<path>[A-Za-z_][\w]*(?:\[\d+\]|\.[\w-]+)*): (?P<rest>.+)$", re.S)
+
+
+def _locate(loc: tuple[int | str, ...], msg: str) -> str:
+    """``path: message``, joining a path at the head of ``msg`` onto the error's location."""
+    path = _json_path(loc) if loc else ""
+    m = _MSG_PATH.match(msg)
+    if m is not None:
+        sub = m["path"]
+        path = f"{path}.{sub}" if path else sub
+        msg = m["rest"]
+    return f"{path or '(top level)'}: {msg}"
+
+
 def format_validation_error(source: Path | str, exc: ValidationError) -> str:
     """One line for the first error, plus a count of the others (all listed after)."""
     errors = exc.errors(include_url=False)
     lines = []
     for err in errors:
         loc = tuple(p for p in err["loc"] if p not in ("function-after", "function-before"))
-        msg = err["msg"].removeprefix("Value error, ")
-        lines.append(f"{source}: {_json_path(loc)}: {msg}")
+        msg = " ".join(err["msg"].removeprefix("Value error, ").split())  # one line
+        lines.append(f"{source}: {_locate(loc, msg)}")
     if len(lines) > 1:
         return lines[0] + f" (and {len(lines) - 1} more: " + "; ".join(lines[1:5]) + ")"
     return lines[0]
@@ -46,10 +63,16 @@ def read_json(path: Path) -> dict[str, Any]:
         raise InputError(f"{path}: no such file") from None
     except OSError as exc:
         raise InputError(f"{path}: cannot read: {exc.strerror}") from None
+    except UnicodeDecodeError as exc:
+        raise InputError(f"{path}: not UTF-8 text (byte {exc.start}): {exc.reason}") from None
     try:
         data = json.loads(text)
     except json.JSONDecodeError as exc:
-        raise InputError(f"{path}: not valid JSON at line {exc.lineno} column {exc.colno}: {exc.msg}") from None
+        raise InputError(
+            f"{path}: not valid JSON at line {exc.lineno} column {exc.colno}: {exc.msg}"
+        ) from None
+    except RecursionError:
+        raise InputError(f"{path}: not valid JSON: nested too deeply") from None
     if not isinstance(data, dict):
         raise InputError(f"{path}: (top level): expected a JSON object")
     return data
@@ -58,9 +81,10 @@ def read_json(path: Path) -> dict[str, Any]:
 def parse_snapshot(data: dict[str, Any], source: Path | str = "<snapshot>") -> ClusterSnapshot:
     version = data.get("schema_version")
     if version != SCHEMA_VERSION:
+        newer = isinstance(version, int) and version > SCHEMA_VERSION
         raise InputError(
             f"{source}: schema_version: expected {SCHEMA_VERSION}, found {version!r}"
-            + (" (written by a newer slurm-defrag?)" if isinstance(version, int) and version > SCHEMA_VERSION else "")
+            + (" (written by a newer slurm-defrag?)" if newer else "")
         )
     try:
         return ClusterSnapshot.model_validate(data)

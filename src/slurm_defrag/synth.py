@@ -131,7 +131,8 @@ def random_cluster(
     used = 0
     names = [n.name for n in nodes]
     next_id = 1000
-    sizes, size_w = zip(*JOB_SIZES, strict=True)
+    sizes = [k for k, _ in JOB_SIZES]
+    size_w = [w for _, w in JOB_SIZES]
     attempts = 0
     while used < target and attempts < 20 * n_nodes:
         attempts += 1

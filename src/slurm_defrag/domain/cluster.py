@@ -17,7 +17,7 @@ from collections.abc import Iterator, Mapping
 from datetime import datetime
 from enum import StrEnum
 from functools import cached_property
-from typing import Annotated, Literal
+from typing import Annotated, Final, Literal
 
 from pydantic import (
     BaseModel,
@@ -30,7 +30,7 @@ from pydantic import (
 
 from slurm_defrag.domain.topology import BUILTIN_TOPOLOGIES, GpuTopology, mask_of
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION: Final = 1
 
 # Memory per GPU (GB) of common models, used when a reader cannot learn it from Slurm.
 GPU_MEMORY_GB: dict[str, float] = {
@@ -138,7 +138,7 @@ class Node(_Frozen):
     def _check(self) -> Node:
         bad = sorted(i for i in self.gpus_used if not 0 <= i < self.gpu_count)
         if bad:
-            raise ValueError(f"gpus_used has index {bad[0]} outside 0..{self.gpu_count - 1}")
+            raise ValueError(f"gpus_used: index {bad[0]} outside 0..{self.gpu_count - 1}")
         if self.gpu_count and not self.gpu_model:
             raise ValueError("gpu_model is required when gpu_count > 0")
         return self

@@ -65,19 +65,21 @@ def format_index_ranges(indices: frozenset[int] | set[int]) -> str:
     items = sorted(indices)
     parts: list[str] = []
     start = prev = items[0]
-    for i in items[1:] + [None]:  # type: ignore[list-item]
-        if i is not None and i == prev + 1:
+    for i in items[1:]:
+        if i == prev + 1:
             prev = i
             continue
         parts.append(str(start) if start == prev else f"{start}-{prev}")
-        if i is not None:
-            start = prev = i
+        start = prev = i
+    parts.append(str(start) if start == prev else f"{start}-{prev}")
     return ",".join(parts)
 
 
 def _split_top_level(text: str) -> list[str]:
     """Split on commas that are not inside parentheses (IDX lists contain commas)."""
-    parts, depth, cur = [], 0, []
+    parts: list[str] = []
+    cur: list[str] = []
+    depth = 0
     for ch in text:
         if ch == "(":
             depth += 1
@@ -111,7 +113,10 @@ def parse_gres(text: str | None) -> list[GresEntry]:
         detail = m["detail"]
         indices: frozenset[int] | None = None
         if detail is not None and detail.startswith("IDX:"):
-            indices = parse_index_ranges(detail[4:])
+            try:
+                indices = parse_index_ranges(detail[4:])
+            except GresParseError as exc:  # name the whole string, not only the range
+                raise GresParseError(f"{exc} (GRES {text!r})") from None
         count = int(m["count"]) if m["count"] is not None else (
             len(indices) if indices is not None else 1
         )

@@ -136,6 +136,19 @@ class GpuTopology(BaseModel):
         """Size of the largest NVLink block this node can ever offer."""
         return popcount(self.blocks[0])
 
+    @cached_property
+    def block_sizes(self) -> frozenset[int]:
+        """Every k for which this node can ever offer a k-GPU NVLink block.
+
+        Not always ``1..max_block``: a DGX-1 hybrid cube-mesh has blocks of 1-4 GPUs (cliques)
+        and 8 (the whole island), but none of 5, 6 or 7.
+        """
+        return frozenset(popcount(b) for b in self.blocks)
+
+    def can_form_block(self, k: int) -> bool:
+        """True if some set of k GPUs of this node is an NVLink block (all GPUs free)."""
+        return k in self.block_sizes
+
     def blocks_of_size(self, k: int) -> tuple[int, ...]:
         return _blocks_of_size(self, k)
 
@@ -303,15 +316,22 @@ def from_links_matrix(rows: Sequence[str | Sequence[int]], name: str) -> GpuTopo
             try:
                 values = [int(v) for v in row.split(",")]
             except ValueError as exc:
-                raise LinksParseError(f"Links row {r}: not a comma list of integers: {row!r}") from exc
+                raise LinksParseError(
+                    f"Links row {r}: not a comma list of integers: {row!r}"
+                ) from exc
         else:
             values = list(row)
         matrix.append(values)
     n = len(matrix)
-    links: list[tuple[int, int]] = []
+    if not 1 <= n <= MAX_GPUS_PER_NODE:
+        raise LinksParseError(f"Links: {n} rows, expected 1..{MAX_GPUS_PER_NODE} (one per GPU)")
+    # Check every row's length before comparing rows with columns: a short row further down
+    # would otherwise surface as an IndexError instead of a message naming the row.
     for i, row in enumerate(matrix):
         if len(row) != n:
             raise LinksParseError(f"Links row {i} has {len(row)} entries, expected {n}")
+    links: list[tuple[int, int]] = []
+    for i, row in enumerate(matrix):
         if row[i] != -1:
             raise LinksParseError(f"Links row {i}: entry {i} must be -1 (the GPU itself)")
         for j in range(i + 1, n):
@@ -319,7 +339,9 @@ def from_links_matrix(rows: Sequence[str | Sequence[int]], name: str) -> GpuTopo
                 raise LinksParseError(f"Links not symmetric between GPU {i} and GPU {j}")
             if row[j] > 0:
                 links.append((i, j))
-    return GpuTopology(name=name, gpu_count=n, nvlinks=tuple(links), description="from gres.conf Links=")
+    return GpuTopology(
+        name=name, gpu_count=n, nvlinks=tuple(links), description="from gres.conf Links="
+    )
 
 
 def parse_gres_conf_links(text: str) -> dict[str, GpuTopology]:
@@ -346,6 +368,9 @@ def parse_gres_conf_links(text: str) -> dict[str, GpuTopology]:
     for node, node_rows in rows.items():
         key = tuple(node_rows)
         if key not in by_matrix:
-            by_matrix[key] = from_links_matrix(node_rows, name=f"links-{node}")
+            try:
+                by_matrix[key] = from_links_matrix(node_rows, name=f"links-{node}")
+            except LinksParseError as exc:
+                raise LinksParseError(f"NodeName={node}: {exc}") from None
         out[node] = by_matrix[key]
     return out

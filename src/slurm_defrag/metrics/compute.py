@@ -40,7 +40,9 @@ def compute(snapshot: ClusterSnapshot, mix: WorkloadMix | None = None) -> FragRe
             proto = node_metrics(kind.rep, kind.topo, cls.free_mask, mix, structural)
             fields = proto.__dict__
             for member in cls.members:  # no re-validation: the prototype was validated
-                per_node[member.name] = NodeMetrics.model_construct(**{**fields, "node": member.name})
+                per_node[member.name] = NodeMetrics.model_construct(
+                    **{**fields, "node": member.name}
+                )
             weighted = (proto, len(cls.members))
             everything.append(weighted)
             for p in kind.rep.partitions:

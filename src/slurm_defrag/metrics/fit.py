@@ -34,7 +34,7 @@ def structural_verdict(node: Node, topo: GpuTopology, item: DemandItem) -> Verdi
         return Verdict.CONFIGURATION
     if node.gpu_count < item.gpus_per_node:
         return Verdict.CONFIGURATION
-    if item.nvlink and topo.max_block < item.gpus_per_node:
+    if item.nvlink and not topo.can_form_block(item.gpus_per_node):
         return Verdict.TOPOLOGY
     return None
 
@@ -92,6 +92,12 @@ def explain(node: Node, topo: GpuTopology, free: int, item: DemandItem, v: Verdi
             return (
                 f"{n_free} free GPUs, but {topo.name} never forms an NVLink block of {k} "
                 f"(largest possible is {topo.max_block})"
+            )
+        case Verdict.TOPOLOGY if not topo.can_form_block(k):
+            sizes = ", ".join(map(str, sorted(topo.block_sizes)))
+            return (
+                f"{n_free} free GPUs, but {topo.name} never forms an NVLink block of {k} "
+                f"(possible block sizes: {sizes})"
             )
         case Verdict.TOPOLOGY:
             return (

@@ -4,8 +4,7 @@ from __future__ import annotations
 
 from slurm_defrag.domain.cluster import Node
 from slurm_defrag.domain.topology import GpuTopology, popcount
-from slurm_defrag.metrics.demand import WorkloadMix
-from slurm_defrag.metrics.demand import DemandItem
+from slurm_defrag.metrics.demand import DemandItem, WorkloadMix
 from slurm_defrag.metrics.fit import Verdict, structural_verdict, usable_mask
 from slurm_defrag.metrics.report import BLOCK_SIZES, FragCounts, NodeMetrics, Unusable
 

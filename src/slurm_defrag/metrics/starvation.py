@@ -20,8 +20,8 @@ from __future__ import annotations
 
 from slurm_defrag.domain.cluster import ClusterSnapshot, Job
 from slurm_defrag.domain.topology import popcount
-from slurm_defrag.metrics.demand import DemandItem, item_for_request, waits_on_resources
 from slurm_defrag.metrics.classes import NodeClass, NodeKind, group_nodes
+from slurm_defrag.metrics.demand import DemandItem, item_for_request, waits_on_resources
 from slurm_defrag.metrics.fit import Verdict, explain, free_verdict, structural_verdict
 from slurm_defrag.metrics.report import NodeDiagnosis, PendingStatus
 
@@ -65,7 +65,7 @@ def diagnose_job(
     capable = [
         c for c, v in rows
         if v in (Verdict.FITS, Verdict.SPATIAL)
-        or (v is Verdict.TOPOLOGY and c.topo.max_block >= k)
+        or (v is Verdict.TOPOLOGY and c.topo.can_form_block(k))
     ]
     n_fitting = sum(len(c.members) for c in fitting)
     n_capable = sum(len(c.members) for c in capable)
@@ -82,8 +82,12 @@ def diagnose_job(
         return PendingStatus(**base, status="can-start", message=where, **counts)
 
     reason: str | None = None
+    message: str | None = None
     if n_capable < n_nodes:
         status = "unsatisfiable"
+        if n_capable:  # some nodes could host it, just not as many as it asks for
+            message = (f"needs {n_nodes} nodes, only {n_capable} of its partition can ever "
+                       "host its share (GPU model, GPU count or topology)")
     elif free_matching >= req.gpus:
         status = "falsely-starved"
         count_ok = sum(len(c.members) for c in capable if popcount(c.free_mask) >= k)
@@ -96,7 +100,7 @@ def diagnose_job(
         **base,
         status=status,
         reason=reason,
-        message=_message(status, reason, req.gpus, free_matching, free_in_partition),
+        message=message or _message(status, reason, req.gpus, free_matching, free_in_partition),
         diagnosis=_diagnosis(rows, item) if status == "falsely-starved" else (),
         **counts,
     )
@@ -120,8 +124,10 @@ def _message(status: str, reason: str | None, gpus: int, matching: int, partitio
     return f"needs {gpus} GPUs: {matching} free on nodes it can use, but scattered"
 
 
-def _diagnosis(rows: list[tuple[NodeClass, Verdict]], item: DemandItem) -> tuple[NodeDiagnosis, ...]:
-    out = []
+def _diagnosis(
+    rows: list[tuple[NodeClass, Verdict]], item: DemandItem
+) -> tuple[NodeDiagnosis, ...]:
+    out: list[NodeDiagnosis] = []
     for cls, v in rows:
         if not cls.free_mask:
             continue  # a node with no free GPU needs no explanation
@@ -129,9 +135,13 @@ def _diagnosis(rows: list[tuple[NodeClass, Verdict]], item: DemandItem) -> tuple
         detail = explain(cls.rep, cls.topo, cls.free_mask, item, v)
         largest = cls.topo.largest_free_block(free)
         n_free = popcount(cls.free_mask)
-        out.extend(  # fields computed above; skip re-validation per node of a class
-            NodeDiagnosis.model_construct(node=n.name, verdict=v, free=n_free,
-                                          largest_free_block=largest, detail=detail)
-            for n in cls.members
-        )
+        for n in cls.members:
+            # Nodes of one class share every figure, but not their state words or
+            # reservation: an unavailable node is explained with its own.
+            own = v is Verdict.UNAVAILABLE
+            text = explain(n, cls.topo, cls.free_mask, item, v) if own else detail
+            out.append(  # fields computed above; skip re-validation per node of a class
+                NodeDiagnosis.model_construct(node=n.name, verdict=v, free=n_free,
+                                              largest_free_block=largest, detail=text)
+            )
     return tuple(sorted(out, key=lambda d: d.node))

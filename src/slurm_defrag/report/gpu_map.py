@@ -51,7 +51,9 @@ def node_cells(snapshot: ClusterSnapshot, node: Node) -> Text:
     return text
 
 
-def gpu_map(snapshot: ClusterSnapshot, nodes: list[Node] | None = None, title: str = "GPU map") -> Table:
+def gpu_map(
+    snapshot: ClusterSnapshot, nodes: list[Node] | None = None, title: str = "GPU map"
+) -> Table:
     """Render ``nodes`` (default: all) as a table of GPU slots."""
     nodes = list(snapshot.nodes) if nodes is None else nodes
     table = Table(title=title, title_justify="left", show_edge=False, pad_edge=False)

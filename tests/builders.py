@@ -1,0 +1,81 @@
+"""Builders for small hand-made snapshots, so a test states only what matters to it.
+
+Imported by tests as ``from builders import ...`` (``tests/`` is on ``sys.path`` because
+``tests/conftest.py`` lives there).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from typing import Any
+
+from slurm_defrag.domain.cluster import ClusterSnapshot, GpuRequest, Job, JobState, Node
+from slurm_defrag.domain.topology import BUILTIN_TOPOLOGIES
+from slurm_defrag.metrics.demand import DemandItem, MixSource, WorkloadMix
+from slurm_defrag.synth import EPOCH
+
+MEMORY_GB = {"a100": 40.0, "a100-80g": 80.0, "h100": 80.0, "v100": 32.0}
+
+
+def node(
+    name: str,
+    topology: str | None = "nvswitch-8",
+    *,
+    model: str = "a100",
+    state: str = "MIXED",
+    partitions: tuple[str, ...] = ("batch",),
+    gpu_count: int | None = None,
+    reservation: str | None = None,
+    gpus_used: Iterable[int] = (),
+) -> Node:
+    """A GPU node; ``gpu_count`` defaults to the topology's."""
+    if gpu_count is None:
+        assert topology is not None
+        gpu_count = BUILTIN_TOPOLOGIES[topology].gpu_count
+    return Node(
+        name=name, partitions=partitions, state=state, gpu_model=model, gpu_count=gpu_count,
+        gpu_memory_gb=MEMORY_GB[model], topology=topology, reservation=reservation,
+        gpus_used=frozenset(gpus_used),
+    )
+
+
+def running(job_id: str, gpus: dict[str, Iterable[int]], partition: str = "batch") -> Job:
+    return Job(id=job_id, state=JobState.RUNNING, partition=partition,
+               gpus={n: frozenset(g) for n, g in gpus.items()})
+
+
+def pending(
+    job_id: str,
+    gpus_per_node: int | None = None,
+    *,
+    nodes: int = 1,
+    total_gpus: int | None = None,
+    nvlink: bool = False,
+    model: str | None = None,
+    whole_node: bool = False,
+    partition: str = "batch",
+    reason: str = "Resources",
+) -> Job:
+    return Job(
+        id=job_id, state=JobState.PENDING, partition=partition, reason=reason,
+        request=GpuRequest(nodes=nodes, gpus_per_node=gpus_per_node, total_gpus=total_gpus,
+                           gpu_model=model, nvlink=nvlink, whole_node=whole_node),
+    )
+
+
+def busy(node_name: str, gpus: Iterable[int], job_id: str | None = None) -> Job:
+    """A running job holding ``gpus`` of one node (its id defaults to ``<node>-busy``)."""
+    return running(job_id or f"{node_name}-busy", {node_name: gpus})
+
+
+def snapshot(nodes: Iterable[Node], jobs: Iterable[Job] = ()) -> ClusterSnapshot:
+    return ClusterSnapshot(cluster="test", taken_at=EPOCH, nodes=tuple(nodes), jobs=tuple(jobs))
+
+
+def mix(*items: DemandItem) -> WorkloadMix:
+    return WorkloadMix(source=MixSource.DECLARED, items=items)
+
+
+def item(k: int, **kw: Any) -> DemandItem:
+    """One mix item of ``k`` GPUs per node (``nvlink=True`` etc. as keywords)."""
+    return DemandItem(gpus_per_node=k, **kw)

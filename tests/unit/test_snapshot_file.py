@@ -1,0 +1,210 @@
+"""Snapshot files: loading, the one-line errors a person can act on, and the JSON round trip.
+
+Every bad-input case asserts the message names the file and the JSON path of the problem
+(docs/snapshot-format.md): that is what lets someone fix a snapshot without a debugger.
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from slurm_defrag.domain.cluster import UNKNOWN_OWNER, ClusterSnapshot, NodeFlag
+from slurm_defrag.errors import InputError
+from slurm_defrag.snapshot_file import (
+    dump_snapshot,
+    load_snapshot,
+    parse_snapshot,
+    save_snapshot,
+)
+from slurm_defrag.synth import course_scenario, random_cluster
+
+EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
+
+
+@pytest.fixture(scope="module")
+def course_data() -> dict[str, Any]:
+    data: dict[str, Any] = json.loads((EXAMPLES / "course.json").read_text())
+    return data
+
+
+def test_course_example_is_the_synth_scenario(course_snapshot: ClusterSnapshot) -> None:
+    """examples/course.json is written from synth.course_scenario(): they must not drift."""
+    assert course_snapshot == course_scenario()
+
+
+def test_example_files_are_stable_dumps(course_snapshot: ClusterSnapshot) -> None:
+    """The committed file is exactly what dump_snapshot writes (diffable, stable keys)."""
+    assert (EXAMPLES / "course.json").read_text() == dump_snapshot(course_snapshot) + "\n"
+
+
+@pytest.mark.parametrize("snap", [course_scenario(), random_cluster(24, seed=5, pending=6)],
+                         ids=["course", "random-24"])
+def test_round_trip(snap: ClusterSnapshot, tmp_path: Path) -> None:
+    path = tmp_path / "snap.json"
+    save_snapshot(snap, path)
+    loaded = load_snapshot(path)
+    assert loaded == snap
+    assert dump_snapshot(loaded) == dump_snapshot(snap)
+
+
+def _set(path: str, value: Any) -> Callable[[dict[str, Any]], None]:
+    """An edit of the course data: set ``a.b[2].c`` to value (``DELETE`` removes it)."""
+
+    def edit(data: dict[str, Any]) -> None:
+        parts = path.replace("[", ".").replace("]", "").split(".")
+        target: Any = data
+        for p in parts[:-1]:
+            target = target[int(p)] if p.isdigit() else target[p]
+        last = parts[-1]
+        if value is DELETE:
+            del target[last]
+        else:
+            target[int(last) if last.isdigit() else last] = value
+
+    return edit
+
+
+DELETE = object()
+
+# (case id, edit of the course data, JSON path the message must name, words it must contain)
+BAD_DATA = [
+    ("wrong type", _set("nodes[1].gpu_count", "eight"), "nodes[1].gpu_count", "integer"),
+    ("missing field", _set("taken_at", DELETE), "taken_at", "Field required"),
+    ("missing job state", _set("jobs[3].state", DELETE), "jobs[3].state", "Field required"),
+    ("unknown field", _set("nodes[2].colour", "red"), "nodes[2].colour", "Extra inputs"),
+    ("unknown top-level field", _set("nodez", []), "nodez", "Extra inputs"),
+    ("schema_version 2", _set("schema_version", 2), "schema_version", "newer slurm-defrag"),
+    ("schema_version string", _set("schema_version", "1"), "schema_version", "expected 1"),
+    ("schema_version missing", _set("schema_version", DELETE), "schema_version", "expected 1"),
+    ("unknown node", _set("jobs[0].gpus", {"node99": [0]}), "jobs[0].gpus",
+     "unknown node 'node99'"),
+    ("GPU index out of range", _set("jobs[0].gpus", {"node01": [8]}), "jobs[0].gpus.node01",
+     "GPU index 8 outside 0..7"),
+    # job 103 (node02 GPU 0) moved onto node01 GPU 3, which job 101 holds
+    ("two jobs on one GPU", _set("jobs[2].gpus", {"node01": [3]}), "jobs[2].gpus.node01",
+     "GPU 3 also held by job 101"),
+    ("gpus_used out of range", _set("nodes[0].gpus_used", [9]), "nodes[0].gpus_used",
+     "index 9 outside 0..7"),
+    ("unknown topology", _set("nodes[0].topology", "nvswitch-9"), "nodes[0].topology",
+     "unknown topology"),
+    ("topology size mismatch", _set("nodes[0].topology", "nvswitch-4"), "nodes[0].topology",
+     "has 4 GPUs"),
+    ("duplicate node", _set("nodes[1].name", "node01"), "nodes[1].name", "duplicate node"),
+    ("duplicate job", _set("jobs[1].id", "101"), "jobs[1].id", "duplicate job"),
+    ("bad request", _set("jobs[9].request", {"nodes": 1}), "jobs[9].request", "exactly one"),
+    ("bad custom topology", _set("topologies", {"t": {"name": "t", "gpu_count": 2,
+                                                      "nvlinks": [[0, 5]]}}),
+     "topologies.t.nvlinks[0]", "out of range"),
+    ("negative time limit", _set("jobs[0].time_limit_s", -5), "jobs[0].time_limit_s",
+     "greater than or equal to 0"),
+]
+
+
+@pytest.mark.parametrize(("edit", "json_path", "words"), [c[1:] for c in BAD_DATA],
+                         ids=[c[0] for c in BAD_DATA])
+def test_bad_snapshot_data(course_data: dict[str, Any], edit: Callable[[dict[str, Any]], None],
+                           json_path: str, words: str) -> None:
+    data = copy.deepcopy(course_data)
+    edit(data)
+    with pytest.raises(InputError) as err:
+        parse_snapshot(data, "bad.json")
+    message = str(err.value)
+    assert message.startswith(f"bad.json: {json_path}: "), message
+    assert words in message
+    assert "\n" not in message
+    assert "(top level)" not in message  # a path that exists must be named, not "top level"
+
+
+@pytest.mark.parametrize(
+    ("content", "words"),
+    [
+        (b'{"schema_version": 1,\n "nodes": [}', "not valid JSON at line 2 column 12"),
+        (b"", "not valid JSON at line 1 column 1"),
+        (b"[]", "(top level): expected a JSON object"),
+        (b"\xff\xfe{}", "not UTF-8"),  # once a UnicodeDecodeError traceback
+        (b"[" * 100_000 + b"]" * 100_000, "nested too deeply"),  # once a RecursionError
+    ],
+    ids=["invalid JSON", "empty file", "not an object", "not UTF-8", "deep nesting"],
+)
+def test_unreadable_files(tmp_path: Path, content: bytes, words: str) -> None:
+    path = tmp_path / "snap.json"
+    path.write_bytes(content)
+    with pytest.raises(InputError) as err:
+        load_snapshot(path)
+    assert str(err.value).startswith(f"{path}: ")
+    assert words in str(err.value)
+
+
+def test_missing_file_and_directory(tmp_path: Path) -> None:
+    with pytest.raises(InputError, match="no such file"):
+        load_snapshot(tmp_path / "nope.json")
+    with pytest.raises(InputError, match="cannot read"):
+        load_snapshot(tmp_path)
+
+
+def test_many_errors_stay_on_one_line(course_data: dict[str, Any]) -> None:
+    """Several problems: the first in full, the count and a few more on the same line."""
+    data = copy.deepcopy(course_data)
+    data["nodes"][0]["gpu_count"] = "x"
+    data["nodes"][1]["gpu_count"] = "y"
+    data["nodes"][2]["colour"] = "red"
+    with pytest.raises(InputError) as err:
+        parse_snapshot(data, "bad.json")
+    message = str(err.value)
+    assert message.startswith("bad.json: nodes[0].gpu_count: ")
+    assert "(and 2 more: " in message
+    assert "nodes[2].colour" in message
+    assert "\n" not in message
+
+
+def test_node_state_spellings(course_data: dict[str, Any]) -> None:
+    """Slurm prints ``IDLE+DRAIN`` and suffixes like ``*`` (not responding); both load."""
+    data = copy.deepcopy(course_data)
+    data["nodes"][0]["state"] = "idle+drain"
+    data["nodes"][1]["state"] = ["MIXED*"]
+    snap = parse_snapshot(data)
+    assert snap.nodes[0].state == {NodeFlag.IDLE, NodeFlag.DRAIN}
+    assert snap.nodes[1].state == {NodeFlag.MIXED}
+    assert not snap.nodes[0].available
+    assert snap.nodes[1].available
+
+
+def test_busy_gpu_without_a_visible_job_stays_busy(course_data: dict[str, Any]) -> None:
+    """GresUsed lists GPU 7 of node01 but no job holds it: owned by "?", not free."""
+    data = copy.deepcopy(course_data)
+    data["nodes"][0]["gpus_used"] = [0, 1, 2, 3, 4, 5, 7]
+    snap = parse_snapshot(data)
+    assert snap.gpu_owners["node01"] == ("101",) * 4 + ("104", "104", None, UNKNOWN_OWNER)
+    assert snap.free_masks["node01"] == 1 << 6
+
+
+def test_finished_jobs_hold_no_gpus(course_snapshot: ClusterSnapshot) -> None:
+    """Job 102 is COMPLETED: its node01 GPU 6 and node03 GPU 0 are free again."""
+    assert course_snapshot.gpu_owners["node01"][6] is None
+    assert course_snapshot.gpu_owners["node03"][0] is None
+
+
+def test_node_without_topology_is_pcie_only(course_data: dict[str, Any]) -> None:
+    data = copy.deepcopy(course_data)
+    data["nodes"][0]["topology"] = None
+    snap = parse_snapshot(data)
+    topo = snap.topology_of(snap.nodes[0])
+    assert topo.gpu_count == 8
+    assert topo.nvlinks == ()
+    assert topo.max_block == 1
+
+
+def test_custom_topology_by_name(course_data: dict[str, Any]) -> None:
+    data = copy.deepcopy(course_data)
+    data["topologies"] = {"ring-8": {"name": "ring-8", "gpu_count": 8,
+                                     "nvlinks": [[i, (i + 1) % 8] for i in range(8)]}}
+    data["nodes"][3]["topology"] = "ring-8"
+    snap = parse_snapshot(data)
+    assert snap.topology_of(snap.nodes[3]).name == "ring-8"
+    assert parse_snapshot(json.loads(dump_snapshot(snap))) == snap
