@@ -69,13 +69,15 @@ def test_falsely_starved_configuration() -> None:
     assert "job needs h100" in next(d.detail for d in s.diagnosis if d.node == "a")
 
 
-def test_falsely_starved_configuration_by_topology() -> None:
+def test_falsely_starved_topology_by_wiring() -> None:
     """A 3-GPU NVLink job: 2 free on an NVSwitch node (capable), 4 free on NVLink pairs
-    (can never give 3 connected). Capable free 2 < 3, partition free 6 >= 3."""
+    (can never give 3 connected). Capable free 2 < 3, partition free 6 >= 3. The free GPUs
+    that would make up the difference are of the right model but wired in pairs, so the
+    reason is the topology (the same word the node figures use for them)."""
     nodes = [node("sw"), node("pairs", "nvlink-pairs-8")]
     s = status_of(nodes, [busy("sw", range(6)), busy("pairs", (0, 3, 4, 5)),
                           pending("j", 3, nvlink=True)])
-    assert (s.status, s.reason) == ("falsely-starved", "configuration")
+    assert (s.status, s.reason) == ("falsely-starved", "topology")
     assert (s.free_matching, s.free_in_partition) == (2, 6)
 
 
@@ -107,7 +109,7 @@ NEVER = "no node of its partition can ever host it"
         # GPUs count as matching), there are just too few such nodes. The message says so
         # instead of claiming no node could ever host it.
         ([node("a", state="IDLE")], pending("j", 4, nodes=2), 8,
-         "needs 2 nodes, only 1 of its partition can ever host its share"),
+         "needs 2 node(s) / 8 GPUs; its partition has only 1 node(s)"),
     ],
     ids=["topology", "model", "gpu-count", "dgx1-6gpu-nvlink", "too-few-nodes"],
 )
@@ -225,3 +227,22 @@ def test_pending_jobs_form_the_mix() -> None:
     assert m.source is MixSource.PENDING
     assert sorted((i.gpus_per_node, i.nvlink, i.weight) for i in m.items) == [
         (2, True, 2.0), (4, False, 1.0)]
+
+
+def test_drained_capable_node_makes_job_short_not_unsatisfiable() -> None:
+    """An 8-GPU job; the only node that could host it is drained. The hardware exists, so
+    the request is fine: the job is short of available capacity, not unsatisfiable."""
+    drained = node("big").model_copy(update={"state": frozenset({"IDLE", "DRAIN"})})
+    s = status_of([drained, node("small", "nvswitch-4")], [pending("j", 8, nvlink=True)])
+    assert s.status == "short"
+    assert "drained, down or reserved" in s.message
+
+
+def test_spread_request_beyond_partition_hardware_is_unsatisfiable() -> None:
+    """--gpus=12 on a partition with 8 GPUs in all can never run, even on an idle cluster."""
+    from slurm_defrag.domain.cluster import GpuRequest, Job, JobState
+
+    job = Job(id="j", partition="batch", state=JobState.PENDING, reason="Resources",
+              request=GpuRequest(total_gpus=12))
+    s = status_of([node("a")], [job])
+    assert s.status == "unsatisfiable"

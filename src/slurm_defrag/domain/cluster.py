@@ -6,9 +6,11 @@ explicit ``schema_version``.
 
 Ownership of GPUs is stated once, on jobs (``Job.gpus``: node -> indices), exactly as Slurm
 reports it per job (``GRES=gpu:a100:2(IDX:0-1)``). Nodes additionally carry
-``gpus_used``: the node-level ``GresUsed`` view. The two are cross-checked at load time, and
-a GPU that the node reports busy but no visible job holds is kept as used by an unknown
-owner (a job of another user we may not see) rather than counted as free.
+``gpus_used``: the node-level ``GresUsed`` view. The two are merged (indices are range-checked
+at load time): a GPU that the node reports busy but no visible job holds is kept as used by
+an unknown owner (a job of another user we may not see) rather than counted as free. Which
+reservation holds a node is read from ``Node.reservation`` (adapters fill it from the
+reservation's node list); ``reservations`` is the list of reservations themselves.
 """
 
 from __future__ import annotations

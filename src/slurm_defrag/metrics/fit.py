@@ -30,6 +30,11 @@ def structural_verdict(node: Node, topo: GpuTopology, item: DemandItem) -> Verdi
         return Verdict.NOT_IN_PARTITION
     if not node.available:
         return Verdict.UNAVAILABLE
+    return hardware_verdict(node, topo, item)
+
+
+def hardware_verdict(node: Node, topo: GpuTopology, item: DemandItem) -> Verdict | None:
+    """What the node's hardware alone rules out (model, GPU count, NVLink topology)."""
     if item.gpu_model is not None and item.gpu_model != node.gpu_model:
         return Verdict.CONFIGURATION
     if node.gpu_count < item.gpus_per_node:

@@ -8,11 +8,13 @@ For each pending GPU job waiting on resources:
   (its partition, its GPU model, a topology with big enough NVLink blocks, enough nodes)
   add up to its request. The reason is ``topology`` when enough of those nodes have the GPU
   count but not an NVLink block, else ``spatial``;
-* *falsely-starved / configuration*: the free GPUs of its partition would suffice, but they
-  are of another model or on nodes whose topology can never give the block;
-* *short*: even unfragmented, the free GPUs would not suffice: a real capacity shortage;
-* *unsatisfiable*: no node of its partition could ever host it (model, GPU count, topology),
-  or its partition has too few such nodes: not fragmentation, a request to fix;
+* *falsely-starved / configuration* (or */ topology*): the free GPUs of its partition would
+  suffice, but they are of another model (or on nodes whose NVLink topology can never give
+  the block);
+* *short*: even unfragmented, the free GPUs would not suffice: a real capacity shortage, or
+  the nodes that could host it are drained, down or reserved;
+* *unsatisfiable*: the hardware of its partition could never host it (model, GPU count,
+  topology, too few such nodes or GPUs), whatever their state: a request to fix;
 * *held*: waiting on something fragmentation cannot explain (hold, dependency, begin time).
 """
 
@@ -22,7 +24,13 @@ from slurm_defrag.domain.cluster import ClusterSnapshot, Job
 from slurm_defrag.domain.topology import popcount
 from slurm_defrag.metrics.classes import NodeClass, NodeKind, group_nodes
 from slurm_defrag.metrics.demand import DemandItem, item_for_request, waits_on_resources
-from slurm_defrag.metrics.fit import Verdict, explain, free_verdict, structural_verdict
+from slurm_defrag.metrics.fit import (
+    Verdict,
+    explain,
+    free_verdict,
+    hardware_verdict,
+    structural_verdict,
+)
 from slurm_defrag.metrics.report import NodeDiagnosis, PendingStatus
 
 
@@ -50,9 +58,14 @@ def diagnose_job(
         kinds = group_nodes(snapshot)
     rows: list[tuple[NodeClass, Verdict]] = []
     free_in_partition = 0
+    ever_nodes = ever_gpus = 0  # hardware that could host a share, whatever its state
     for kind in kinds:
         if item.partition is not None and item.partition not in kind.rep.partitions:
             continue
+        if hardware_verdict(kind.rep, kind.topo, item) is None:
+            n_kind = sum(len(c.members) for c in kind.classes)
+            ever_nodes += n_kind
+            ever_gpus += n_kind * kind.rep.gpu_count
         structural = structural_verdict(kind.rep, kind.topo, item)
         for cls in kind.classes:
             free = cls.free_mask if kind.available else 0
@@ -83,17 +96,29 @@ def diagnose_job(
 
     reason: str | None = None
     message: str | None = None
-    if n_capable < n_nodes:
+    if ever_nodes < n_nodes or ever_gpus < req.gpus:
         status = "unsatisfiable"
-        if n_capable:  # some nodes could host it, just not as many as it asks for
-            message = (f"needs {n_nodes} nodes, only {n_capable} of its partition can ever "
-                       "host its share (GPU model, GPU count or topology)")
+        if ever_nodes:  # some hardware fits, just not enough of it
+            message = (f"needs {n_nodes} node(s) / {req.gpus} GPUs; its partition has only "
+                       f"{ever_nodes} node(s) / {ever_gpus} GPUs that could ever host it")
+    elif n_capable < n_nodes:
+        status = "short"
+        message = (f"needs {n_nodes} node(s); only {n_capable} that could host it take new "
+                   "work (the others are drained, down or reserved)")
     elif free_matching >= req.gpus:
         status = "falsely-starved"
         count_ok = sum(len(c.members) for c in capable if popcount(c.free_mask) >= k)
         reason = "topology" if shape is not None and count_ok >= n_nodes else "spatial"
     elif free_in_partition >= req.gpus:
-        status, reason = "falsely-starved", "configuration"
+        status = "falsely-starved"
+        # Free GPUs of the right model on nodes whose NVLink topology never forms the block:
+        # the hardware's wiring, not its model, keeps the job out.
+        wired_out = sum(
+            popcount(c.free_mask) * len(c.members)
+            for c, v in rows
+            if v is Verdict.TOPOLOGY and not c.topo.can_form_block(k) and c.available
+        )
+        reason = "topology" if free_matching + wired_out >= req.gpus else "configuration"
     else:
         status = "short"
     return PendingStatus(
@@ -115,6 +140,11 @@ def _message(status: str, reason: str | None, gpus: int, matching: int, partitio
         return (
             f"needs {gpus} GPUs: {partition} free in its partition, but only {matching} on "
             "nodes of a GPU model and topology it can use"
+        )
+    if reason == "topology" and matching < gpus:
+        return (
+            f"needs {gpus} GPUs: {partition} free in its partition, but only {matching} on "
+            "nodes whose NVLink topology can form its block"
         )
     if reason == "topology":
         return (
