@@ -1,31 +1,12 @@
-"""Shared test helpers.
-
-Tests that need real infrastructure (the compose Slurm cluster, PostgreSQL, Docker) call
-:func:`require`. Outside CI a missing dependency skips the test with the reason; under
-``CI=true`` it fails the run, because CI must prove those paths, never skip them silently.
-"""
+"""Shared fixtures. Paths and the infrastructure gate live in ``infra.py``."""
 
 from __future__ import annotations
 
-import os
-from pathlib import Path
-
 import pytest
 
-ROOT = Path(__file__).resolve().parent.parent
-FIXTURES = ROOT / "tests" / "fixtures"
-EXAMPLES = ROOT / "examples"
+from infra import EXAMPLES, FIXTURES, IN_CI, ROOT, require
 
-IN_CI = os.environ.get("CI", "").lower() in ("1", "true", "yes")
-
-
-def require(available: bool, what: str) -> None:
-    """Fail under CI, skip elsewhere, when ``what`` is not available."""
-    if available:
-        return
-    if IN_CI:
-        pytest.fail(f"CI=true but {what} is not available", pytrace=False)
-    pytest.skip(f"{what} is not available (runs in CI)")
+__all__ = ["EXAMPLES", "FIXTURES", "IN_CI", "ROOT", "require"]
 
 
 @pytest.fixture(scope="session")

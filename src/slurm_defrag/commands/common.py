@@ -8,7 +8,6 @@ from typing import Annotated
 import typer
 
 from slurm_defrag.domain.cluster import ClusterSnapshot
-from slurm_defrag.errors import InputError
 
 SnapshotOpt = Annotated[
     Path | None,
@@ -18,9 +17,17 @@ JsonOpt = Annotated[bool, typer.Option("--json", help="Machine-readable JSON on 
 
 
 def load_or_read_snapshot(path: Path | None) -> ClusterSnapshot:
-    """The snapshot file if given, else a live read through the configured Slurm backend."""
+    """The snapshot file if given, else a live read through the configured Slurm backend.
+
+    The backend and its connection come from ``SLURM_DEFRAG_SLURM_*`` (see
+    :class:`slurm_defrag.slurm.settings.SlurmSettings`); ``slurm-defrag snapshot`` takes
+    them as options too.
+    """
     from slurm_defrag.snapshot_file import load_snapshot
 
     if path is not None:
         return load_snapshot(path)
-    raise InputError("--snapshot: reading the live cluster is not available in this build")
+    from slurm_defrag.slurm.backends import open_backend
+    from slurm_defrag.slurm.settings import load_settings
+
+    return open_backend(load_settings()).snapshot()

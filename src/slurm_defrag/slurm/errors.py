@@ -25,3 +25,40 @@ class SlurmParseError(SlurmError):
     """Slurm answered something we cannot read; the message names the field."""
 
     exit_code = 5
+
+
+# Messages that mean "Slurm (or the way to it) is down", not "Slurm said no". Lower case;
+# matched as substrings of stderr / REST error text / pyslurm RPCError messages.
+_UNAVAILABLE_HINTS = (
+    "unable to contact slurm controller",
+    "connect failure",
+    "connection refused",
+    "communication connection failure",
+    "socket timed out",
+    "timed out",
+    "zero bytes were transmitted",
+    "backup controller in standby",
+    "munge",  # munged down: nothing can authenticate until it is back
+    "cannot connect to the docker daemon",
+    "no such container",
+    "is not running",
+    "executable file not found",
+)
+
+
+def is_unavailable(message: str) -> bool:
+    """True if a failure message says Slurm could not be reached (retry later)."""
+    text = message.lower()
+    return any(hint in text for hint in _UNAVAILABLE_HINTS)
+
+
+def from_failure(what: str, message: str) -> SlurmError:
+    """The error for a failed Slurm call: unavailable if the message says so, else rejected.
+
+    ``what`` names the call (``squeue --json``, ``GET /slurm/v0.0.38/jobs``) so the one-line
+    message tells the operator what failed.
+    """
+    detail = " ".join(message.split()) or "no error message"
+    if is_unavailable(message):
+        return SlurmUnavailableError(f"Slurm unavailable: {what}: {detail}")
+    return SlurmRejectedError(f"Slurm rejected {what}: {detail}")

@@ -1,0 +1,114 @@
+"""Turn the parts a backend read into one validated :class:`ClusterSnapshot`.
+
+The same rules for every backend, so that the cli, rest and pyslurm snapshots of one
+cluster state are equal: topology from the admin's gres.conf or templates (Slurm never
+reports NVLinks), node reservations from the active reservations (22.05 and pyslurm do not
+put them on the node), and a stable order (nodes, partitions, reservations by name, jobs by
+id) so snapshots diff cleanly.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import datetime
+
+import hostlist
+from pydantic import ValidationError
+
+from slurm_defrag.domain.cluster import ClusterSnapshot, Job, Node, Partition, Reservation
+from slurm_defrag.domain.topology import (
+    BUILTIN_TOPOLOGIES,
+    GpuTopology,
+    LinksParseError,
+    parse_gres_conf_links,
+)
+from slurm_defrag.errors import InputError
+from slurm_defrag.slurm.errors import SlurmParseError
+from slurm_defrag.slurm.mapping import natural_key
+from slurm_defrag.slurm.settings import SlurmSettings
+from slurm_defrag.snapshot_file import format_validation_error
+
+
+@dataclass(frozen=True)
+class Parts:
+    """What a backend read, before the shared rules are applied."""
+
+    nodes: Sequence[Node]
+    jobs: Sequence[Job]
+    partitions: Sequence[Partition]
+    reservations: Sequence[Reservation]
+    cluster: str | None = None
+
+
+def node_topologies(settings: SlurmSettings) -> dict[str, GpuTopology]:
+    """node -> topology, from ``gres_conf`` Links= first, then ``topology_templates``."""
+    out: dict[str, GpuTopology] = {}
+    for pattern, template in settings.topology_templates.items():
+        try:
+            names = hostlist.expand_hostlist(pattern)
+        except hostlist.BadHostlist as exc:
+            raise InputError(f"topology_templates: bad host list {pattern!r}: {exc}") from None
+        for name in names:
+            out[name] = BUILTIN_TOPOLOGIES[template]
+    if settings.gres_conf is not None:
+        path = settings.gres_conf
+        try:
+            text = path.read_text(encoding="utf-8")
+        except OSError as exc:
+            raise InputError(f"{path}: cannot read gres.conf: {exc.strerror}") from None
+        try:
+            out.update(parse_gres_conf_links(text))
+        except (LinksParseError, ValueError) as exc:
+            raise InputError(f"{path}: Links=: {exc}") from None
+    return out
+
+
+def assemble(
+    parts: Parts,
+    *,
+    source: str,
+    taken_at: datetime,
+    settings: SlurmSettings,
+    where: str,
+) -> ClusterSnapshot:
+    topo_of = node_topologies(settings)
+    reserved = {
+        node: r.name for r in parts.reservations if r.state == "ACTIVE" for node in r.nodes
+    }
+    custom: dict[str, GpuTopology] = {}
+    nodes = []
+    for node in sorted(parts.nodes, key=lambda n: natural_key(n.name)):
+        updates: dict[str, object] = {}
+        topo = topo_of.get(node.name)
+        if topo is not None and node.gpu_count:
+            if topo.gpu_count != node.gpu_count:
+                raise InputError(
+                    f"topology of {node.name}: {topo.name!r} has {topo.gpu_count} GPUs, "
+                    f"Slurm reports {node.gpu_count} (check gres_conf / topology_templates)"
+                )
+            updates["topology"] = topo.name
+            if topo.name not in BUILTIN_TOPOLOGIES:
+                custom[topo.name] = topo
+        if node.reservation is None and node.name in reserved:
+            updates["reservation"] = reserved[node.name]
+        nodes.append(_with(node, updates) if updates else node)
+    try:
+        return ClusterSnapshot(
+            cluster=settings.cluster_name or parts.cluster or "cluster",
+            taken_at=taken_at,
+            source=source,
+            topologies=custom,
+            nodes=tuple(nodes),
+            jobs=tuple(sorted(parts.jobs, key=lambda j: natural_key(j.id))),
+            partitions=tuple(sorted(parts.partitions, key=lambda p: natural_key(p.name))),
+            reservations=tuple(sorted(parts.reservations, key=lambda r: natural_key(r.name))),
+        )
+    except ValidationError as exc:
+        raise SlurmParseError(format_validation_error(where, exc)) from None
+
+
+def _with(node: Node, updates: dict[str, object]) -> Node:
+    # Re-validate rather than model_copy(update=...): copies skip validation and would
+    # carry cached properties (reserved, schedulable) computed from the old values.
+    return Node.model_validate({**node.model_dump(), **updates})

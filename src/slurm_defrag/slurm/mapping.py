@@ -1,0 +1,400 @@
+"""Pure helpers shared by every mapping of Slurm output to the domain model.
+
+The OpenAPI JSON (:mod:`.openapi`), the ``scontrol`` text (:mod:`.scontrol_text`) and the
+pyslurm objects (:mod:`.pyslurm_adapter`) spell the same facts differently; these helpers
+turn each fact into one domain value, and every failure into a :class:`SlurmParseError`
+that names the field (``squeue --json: jobs[3].gres_detail[0]: ...``).
+
+NVLink convention for pending jobs
+----------------------------------
+Slurm has no request flag for "my GPUs must be NVLink-connected". slurm-defrag reads it
+from the job's admin comment, then its comment, as the key ``defrag:nvlink=K`` anywhere in
+the text (separated by spaces, commas, semicolons or ``|``):
+
+* ``K`` = 0 (or ``false``/``no``/``off``): the job does not need NVLink;
+* ``K`` > 0 (or ``true``/``yes``/``on``): it does (K is meant as the NVLink block size the
+  job needs, normally its GPUs per node; the domain keeps only "needed or not").
+
+The admin comment wins because users cannot change it (a site's job_submit.lua is expected
+to write it there). Without the key, NVLink is assumed needed when the per-node GPU count
+is > 1 and <= 8: multi-GPU jobs on one node usually do collective communication, and more
+than 8 GPUs do not fit one NVLink island anyway.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable, Mapping
+from datetime import UTC, datetime
+from typing import Any, TypeVar
+
+import hostlist
+from pydantic import BaseModel, ValidationError
+
+from slurm_defrag.domain.cluster import GpuRequest, JobState, NodeFlag
+from slurm_defrag.domain.gres import GresParseError, gpu_entries, gpu_indices
+from slurm_defrag.domain.topology import MAX_GPUS_PER_NODE
+from slurm_defrag.slurm.errors import SlurmParseError
+
+M = TypeVar("M", bound=BaseModel)
+
+NULLS = frozenset({"", "(null)", "None", "N/A", "n/a", "Unknown"})
+"""Spellings of "no value" in Slurm text and JSON."""
+
+FINISHED = frozenset(
+    {
+        JobState.COMPLETED,
+        JobState.CANCELLED,
+        JobState.FAILED,
+        JobState.TIMEOUT,
+        JobState.NODE_FAIL,
+        JobState.PREEMPTED,
+        JobState.BOOT_FAIL,
+        JobState.DEADLINE,
+        JobState.OUT_OF_MEMORY,
+        JobState.SPECIAL_EXIT,
+    }
+)
+"""Job states that hold nothing and wait for nothing; slurmctld keeps such jobs for
+MinJobAge seconds. Snapshots leave them out (same rule for every backend)."""
+
+# Slurm node state words that are spelt differently from NodeFlag, or mean one of them.
+_NODE_WORD_ALIASES: dict[str, NodeFlag] = {
+    "ALLOC": NodeFlag.ALLOCATED,
+    "MIX": NodeFlag.MIXED,
+    "INVALID": NodeFlag.INVAL,
+    "INVALID_REG": NodeFlag.INVAL,
+    "NO_RESPOND": NodeFlag.NOT_RESPONDING,
+    "POWER_DOWN": NodeFlag.POWERED_DOWN,
+    "POWERING_DOWN": NodeFlag.POWERED_DOWN,
+    "POWER_DRAIN": NodeFlag.DRAIN,
+    "MAINT": NodeFlag.MAINTENANCE,
+    "REBOOT": NodeFlag.REBOOT_REQUESTED,
+    "REBOOT_ISSUED": NodeFlag.REBOOT_REQUESTED,
+    "ERROR": NodeFlag.FAIL,
+}
+
+
+def parse_error(where: str, field: str, problem: str) -> SlurmParseError:
+    return SlurmParseError(f"{where}: {field}: {problem}")
+
+
+class Doc:
+    """A JSON object (or attribute bag) plus its path, so every error names its field."""
+
+    def __init__(self, data: Any, where: str, path: str) -> None:
+        if not isinstance(data, Mapping):
+            problem = f"expected an object, got {_kind(data)}"
+            raise parse_error(where, path or "(top level)", problem)
+        self.data: Mapping[str, Any] = data
+        self.where = where
+        self.path = path
+
+    def field(self, key: str) -> str:
+        return f"{self.path}.{key}" if self.path else key
+
+    def error(self, key: str, problem: str) -> SlurmParseError:
+        return parse_error(self.where, self.field(key), problem)
+
+    def req(self, key: str) -> Any:
+        if key not in self.data:
+            raise self.error(key, "missing")
+        return self.data[key]
+
+    def get(self, key: str, default: Any = None) -> Any:
+        return self.data.get(key, default)
+
+    def text(self, key: str) -> str:
+        """A string field; absent/null/``(null)`` give ``""``."""
+        v = self.data.get(key)
+        if v is None:
+            return ""
+        if not isinstance(v, str):
+            raise self.error(key, f"expected a string, got {_kind(v)}")
+        return "" if v in NULLS else v
+
+    def number(self, key: str) -> int | None:
+        """An integer, or 24.11's ``{"set", "infinite", "number"}``; unset/infinite = None."""
+        return number(self.data.get(key), self.where, self.field(key))
+
+    def time(self, key: str) -> datetime | None:
+        return epoch(self.number(key))
+
+    def array(self, key: str) -> list[Any]:
+        v = self.data.get(key)
+        if v is None:
+            return []
+        if not isinstance(v, list):
+            raise self.error(key, f"expected a list, got {_kind(v)}")
+        return v
+
+    def sub(self, key: str) -> Doc:
+        return Doc(self.req(key), self.where, self.field(key))
+
+    def items(self, key: str) -> list[Doc]:
+        base = self.field(key)
+        return [Doc(v, self.where, f"{base}[{i}]") for i, v in enumerate(self.array(key))]
+
+
+def _kind(v: object) -> str:
+    return "null" if v is None else type(v).__name__
+
+
+def number(v: Any, where: str, field: str) -> int | None:
+    if isinstance(v, Mapping):  # data_parser v0.0.39+: {"set": bool, "infinite": bool, "number": n}
+        if v.get("infinite") or not v.get("set", True):
+            return None
+        v = v.get("number")
+    if v is None:
+        return None
+    if isinstance(v, bool) or not isinstance(v, int | float):
+        raise parse_error(where, field, f"expected a number, got {_kind(v)}")
+    return int(v)
+
+
+def epoch(seconds: int | None) -> datetime | None:
+    """Epoch seconds -> aware UTC datetime; Slurm writes 0 for "never"."""
+    if not seconds:
+        return None
+    return datetime.fromtimestamp(seconds, UTC)
+
+
+def text_time(value: str, where: str, field: str) -> datetime | None:
+    """``2026-11-29T15:13:22`` from scontrol text.
+
+    Read as UTC: the cli backend runs Slurm commands with ``TZ=UTC`` (and containers
+    default to UTC), because the text carries no zone.
+    """
+    if value in NULLS:
+        return None
+    try:
+        return datetime.fromisoformat(value).replace(tzinfo=UTC)
+    except ValueError:
+        raise parse_error(where, field, f"not a time: {value!r}") from None
+
+
+def duration_s(value: str, where: str, field: str) -> int | None:
+    """Slurm durations ``[days-]hours:minutes:seconds`` (or ``minutes``); UNLIMITED = None."""
+    if value in NULLS or value.upper() in ("UNLIMITED", "INFINITE", "PARTITION_LIMIT", "NONE"):
+        return None
+    m = re.fullmatch(r"(?:(\d+)-)?(\d+)(?::(\d+))?(?::(\d+))?", value)
+    if not m:
+        raise parse_error(where, field, f"not a duration: {value!r}")
+    days, a, b, c = (int(x) if x else 0 for x in m.groups())
+    if m[4] is not None:  # h:m:s
+        secs = a * 3600 + b * 60 + c
+    elif m[3] is not None:  # with days: h:m; without: m:s (Slurm's own rule)
+        secs = a * 3600 + b * 60 if m[1] else a * 60 + b
+    else:
+        secs = a * 3600 if m[1] else a * 60
+    return days * 86400 + secs
+
+
+def split_list(v: Any) -> tuple[str, ...]:
+    """``"a,b"`` or ``["a", "b"]`` -> ``("a", "b")``; nulls give ``()``."""
+    if v is None:
+        return ()
+    items = v.split(",") if isinstance(v, str) else [str(x) for x in v]
+    return tuple(s.strip() for s in items if s.strip() and s.strip() not in NULLS)
+
+
+def expand_nodes(text: str, where: str, field: str) -> tuple[str, ...]:
+    """``node[01-04,07]`` -> node names, via python-hostlist (never by hand)."""
+    if text in NULLS:
+        return ()
+    try:
+        return tuple(hostlist.expand_hostlist(text))
+    except hostlist.BadHostlist as exc:
+        raise parse_error(where, field, f"bad host list {text!r}: {exc}") from None
+
+
+def node_flags(words: Iterable[str]) -> frozenset[NodeFlag]:
+    """Slurm state words (any case, ``+``-joined or listed) -> NodeFlag set.
+
+    Words slurm-defrag has no use for (``DYNAMIC_NORM``, ``BLOCKED``, ...) are dropped:
+    Slurm adds flags between releases and an unknown flag must not stop the read.
+    """
+    out: set[NodeFlag] = set()
+    for raw in words:
+        for word in str(raw).replace("+", " ").split():
+            w = word.upper().rstrip("*~#!%$@^-")
+            flag = _NODE_WORD_ALIASES.get(w)
+            if flag is None and w in NodeFlag.__members__:
+                flag = NodeFlag(w)
+            if flag is not None:
+                out.add(flag)
+    return frozenset(out) or frozenset({NodeFlag.UNKNOWN})
+
+
+def job_state(v: Any, where: str, field: str) -> JobState:
+    """``"RUNNING"`` (22.05) or ``["RUNNING", "COMPLETING"]`` (24.11) -> JobState.
+
+    COMPLETING is a flag on top of the base state in 24.11; a completing job still holds
+    its GPUs, so the flag wins.
+    """
+    words = [v] if isinstance(v, str) else list(v) if isinstance(v, list) else []
+    words = [str(w).upper() for w in words]
+    if not words:
+        raise parse_error(where, field, f"expected a job state, got {v!r}")
+    if "COMPLETING" in words:
+        return JobState.COMPLETING
+    try:
+        return JobState(words[0])
+    except ValueError:
+        raise parse_error(where, field, f"unknown job state {words[0]!r}") from None
+
+
+def job_id(
+    raw: Any, array_job: int | None, array_task: int | None, het_job: int | None,
+    het_offset: int | None,
+) -> str:
+    """Slurm's display id: ``123``, array task ``120_3``, het component ``200+1``."""
+    if array_job and array_task is not None:
+        return f"{array_job}_{array_task}"
+    if het_job and het_offset is not None and het_offset > 0:
+        return f"{het_job}+{het_offset}"
+    return str(raw)
+
+
+def gpu_inventory(gres: str, where: str, field: str) -> tuple[str | None, int]:
+    """Configured GRES ``gpu:a100:8(S:0-1)`` -> (model, count).
+
+    Untyped GPUs (``gpu:8``) get the model ``gpu``. A node with several GPU types is
+    reported under its first type: the domain has one model per node.
+    """
+    try:
+        entries = gpu_entries(gres)
+    except GresParseError as exc:
+        raise parse_error(where, field, str(exc)) from None
+    count = sum(e.count for e in entries)
+    if not count:
+        return None, 0
+    return next((e.type for e in entries if e.type), "gpu"), count
+
+
+def indices(gres: str, where: str, field: str) -> frozenset[int]:
+    """GPU indices in a ``gpu:a100:2(IDX:0-1)`` string (GresUsed, gres_detail, GRES=)."""
+    try:
+        return gpu_indices(gres)
+    except GresParseError as exc:
+        raise parse_error(where, field, str(exc)) from None
+
+
+def strip_reason_stamp(reason: str) -> str:
+    """scontrol text appends `` [user@time]`` to a node's Reason; JSON does not."""
+    return re.sub(r"\s*\[[^\]@]*@[^\]]*\]$", "", reason).strip()
+
+
+def preempt_mode(words: Any) -> str:
+    """``["requeue"]`` / ``"REQUEUE"`` / ``["disabled"]`` -> ``REQUEUE`` / ``OFF``."""
+    items = {w.upper() for w in split_list(words)}
+    if "DISABLED" in items:
+        items = (items - {"DISABLED"}) | {"OFF"}
+    return ",".join(sorted(items))
+
+
+def reservation_state(start: datetime | None, end: datetime | None, now: datetime) -> str:
+    """JSON has no reservation state; derive it the way slurmctld does."""
+    if (start is None or start <= now) and (end is None or now < end):
+        return "ACTIVE"
+    return "INACTIVE"
+
+
+# -- GPU requests --------------------------------------------------------------------
+
+_NVLINK_KEY = re.compile(r"(?:^|[\s,;|])defrag:nvlink=([^\s,;|]+)", re.IGNORECASE)
+_FALSE = frozenset({"0", "false", "no", "off"})
+_TRUE = frozenset({"true", "yes", "on"})
+
+
+def nvlink_from_comments(admin_comment: str, comment: str) -> bool | None:
+    """The ``defrag:nvlink=K`` key (see module docstring); None when absent or unreadable."""
+    for text in (admin_comment, comment):
+        m = _NVLINK_KEY.search(text or "")
+        if m is None:
+            continue
+        value = m[1].lower()
+        if value in _FALSE:
+            return False
+        if value in _TRUE or value.isdigit():
+            return True
+    return None
+
+
+def default_nvlink(gpus_per_node: int | None) -> bool:
+    return gpus_per_node is not None and 1 < gpus_per_node <= 8
+
+
+def _gpu_ask(text: str, where: str, field: str) -> tuple[int, str | None] | None:
+    """``gres:gpu:4``, ``gres/gpu:a100:2``, ``gres/gpu=8`` -> (count, type or None)."""
+    if text in NULLS:
+        return None
+    try:
+        entries = [e for e in gpu_entries(text.replace("=", ":")) if e.count]
+    except GresParseError as exc:
+        raise parse_error(where, field, str(exc)) from None
+    if not entries:
+        return None
+    types = {e.type for e in entries}
+    return sum(e.count for e in entries), types.pop() if len(types) == 1 else None
+
+
+def gpu_request(
+    *,
+    where: str,
+    path: str,
+    per_node: str = "",
+    per_job: str = "",
+    per_task: str = "",
+    nodes: int | None = None,
+    tasks: int | None = None,
+    exclusive: bool = False,
+    comment: str = "",
+    admin_comment: str = "",
+) -> GpuRequest | None:
+    """What a job asks for, from its TRES-per-node / per-job / per-task strings.
+
+    Per node wins (``--gres`` / ``--gpus-per-node``), then per job (``--gpus``), then per
+    task (``--gpus-per-task`` x tasks). None when the job asks for no GPU, or for more GPUs
+    per node than any node can hold (it can never start, so it is no fragmentation victim).
+    """
+    n = max(nodes or 1, 1)
+    per_node_gpus: int | None = None
+    total: int | None = None
+    if ask := _gpu_ask(per_node, where, f"{path}.tres_per_node"):
+        per_node_gpus, model = ask
+    elif ask := _gpu_ask(per_job, where, f"{path}.tres_per_job"):
+        total, model = ask
+    elif ask := _gpu_ask(per_task, where, f"{path}.tres_per_task"):
+        total, model = ask[0] * max(tasks or 1, 1), ask[1]
+    else:
+        return None
+    if per_node_gpus is not None and per_node_gpus > MAX_GPUS_PER_NODE:
+        return None
+    shape = per_node_gpus if per_node_gpus is not None else (total if n == 1 else None)
+    nvlink = nvlink_from_comments(admin_comment, comment)
+    return GpuRequest(
+        nodes=n,
+        gpus_per_node=per_node_gpus,
+        total_gpus=total,
+        gpu_model=model,
+        nvlink=default_nvlink(shape) if nvlink is None else nvlink,
+        whole_node=exclusive,
+    )
+
+
+def build(model: type[M], where: str, path: str, **fields: Any) -> M:
+    """Construct a domain object; a validation failure names the Slurm field path."""
+    try:
+        return model(**fields)
+    except ValidationError as exc:
+        err = exc.errors(include_url=False)[0]
+        loc = ".".join(str(p) for p in err["loc"])
+        field = f"{path}.{loc}" if loc else path
+        raise parse_error(where, field, err["msg"].removeprefix("Value error, ")) from None
+
+
+def natural_key(s: str) -> tuple[Any, ...]:
+    """Sort ``node2`` before ``node10`` and job ``9`` before ``10``."""
+    return tuple(int(p) if p.isdigit() else p for p in re.split(r"(\d+)", s))
+

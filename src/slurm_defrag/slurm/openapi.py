@@ -1,0 +1,263 @@
+"""Slurm's OpenAPI JSON -> domain objects, one mapping per schema family.
+
+``squeue --json``, ``sinfo --json``, ``scontrol show ... --json`` and slurmrestd print the
+same schema for a given Slurm release, so the cli and rest backends share these functions:
+
+* :class:`V0038` — the ``openapi/v0.0.36``..``v0.0.38`` plugins (Slurm 21.08-22.05): plain
+  numbers, ``"job_state": "RUNNING"``, node ``"state": "idle"`` + ``"state_flags"``.
+* :class:`V0042` — ``data_parser/v0.0.39`` and later (Slurm 23.02+; recorded on v0.0.42,
+  Slurm 24.11): numbers as ``{"set", "infinite", "number"}``, states as lists.
+
+:func:`family` picks one from the document's ``meta``. Every function is pure and raises
+:class:`~slurm_defrag.slurm.errors.SlurmParseError` naming the field it could not read.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any
+
+from slurm_defrag.domain.cluster import GPU_MEMORY_GB, Job, Node, Partition, Reservation
+from slurm_defrag.slurm import mapping as m
+from slurm_defrag.slurm.errors import from_failure
+
+
+class V0038:
+    """Slurm 21.08-22.05 (openapi/v0.0.36-38)."""
+
+    name = "v0.0.38"
+
+    # -- version-specific spellings (overridden by V0042) ------------------------------
+
+    def node_state(self, d: m.Doc) -> list[str]:
+        return [d.text("state"), *map(str, d.array("state_flags"))]
+
+    def node_features(self, d: m.Doc) -> tuple[str, ...]:
+        return m.split_list(d.get("active_features"))
+
+    def job_nodes(self, d: m.Doc) -> tuple[str, ...]:
+        """Allocated nodes in allocation order: the order of ``gres_detail``."""
+        res = d.get("job_resources")
+        if isinstance(res, dict):
+            names = [a.get("nodename") for a in res.get("allocated_nodes") or ()]
+            if names and all(isinstance(n, str) for n in names):
+                return tuple(names)
+        return m.expand_nodes(d.text("nodes"), d.where, d.field("nodes"))
+
+    def partition_nodes(self, d: m.Doc) -> str:
+        return d.text("nodes")
+
+    def priority_tier(self, d: m.Doc) -> int:
+        return d.number("priority_tier") or 0
+
+    def partition_preempt_mode(self, d: m.Doc) -> str:
+        return m.preempt_mode(d.get("preemption_mode"))
+
+    def cluster(self, doc: m.Doc) -> str | None:
+        jobs = doc.get("jobs")
+        if isinstance(jobs, list) and jobs and isinstance(jobs[0], dict):
+            return jobs[0].get("cluster") or None
+        return None
+
+    # -- shared mapping ----------------------------------------------------------------
+
+    def nodes(self, doc: m.Doc) -> list[Node]:
+        return [self.node(d) for d in doc.items("nodes")]
+
+    def node(self, d: m.Doc) -> Node:
+        where, path = d.where, d.path
+        model, count = m.gpu_inventory(d.text("gres"), where, d.field("gres"))
+        return m.build(
+            Node,
+            where,
+            path,
+            name=d.req("name"),
+            partitions=m.split_list(d.get("partitions")),
+            state=m.node_flags(self.node_state(d)),
+            gpu_model=model,
+            gpu_count=count,
+            gpu_memory_gb=GPU_MEMORY_GB.get(model or "", 0.0),
+            gpus_used=m.indices(d.text("gres_used"), where, d.field("gres_used")),
+            reservation=d.text("reservation") or None,
+            features=self.node_features(d),
+            weight=d.number("weight"),
+            reason=d.text("reason"),
+        )
+
+    def jobs(self, doc: m.Doc) -> list[Job]:
+        out = []
+        for d in doc.items("jobs"):
+            job = self.job(d)
+            if job is not None:
+                out.append(job)
+        return out
+
+    def job(self, d: m.Doc) -> Job | None:
+        """One job, or None for a finished one (it holds and waits for nothing)."""
+        state = m.job_state(d.req("job_state"), d.where, d.field("job_state"))
+        if state in m.FINISHED:
+            return None
+        time_limit = d.number("time_limit")
+        comment, admin_comment = d.text("comment"), d.text("admin_comment")
+        return m.build(
+            Job,
+            d.where,
+            d.path,
+            id=m.job_id(
+                d.req("job_id"),
+                d.number("array_job_id"),
+                d.number("array_task_id"),
+                d.number("het_job_id"),
+                d.number("het_job_offset"),
+            ),
+            name=d.text("name"),
+            user=d.text("user_name"),
+            account=d.text("account"),
+            partition=d.text("partition"),
+            qos=d.text("qos"),
+            priority=d.number("priority") or 0,
+            state=state,
+            reason=d.text("state_reason"),
+            submit_time=d.time("submit_time"),
+            # A pending job's start_time is the scheduler's estimate, not a fact.
+            start_time=None if state == "PENDING" else d.time("start_time"),
+            time_limit_s=None if time_limit is None else time_limit * 60,
+            requeue=bool(d.get("requeue", True)),
+            gpus=self.job_gpus(d),
+            request=m.gpu_request(
+                where=d.where,
+                path=d.path,
+                per_node=d.text("tres_per_node"),
+                per_job=d.text("tres_per_job"),
+                per_task=d.text("tres_per_task"),
+                nodes=d.number("node_count"),
+                tasks=d.number("tasks"),
+                exclusive=_exclusive(d.get("shared")),
+                comment=comment,
+                admin_comment=admin_comment,
+            ),
+            comment=comment,
+            admin_comment=admin_comment,
+        )
+
+    def job_gpus(self, d: m.Doc) -> dict[str, frozenset[int]]:
+        """``gres_detail`` has one string per allocated node, in allocation order."""
+        details = d.array("gres_detail")
+        if not details:
+            return {}
+        nodes = self.job_nodes(d)
+        if len(nodes) != len(details):
+            raise d.error(
+                "gres_detail", f"{len(details)} entries for {len(nodes)} nodes {list(nodes)}"
+            )
+        out = {}
+        for i, (node, detail) in enumerate(zip(nodes, details, strict=True)):
+            if not isinstance(detail, str):
+                raise d.error(f"gres_detail[{i}]", f"expected a string, got {detail!r}")
+            out[node] = m.indices(detail, d.where, d.field(f"gres_detail[{i}]"))
+        return out
+
+    def partitions(self, doc: m.Doc) -> list[Partition]:
+        return [
+            m.build(
+                Partition,
+                d.where,
+                d.path,
+                name=d.req("name"),
+                nodes=m.expand_nodes(self.partition_nodes(d), d.where, d.field("nodes")),
+                priority_tier=self.priority_tier(d),
+                preempt_mode=self.partition_preempt_mode(d),
+            )
+            for d in doc.items("partitions")
+        ]
+
+    def reservations(self, doc: m.Doc, now: datetime) -> list[Reservation]:
+        out = []
+        for d in doc.items("reservations"):
+            start, end = d.time("start_time"), d.time("end_time")
+            out.append(
+                m.build(
+                    Reservation,
+                    d.where,
+                    d.path,
+                    name=d.req("name"),
+                    nodes=m.expand_nodes(d.text("node_list"), d.where, d.field("node_list")),
+                    start_time=start,
+                    end_time=end,
+                    users=m.split_list(d.get("users")),
+                    accounts=m.split_list(d.get("accounts")),
+                    flags=tuple(sorted(f.upper() for f in m.split_list(d.get("flags")))),
+                    state=m.reservation_state(start, end, now),
+                )
+            )
+        return out
+
+
+class V0042(V0038):
+    """Slurm 23.02+ (data_parser/v0.0.39 and later; recorded on v0.0.42)."""
+
+    name = "v0.0.42"
+
+    def node_state(self, d: m.Doc) -> list[str]:
+        return [str(w) for w in d.array("state")]
+
+    def node_features(self, d: m.Doc) -> tuple[str, ...]:
+        return m.split_list(d.get("active_features"))
+
+    def job_nodes(self, d: m.Doc) -> tuple[str, ...]:
+        res = d.get("job_resources")
+        if isinstance(res, dict) and isinstance(res.get("nodes"), dict):
+            names = [a.get("name") for a in res["nodes"].get("allocation") or ()]
+            if names and all(isinstance(n, str) for n in names):
+                return tuple(names)
+        return m.expand_nodes(d.text("nodes"), d.where, d.field("nodes"))
+
+    def partition_nodes(self, d: m.Doc) -> str:
+        nodes = d.get("nodes")
+        return m.Doc(nodes, d.where, d.field("nodes")).text("configured") if nodes else ""
+
+    def priority_tier(self, d: m.Doc) -> int:
+        prio = d.get("priority")
+        return m.Doc(prio, d.where, d.field("priority")).number("tier") or 0 if prio else 0
+
+    def partition_preempt_mode(self, d: m.Doc) -> str:
+        # data_parser v0.0.42 has no partition preemption mode; newer ones may.
+        return m.preempt_mode(d.get("preempt_mode") or d.get("preemption_mode"))
+
+    def cluster(self, doc: m.Doc) -> str | None:
+        meta = doc.get("meta")
+        slurm = meta.get("slurm") if isinstance(meta, dict) else None
+        return (slurm.get("cluster") or None) if isinstance(slurm, dict) else None
+
+
+def _exclusive(shared: Any) -> bool:
+    """``--exclusive`` shows as ``"shared": "none"`` (22.05) or ``["none"]`` (24.11)."""
+    words = [shared] if isinstance(shared, str) else shared if isinstance(shared, list) else []
+    return any(str(w).lower() in ("none", "exclusive", "no") for w in words)
+
+
+def family(data: Any, where: str) -> V0038:
+    """The mapping for a document, from its ``meta`` (plugin or data_parser version)."""
+    doc = m.Doc(data, where, "")
+    meta = doc.get("meta")
+    plugin = meta.get("plugin") if isinstance(meta, dict) else None
+    if not isinstance(plugin, dict):
+        raise doc.error("meta.plugin", "missing: cannot tell the schema version")
+    parser = str(plugin.get("data_parser") or "")
+    if parser.startswith("data_parser/"):
+        return V0042()
+    ptype = str(plugin.get("type") or "")
+    if ptype.startswith("openapi/v0.0.3") and ptype <= "openapi/v0.0.38":
+        return V0038()
+    raise doc.error("meta.plugin", f"unknown schema {ptype or parser!r}")
+
+
+def check_errors(data: Any, what: str) -> None:
+    """Slurm reports failures inside the JSON too (``errors``); surface them."""
+    errors = data.get("errors") if isinstance(data, dict) else None
+    if errors:
+        texts = [
+            str(e.get("description") or e.get("error") or e) if isinstance(e, dict) else str(e)
+            for e in errors
+        ]
+        raise from_failure(what, "; ".join(texts))

@@ -1,0 +1,378 @@
+"""The ``pyslurm`` backend (optional extra ``slurm-defrag[pyslurm]``).
+
+**Untested against a live Slurm.** It is written to the pyslurm 25.11 API (``Nodes.load()``,
+``Jobs.load()``, ``Job.get_resource_layout_per_node()``, ``Reservations.load()``,
+``Partitions.load()``; writes via ``Job.requeue()``, ``Job.modify()``, ``Node.modify()``,
+``Reservation.create()/delete()``), and its mapping is tested only on the recorded
+pyslurm 24.11 dumps (``to_dict()`` of each object) through small stand-in objects.
+pyslurm X.Y builds only against Slurm X.Y, so install the pyslurm matching your Slurm.
+
+pyslurm's ``Node`` has no per-GPU indices (``allocated_gres`` holds counts, and is even
+empty on 24.11): a node's busy GPUs are the union of the running jobs' layouts.
+"""
+
+from __future__ import annotations
+
+import importlib
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+from slurm_defrag.domain.cluster import (
+    GPU_MEMORY_GB,
+    HOLDS_GPUS,
+    ClusterSnapshot,
+    Job,
+    Node,
+    Partition,
+    Reservation,
+)
+from slurm_defrag.errors import InputError
+from slurm_defrag.slurm import mapping as m
+from slurm_defrag.slurm.assemble import Parts, assemble
+from slurm_defrag.slurm.errors import SlurmRejectedError, from_failure
+from slurm_defrag.slurm.settings import SlurmSettings
+
+WHERE = "pyslurm"
+
+# pyslurm's ReservationFlags names -> the names scontrol and the JSON use.
+_RESV_FLAGS = {
+    "MAINTENANCE": "MAINT",
+    "IGNORE_RUNNING_JOBS": "IGNORE_JOBS",
+    "STATIC_NODES": "STATIC_ALLOC",
+    "PARTITION_NODES_ONLY": "PART_NODES",
+    "USER_DELETION": "USER_DELETE",
+    "PURGE": "PURGE_COMP",
+    "SPECIFIC_NODES": "SPEC_NODES",
+    "NO_JOB_HOLD_AFTER_END": "NO_HOLD_JOBS_AFTER_END",
+}
+
+# scontrol-style job fields the port speaks -> JobSubmitDescription attributes.
+_JOB_FIELDS = {
+    "Comment": "comment",
+    "AdminComment": "admin_comment",
+    "ReservationName": "reservations",
+    "Priority": "priority",
+    "TimeLimit": "time_limit",
+    "StartTime": "begin_time",
+}
+
+
+# -- mapping (pure; takes to_dict() output) --------------------------------------------
+
+
+def tres_text(v: Any) -> str:
+    """``{"gres/gpu:a100": 2}`` (24.11 ``gres_per_node``) or a 25.11 TrackableResources."""
+    if v is None:
+        return ""
+    if isinstance(v, str):
+        return v
+    if not isinstance(v, Mapping):
+        for method in ("to_dict", "as_dict"):
+            if callable(getattr(v, method, None)):
+                return tres_text(getattr(v, method)())
+        return str(v)
+    return ",".join(f"{k}:{n}" for k, n in v.items())
+
+
+def layout_gpus(layout: Mapping[str, Any], path: str) -> dict[str, frozenset[int]]:
+    """``{"node01": {"gres": {"gpu:a100": {"count": 4, "indexes": "0-3"}}}}`` -> indices.
+
+    Each entry is re-spelt as ``gpu:a100:4(IDX:0-3)`` so the one GRES parser checks it.
+    """
+    out: dict[str, frozenset[int]] = {}
+    for node, res in layout.items():
+        gres = res.get("gres") if isinstance(res, Mapping) else None
+        found: set[int] = set()
+        for key, spec in (gres or {}).items():
+            if not str(key).startswith("gpu") or not isinstance(spec, Mapping):
+                continue
+            text = f"{key}:{spec.get('count')}(IDX:{spec.get('indexes')})"
+            found |= m.indices(text, WHERE, f"{path}.layout.{node}.gres.{key}")
+        if found:
+            out[str(node)] = frozenset(found)
+    return out
+
+
+def job(d: m.Doc, layout: Mapping[str, Any]) -> Job | None:
+    state = m.job_state(str(d.req("state")), d.where, d.field("state"))
+    if state in m.FINISHED:
+        return None
+    time_limit = d.number("time_limit")
+    comment, admin_comment = d.text("comment"), d.text("admin_comment")
+    sharing = d.text("resource_sharing").upper()
+    return m.build(
+        Job,
+        d.where,
+        d.path,
+        id=m.job_id(
+            d.req("id"),
+            d.number("array_id"),
+            d.number("array_task_id"),
+            d.number("heterogeneous_id"),
+            d.number("heterogeneous_offset"),
+        ),
+        name=d.text("name"),
+        user=d.text("user_name"),
+        account=d.text("account"),
+        partition=d.text("partition"),
+        qos=d.text("qos"),
+        priority=d.number("priority") or 0,
+        state=state,
+        reason=d.text("state_reason"),
+        submit_time=d.time("submit_time"),
+        start_time=None if state == "PENDING" else d.time("start_time"),
+        time_limit_s=None if time_limit is None else time_limit * 60,
+        requeue=bool(d.get("is_requeueable", True)),
+        gpus=layout_gpus(layout, d.path),
+        request=m.gpu_request(
+            where=d.where,
+            path=d.path,
+            # 25.11 calls it tres_per_node; 24.11 only has the now deprecated gres_per_node.
+            per_node=tres_text(d.get("tres_per_node") or d.get("gres_per_node")),
+            per_job=tres_text(d.get("tres_per_job")),
+            per_task=tres_text(d.get("tres_per_task")),
+            nodes=d.number("num_nodes"),
+            tasks=d.number("ntasks"),
+            exclusive=sharing in ("NO", "EXCLUSIVE", "NONE"),
+            comment=comment,
+            admin_comment=admin_comment,
+        ),
+        comment=comment,
+        admin_comment=admin_comment,
+    )
+
+
+def node(d: m.Doc, used: frozenset[int]) -> Node:
+    gres = tres_text(d.get("configured_gres"))
+    model, count = m.gpu_inventory(gres, d.where, d.field("configured_gres"))
+    return m.build(
+        Node,
+        d.where,
+        d.path,
+        name=d.req("name"),
+        partitions=m.split_list(d.get("partitions")),
+        state=m.node_flags([d.text("state")]),
+        gpu_model=model,
+        gpu_count=count,
+        gpu_memory_gb=GPU_MEMORY_GB.get(model or "", 0.0),
+        gpus_used=used,
+        features=m.split_list(d.get("active_features")),
+        weight=d.number("weight"),
+        reason=d.text("reason"),
+    )
+
+
+def partition(d: m.Doc) -> Partition:
+    return m.build(
+        Partition,
+        d.where,
+        d.path,
+        name=d.req("name"),
+        nodes=m.expand_nodes(d.text("nodes"), d.where, d.field("nodes")),
+        priority_tier=d.number("priority_tier") or 0,
+        preempt_mode=m.preempt_mode(d.get("preempt_mode")),
+    )
+
+
+def reservation_flags(v: Any) -> tuple[str, ...]:
+    """``ReservationFlags.IGNORE_RUNNING_JOBS|SPECIFIC_NODES`` -> scontrol flag names."""
+    text = str(v or "")
+    if "." in text.split("|", 1)[0]:
+        text = text.split(".", 1)[1]
+    names = [n.strip() for n in text.split("|") if n.strip() and n.strip() != "0"]
+    return tuple(sorted(_RESV_FLAGS.get(n, n) for n in names))
+
+
+def reservation(d: m.Doc, now: datetime) -> Reservation:
+    start, end = d.time("start_time"), d.time("end_time")
+    return m.build(
+        Reservation,
+        d.where,
+        d.path,
+        name=d.req("name"),
+        nodes=m.expand_nodes(d.text("nodes"), d.where, d.field("nodes")),
+        start_time=start,
+        end_time=end,
+        users=m.split_list(d.get("users")),
+        accounts=m.split_list(d.get("accounts")),
+        flags=reservation_flags(d.get("flags")),
+        state=m.reservation_state(start, end, now),
+    )
+
+
+def parts_from(
+    nodes: Iterable[Any], jobs: Iterable[Any], partitions: Iterable[Any],
+    reservations: Iterable[Any], now: datetime,
+) -> Parts:
+    """Map loaded pyslurm objects (anything with ``to_dict()``) to snapshot parts."""
+    mapped_jobs: list[Job] = []
+    cluster: str | None = None
+    for i, obj in enumerate(jobs):
+        d = m.Doc(obj.to_dict(), WHERE, f"jobs[{i}]")
+        cluster = cluster or d.text("cluster") or None
+        j = job(d, obj.get_resource_layout_per_node() or {})
+        if j is not None:
+            mapped_jobs.append(j)
+    used: dict[str, set[int]] = {}
+    for j in mapped_jobs:
+        if j.state in HOLDS_GPUS:
+            for name, idx in j.gpus.items():
+                used.setdefault(name, set()).update(idx)
+    mapped_nodes = []
+    for i, obj in enumerate(nodes):
+        d = m.Doc(obj.to_dict(), WHERE, f"nodes[{i}]")
+        cluster = cluster or d.text("cluster") or None
+        mapped_nodes.append(node(d, frozenset(used.get(d.text("name"), ()))))
+    return Parts(
+        nodes=mapped_nodes,
+        jobs=mapped_jobs,
+        partitions=[
+            partition(m.Doc(o.to_dict(), WHERE, f"partitions[{i}]"))
+            for i, o in enumerate(partitions)
+        ],
+        reservations=[
+            reservation(m.Doc(o.to_dict(), WHERE, f"reservations[{i}]"), now)
+            for i, o in enumerate(reservations)
+        ],
+        cluster=cluster,
+    )
+
+
+# -- the backend -----------------------------------------------------------------------
+
+
+def import_pyslurm() -> Any:
+    try:
+        return importlib.import_module("pyslurm")
+    except ImportError as exc:
+        raise InputError(
+            f"the pyslurm backend needs pyslurm ({exc}); install slurm-defrag[pyslurm] with "
+            "the pyslurm release matching your Slurm (X.Y must equal Slurm X.Y)"
+        ) from None
+
+
+class PyslurmSlurm:
+    """Reader and writer over pyslurm (untested live, see module docstring)."""
+
+    name = "pyslurm"
+
+    def __init__(
+        self,
+        settings: SlurmSettings | None = None,
+        module: Any = None,
+        clock: Callable[[], datetime] | None = None,
+    ) -> None:
+        self.settings = settings or SlurmSettings(backend="pyslurm")
+        self._module = module
+        self._clock = clock or (lambda: datetime.now(UTC))
+
+    @property
+    def ps(self) -> Any:
+        if self._module is None:
+            self._module = import_pyslurm()
+        return self._module
+
+    def _rpc(self, what: str, call: Callable[[], Any]) -> Any:
+        """Run one pyslurm call; its RPCError becomes unavailable/rejected by message."""
+        error: type[BaseException] = Exception
+        for name in ("PyslurmError", "RPCError"):  # pyslurm's base error, where it exists
+            if isinstance(found := getattr(self.ps, name, None), type):
+                error = found
+                break
+        try:
+            return call()
+        except error as exc:
+            raise from_failure(what, str(exc)) from None
+
+    def snapshot(self) -> ClusterSnapshot:
+        taken_at = self._clock()
+        ps = self.ps
+        parts = parts_from(
+            self._rpc("Nodes.load", ps.Nodes.load),
+            self._rpc("Jobs.load", ps.Jobs.load),
+            self._rpc("Partitions.load", ps.Partitions.load),
+            self._rpc("Reservations.load", ps.Reservations.load),
+            taken_at,
+        )
+        return assemble(
+            parts, source=self.name, taken_at=taken_at, settings=self.settings, where=WHERE
+        )
+
+    def create_reservation(
+        self,
+        name: str,
+        nodes: Sequence[str],
+        users: Sequence[str],
+        accounts: Sequence[str],
+        start: datetime | None,
+        duration_s: int,
+    ) -> None:
+        ps = self.ps
+        begin = start or self._clock()
+        resv = ps.Reservation(
+            name=name,
+            nodes=",".join(nodes),
+            users=list(users),
+            accounts=list(accounts),
+            start_time=begin,
+            end_time=begin + timedelta(seconds=max(60, duration_s)),
+            flags=ps.ReservationFlags.IGNORE_RUNNING_JOBS,
+        )
+        try:
+            self._rpc(f"create reservation {name}", resv.create)
+        except SlurmRejectedError:
+            existing = self._existing_reservation(name)
+            if existing is None or set(m.expand_nodes(existing, WHERE, "nodes")) != set(nodes):
+                raise
+
+    def _existing_reservation(self, name: str) -> str | None:
+        try:
+            return str(self.ps.Reservation.load(name).nodes or "")
+        except Exception:  # pyslurm raises RPCError for "doesn't exist"; any failure = absent
+            return None
+
+    def delete_reservation(self, name: str) -> None:
+        try:
+            self._rpc(f"delete reservation {name}", self.ps.Reservation(name).delete)
+        except SlurmRejectedError:
+            if self._existing_reservation(name) is not None:
+                raise
+
+    def requeue(self, job_id: str, reason: str) -> None:
+        self._rpc(f"requeue {job_id}", self.ps.Job(_numeric(job_id)).requeue)
+
+    def update_job(self, job_id: str, **fields: str) -> None:
+        changes: dict[str, Any] = {}
+        for key, value in fields.items():
+            attr = _JOB_FIELDS.get(key)
+            if attr is None:
+                raise SlurmRejectedError(
+                    f"Slurm rejected update of job {job_id}: field {key!r} is not supported "
+                    "by the pyslurm backend; supported: " + ", ".join(sorted(_JOB_FIELDS))
+                )
+            changes[attr] = value
+        desc = self.ps.JobSubmitDescription(**changes)
+        self._rpc(f"update job {job_id}", lambda: self.ps.Job(_numeric(job_id)).modify(desc))
+
+    def update_node(self, node: str, **fields: str) -> None:
+        allowed = {"state": "state", "reason": "reason", "weight": "weight"}
+        changes = {}
+        for key, value in fields.items():
+            attr = allowed.get(key.lower())
+            if attr is None:
+                raise SlurmRejectedError(
+                    f"Slurm rejected update of node {node}: field {key!r} is not supported by "
+                    "the pyslurm backend; supported: Reason, State, Weight"
+                )
+            changes[attr] = int(value) if attr == "weight" else value
+        diff = self.ps.Node(**changes)
+        self._rpc(f"update node {node}", lambda: self.ps.Node(node).modify(diff))
+
+
+def _numeric(job_id: str) -> int:
+    if not job_id.isdigit():
+        raise SlurmRejectedError(
+            f"Slurm rejected job {job_id}: the pyslurm backend takes plain numeric job ids"
+        )
+    return int(job_id)

@@ -1,0 +1,270 @@
+"""The ``rest`` backend: slurmrestd over HTTP (JWT) or a unix socket.
+
+The API version is discovered once, newest first, with ``GET /slurm/<v>/ping`` (a 404
+means this slurmrestd does not serve that version): Slurm 22.05 serves v0.0.36-38, 24.11
+v0.0.40-42. Responses are mapped by :mod:`slurm_defrag.slurm.openapi`, the same code the
+cli backend uses for ``--json`` output.
+
+Writes go through the endpoints the discovered version has. slurmrestd has no requeue
+endpoint at all, creates reservations only from v0.0.43 (Slurm 25.05), and updates nodes
+only from data_parser versions (23.02+); those calls raise
+:class:`~slurm_defrag.slurm.errors.SlurmRejectedError` saying so — use the cli backend to
+act on such clusters.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import Callable, Sequence
+from datetime import UTC, datetime
+from typing import Any
+
+import httpx
+
+from slurm_defrag.domain.cluster import ClusterSnapshot
+from slurm_defrag.errors import InputError
+from slurm_defrag.slurm import openapi
+from slurm_defrag.slurm.assemble import Parts, assemble
+from slurm_defrag.slurm.errors import (
+    SlurmParseError,
+    SlurmRejectedError,
+    SlurmUnavailableError,
+    from_failure,
+)
+from slurm_defrag.slurm.mapping import Doc
+from slurm_defrag.slurm.settings import SlurmSettings
+
+API_VERSIONS = ("v0.0.44", "v0.0.43", "v0.0.42", "v0.0.41", "v0.0.40", "v0.0.39", "v0.0.38")
+"""Tried newest first. v0.0.36/37 (Slurm 21.08) answer in the v0.0.38 shape but are not
+probed: 22.05 serves v0.0.38 alongside them."""
+
+# scontrol-style job fields the port speaks -> slurmrestd job_desc_msg keys.
+_JOB_FIELDS = {
+    "Comment": "comment",
+    "AdminComment": "admin_comment",
+    "ReservationName": "reservation",
+    "Priority": "priority",
+    "TimeLimit": "time_limit",
+    "StartTime": "begin_time",
+}
+_NUMERIC = frozenset({"priority", "time_limit", "begin_time"})
+
+
+def default_client(settings: SlurmSettings) -> httpx.Client:
+    if settings.rest_socket is not None:
+        # Over a socket the host part is ignored; any base URL will do.
+        transport = httpx.HTTPTransport(uds=str(settings.rest_socket))
+        return httpx.Client(
+            base_url="http://slurmrestd", transport=transport, timeout=settings.rest_timeout_s
+        )
+    return httpx.Client(base_url=settings.rest_url, timeout=settings.rest_timeout_s)
+
+
+class RestSlurm:
+    """Reader and (partial, see module docstring) writer over slurmrestd."""
+
+    name = "rest"
+
+    def __init__(
+        self,
+        settings: SlurmSettings | None = None,
+        client: httpx.Client | None = None,
+        clock: Callable[[], datetime] | None = None,
+    ) -> None:
+        self.settings = settings or SlurmSettings(backend="rest")
+        self._client = client or default_client(self.settings)
+        self._clock = clock or (lambda: datetime.now(UTC))
+        self._version: str | None = self.settings.rest_api_version
+
+    # -- plumbing ----------------------------------------------------------------------
+
+    def _headers(self) -> dict[str, str]:
+        try:
+            token = self.settings.token()
+        except OSError as exc:
+            raise InputError(
+                f"{self.settings.rest_token_file}: cannot read the slurmrestd token: "
+                f"{exc.strerror}"
+            ) from None
+        if token is None:
+            return {}
+        return {"X-SLURM-USER-NAME": self.settings.rest_user, "X-SLURM-USER-TOKEN": token}
+
+    def request(self, method: str, path: str, body: Any = None) -> httpx.Response:
+        what = f"{method} {path}"
+        try:
+            return self._client.request(method, path, headers=self._headers(), json=body)
+        except httpx.TimeoutException:
+            raise SlurmUnavailableError(
+                f"Slurm unavailable: {what}: slurmrestd did not answer in time"
+            ) from None
+        except httpx.TransportError as exc:
+            raise SlurmUnavailableError(f"Slurm unavailable: {what}: {exc}") from None
+
+    def call(self, method: str, path: str, body: Any = None) -> Any:
+        """One request; the JSON body, or the matching Slurm error."""
+        return self._decode(self.request(method, path, body), f"{method} {path}")
+
+    def _decode(self, resp: httpx.Response, what: str) -> Any:
+        try:
+            data = resp.json()
+        except (json.JSONDecodeError, UnicodeDecodeError):
+            data = None
+        if resp.status_code in (401, 403):
+            raise SlurmRejectedError(
+                f"Slurm rejected {what}: HTTP {resp.status_code}, slurmrestd refused the "
+                "credentials (check rest_user and the JWT)"
+            )
+        if resp.status_code >= 400:
+            detail = _error_text(data) or resp.text.strip() or resp.reason_phrase
+            raise from_failure(what, f"HTTP {resp.status_code}: {detail}")
+        if data is None:
+            raise SlurmParseError(f"{what}: response is not JSON")
+        openapi.check_errors(data, what)
+        return data
+
+    def api_version(self) -> str:
+        """The newest API version this slurmrestd answers a ping on (cached)."""
+        if self._version is None:
+            for v in API_VERSIONS:
+                resp = self.request("GET", f"/slurm/{v}/ping")
+                if resp.status_code == 404:
+                    continue
+                self._decode(resp, f"GET /slurm/{v}/ping")  # raises the error, if any
+                self._version = v
+                break
+            else:
+                raise SlurmRejectedError(
+                    "Slurm rejected GET /slurm/<version>/ping: slurmrestd serves none of "
+                    + ", ".join(API_VERSIONS)
+                )
+        return self._version
+
+    def _get(self, endpoint: str) -> tuple[openapi.V0038, Doc]:
+        path = f"/slurm/{self.api_version()}/{endpoint}"
+        data = self.call("GET", path)
+        where = f"GET {path}"
+        return openapi.family(data, where), Doc(data, where, "")
+
+    # -- reader ------------------------------------------------------------------------
+
+    def snapshot(self) -> ClusterSnapshot:
+        taken_at = self._clock()
+        fam, jobs = self._get("jobs")
+        nodes = self._get("nodes")
+        partitions = self._get("partitions")
+        reservations = self._get("reservations")
+        parts = Parts(
+            nodes=nodes[0].nodes(nodes[1]),
+            jobs=fam.jobs(jobs),
+            partitions=partitions[0].partitions(partitions[1]),
+            reservations=reservations[0].reservations(reservations[1], taken_at),
+            cluster=fam.cluster(jobs),
+        )
+        return assemble(
+            parts, source=self.name, taken_at=taken_at, settings=self.settings, where="rest"
+        )
+
+    # -- writer ------------------------------------------------------------------------
+
+    def _data_parser(self, what: str) -> str:
+        v = self.api_version()
+        if v == "v0.0.38":
+            raise SlurmRejectedError(
+                f"Slurm rejected {what}: slurmrestd {v} cannot do this; use the cli backend"
+            )
+        return v
+
+    def create_reservation(
+        self,
+        name: str,
+        nodes: Sequence[str],
+        users: Sequence[str],
+        accounts: Sequence[str],
+        start: datetime | None,
+        duration_s: int,
+    ) -> None:
+        v = self.api_version()
+        if v < "v0.0.43":
+            raise SlurmRejectedError(
+                f"Slurm rejected create reservation {name}: slurmrestd {v} has no reservation "
+                "create endpoint (needs v0.0.43, Slurm 25.05); use the cli backend"
+            )
+        begin = int((start or self._clock()).timestamp())
+        body = {
+            "reservations": [
+                {
+                    "name": name,
+                    "node_list": list(nodes),
+                    "users": list(users),
+                    "accounts": list(accounts),
+                    "start_time": _num(begin),
+                    "duration": _num(max(1, math.ceil(duration_s / 60))),
+                    "flags": ["IGNORE_JOBS"],
+                }
+            ]
+        }
+        self.call("POST", f"/slurm/{v}/reservations", body)
+
+    def delete_reservation(self, name: str) -> None:
+        v = self._data_parser(f"delete reservation {name}")
+        try:
+            self.call("DELETE", f"/slurm/{v}/reservation/{name}")
+        except SlurmRejectedError as exc:
+            text = str(exc).lower()
+            if "not found" not in text and "invalid reservation" not in text:
+                raise
+
+    def requeue(self, job_id: str, reason: str) -> None:
+        raise SlurmRejectedError(
+            f"Slurm rejected requeue of job {job_id}: slurmrestd has no requeue endpoint; "
+            "use the cli backend"
+        )
+
+    def update_job(self, job_id: str, **fields: str) -> None:
+        v = self.api_version()
+        body: dict[str, Any] = {}
+        for key, value in fields.items():
+            name = _JOB_FIELDS.get(key)
+            if name is None:
+                raise SlurmRejectedError(
+                    f"Slurm rejected update of job {job_id}: field {key!r} is not supported "
+                    "by the rest backend; supported: " + ", ".join(sorted(_JOB_FIELDS))
+                )
+            if name == "begin_time":
+                value = str(int(datetime.fromisoformat(value).timestamp()))
+            body[name] = _num(int(value)) if name in _NUMERIC and v != "v0.0.38" else value
+        self.call("POST", f"/slurm/{v}/job/{job_id}", body)
+
+    def update_node(self, node: str, **fields: str) -> None:
+        v = self._data_parser(f"update node {node}")
+        body: dict[str, Any] = {}
+        for key, value in fields.items():
+            k = key.lower()
+            if k == "state":
+                body["state"] = [value.upper()]
+            elif k == "reason":
+                body["reason"] = value
+            elif k == "weight":
+                body["weight"] = int(value)
+            else:
+                raise SlurmRejectedError(
+                    f"Slurm rejected update of node {node}: field {key!r} is not supported by "
+                    "the rest backend; supported: Reason, State, Weight"
+                )
+        self.call("POST", f"/slurm/{v}/node/{node}", body)
+
+
+def _num(n: int) -> dict[str, Any]:
+    return {"set": True, "infinite": False, "number": n}
+
+
+def _error_text(data: Any) -> str:
+    errors = data.get("errors") if isinstance(data, dict) else None
+    if not errors:
+        return ""
+    return "; ".join(
+        str(e.get("description") or e.get("error") or e) if isinstance(e, dict) else str(e)
+        for e in errors
+    )

@@ -1,0 +1,75 @@
+"""Running one Slurm command: argv lists only, a timeout, failures mapped to typed errors.
+
+The runner is injected (tests pass a fake that replays recorded output); the default runs
+the command with :func:`subprocess.run` and ``TZ=UTC`` so that times in scontrol text are
+UTC (the text carries no zone, see :func:`slurm_defrag.slurm.mapping.text_time`).
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+from collections.abc import Callable, Sequence
+from typing import Protocol
+
+from slurm_defrag.slurm.errors import SlurmUnavailableError, from_failure
+
+
+class CommandResult(Protocol):
+    """What a runner returns: the fields of :class:`subprocess.CompletedProcess`."""
+
+    @property
+    def returncode(self) -> int: ...
+
+    @property
+    def stdout(self) -> str: ...
+
+    @property
+    def stderr(self) -> str: ...
+
+
+Runner = Callable[[Sequence[str], float], CommandResult]
+"""``runner(argv, timeout_s)``; may raise FileNotFoundError / TimeoutExpired / OSError."""
+
+
+def subprocess_runner(argv: Sequence[str], timeout_s: float) -> CommandResult:
+    return subprocess.run(
+        list(argv),
+        capture_output=True,
+        text=True,
+        timeout=timeout_s,
+        check=False,
+        env={**os.environ, "TZ": "UTC"},
+    )
+
+
+# Exit statuses of a shell/exec wrapper (docker exec, sudo) that could not start the
+# command at all: the Slurm client is missing where we run it.
+_NOT_STARTED = frozenset({126, 127})
+
+
+def run(runner: Runner, prefix: Sequence[str], args: Sequence[str], timeout_s: float) -> str:
+    """Run ``prefix + args``; return stdout or raise the matching Slurm error."""
+    argv = [*prefix, *args]
+    what = " ".join(args)
+    try:
+        result = runner(argv, timeout_s)
+    except FileNotFoundError:
+        raise SlurmUnavailableError(
+            f"Slurm unavailable: {what}: command {argv[0]!r} not found"
+        ) from None
+    except subprocess.TimeoutExpired:
+        raise SlurmUnavailableError(
+            f"Slurm unavailable: {what}: no answer within {timeout_s:g} s"
+        ) from None
+    except OSError as exc:
+        raise SlurmUnavailableError(f"Slurm unavailable: {what}: {exc}") from None
+    if result.returncode != 0:
+        message = (result.stderr or "").strip() or (result.stdout or "").strip()
+        if result.returncode in _NOT_STARTED:
+            raise SlurmUnavailableError(
+                f"Slurm unavailable: {what}: could not run it (exit {result.returncode}): "
+                + " ".join(message.split())
+            )
+        raise from_failure(what, message or f"exit status {result.returncode}")
+    return result.stdout or ""

@@ -1,0 +1,120 @@
+"""How slurm-defrag reaches Slurm: backend choice and its connection details.
+
+Every field can be set from the environment with the prefix ``SLURM_DEFRAG_SLURM_`` (for
+example ``SLURM_DEFRAG_SLURM_BACKEND=rest``); lists and mappings are given as JSON
+(``SLURM_DEFRAG_SLURM_COMMAND_PREFIX='["docker","exec","slurmdefrag-bookworm-slurmctld"]'``).
+Command-line options override the environment.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Literal
+
+from pydantic import Field, SecretStr, field_validator
+from pydantic_settings import BaseSettings, SettingsConfigDict
+
+from slurm_defrag.domain.topology import BUILTIN_TOPOLOGIES
+
+Backend = Literal["cli", "rest", "pyslurm"]
+
+
+class SlurmSettings(BaseSettings):
+    model_config = SettingsConfigDict(env_prefix="SLURM_DEFRAG_SLURM_", extra="ignore")
+
+    backend: Backend = "cli"
+    """Which adapter reads and writes Slurm: ``cli`` (scontrol/squeue/sinfo, default),
+    ``rest`` (slurmrestd) or ``pyslurm`` (optional extra ``slurm-defrag[pyslurm]``)."""
+
+    # -- cli backend -------------------------------------------------------------------
+    command_prefix: list[str] = Field(default_factory=list)
+    """argv prepended to every Slurm command, e.g. ``["docker", "exec", "CONTAINER"]`` to
+    run them inside the slurmctld container, or ``["sudo", "-n"]``. Default: none."""
+
+    command_timeout_s: float = Field(default=30.0, gt=0)
+    """Seconds one Slurm command may run before the read counts as "Slurm unavailable".
+    Default 30 s (slurmctld's own MessageTimeout default is 10 s, plus retries)."""
+
+    cross_check_text: bool = True
+    """cli backend: also read ``scontrol show job -d`` and fail if its per-node GPU indices
+    disagree with the JSON for the same allocation. Default on (one extra command)."""
+
+    # -- rest backend ------------------------------------------------------------------
+    rest_url: str = "http://127.0.0.1:6820"
+    """slurmrestd base URL (``http://host:port``). Ignored when ``rest_socket`` is set.
+    Default ``http://127.0.0.1:6820``."""
+
+    rest_socket: Path | None = None
+    """slurmrestd unix socket path; when set, requests go over this socket instead of TCP.
+    Default: none (use ``rest_url``)."""
+
+    rest_user: str = "root"
+    """User name sent as ``X-SLURM-USER-NAME`` with the JWT. Default ``root``."""
+
+    rest_token: SecretStr | None = None
+    """JWT sent as ``X-SLURM-USER-TOKEN``. Default: none (then ``rest_token_file``, then no
+    auth headers, which suits ``rest_auth/local`` on a unix socket)."""
+
+    rest_token_file: Path | None = None
+    """File holding the JWT (``SLURM_JWT=`` prefix allowed), read at every request so a
+    rotated token is picked up. Default: none."""
+
+    rest_api_version: str | None = None
+    """Pin the API version (e.g. ``v0.0.38``). Default: none = discover, newest first."""
+
+    rest_timeout_s: float = Field(default=30.0, gt=0)
+    """Seconds per HTTP request. Default 30 s."""
+
+    # -- topology and naming (all backends) --------------------------------------------
+    gres_conf: Path | None = None
+    """gres.conf whose ``Links=`` rows give each node's NVLink topology. Slurm never
+    reports Links= in its output, so this file is the only source. Default: none."""
+
+    topology_templates: dict[str, str] = Field(default_factory=dict)
+    """Hostlist -> built-in topology name for nodes not covered by ``gres_conf``, e.g.
+    ``{"gpu[001-064]": "nvswitch-8"}``. Default: none (such nodes get no topology and are
+    treated as PCIe-only)."""
+
+    cluster_name: str | None = None
+    """Cluster name recorded in snapshots. Default: what Slurm reports, else ``cluster``."""
+
+    @field_validator("topology_templates")
+    @classmethod
+    def _known_templates(cls, v: dict[str, str]) -> dict[str, str]:
+        unknown = sorted({t for t in v.values() if t not in BUILTIN_TOPOLOGIES})
+        if unknown:
+            raise ValueError(
+                f"unknown topology template {unknown[0]!r}; built-in templates are: "
+                + ", ".join(sorted(BUILTIN_TOPOLOGIES))
+            )
+        return v
+
+    def token(self) -> str | None:
+        """The JWT from ``rest_token`` or ``rest_token_file`` (None = send no token)."""
+        if self.rest_token is not None:
+            return self.rest_token.get_secret_value().strip() or None
+        if self.rest_token_file is not None:
+            text = self.rest_token_file.read_text(encoding="utf-8").strip()
+            return text.removeprefix("SLURM_JWT=").strip() or None
+        return None
+
+
+def load_settings(**overrides: object) -> SlurmSettings:
+    """Settings from the environment, with the given (non-None) overrides on top.
+
+    A bad value becomes one :class:`InputError` line naming the variable, not a traceback.
+    """
+    from pydantic import ValidationError
+
+    from slurm_defrag.errors import InputError
+
+    given = {k: v for k, v in overrides.items() if v is not None}
+    try:
+        return SlurmSettings(**given)  # type: ignore[arg-type]
+    except ValidationError as exc:
+        err = exc.errors(include_url=False)[0]
+        name = ".".join(str(p) for p in err["loc"])
+        source = "option" if name in given else "SLURM_DEFRAG_SLURM_" + name.upper()
+        raise InputError(
+            f"{source} {name}: {err['msg'].removeprefix('Value error, ')}"
+        ) from None

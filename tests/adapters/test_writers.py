@@ -1,0 +1,202 @@
+"""Writers: the fake applies writes to its state; the cli writer sends safe argv lists."""
+
+from __future__ import annotations
+
+import subprocess
+from collections.abc import Sequence
+from datetime import UTC, datetime
+from types import SimpleNamespace
+
+import pytest
+
+from slurm_defrag.domain.cluster import ClusterSnapshot, JobState, NodeFlag
+from slurm_defrag.slurm.backends import SlurmBackend
+from slurm_defrag.slurm.cli import CliSlurm
+from slurm_defrag.slurm.errors import SlurmRejectedError
+from slurm_defrag.slurm.fake import FakeSlurm
+from slurm_defrag.slurm.port import SlurmReader, SlurmWriter
+from slurm_defrag.slurm.settings import SlurmSettings
+
+NOW = datetime(2026, 11, 29, 15, 14, 13, tzinfo=UTC)
+
+
+@pytest.fixture
+def fake(recordings: SimpleNamespace) -> FakeSlurm:
+    return FakeSlurm(recordings.rest("24.11").snapshot(), clock=lambda: NOW)
+
+
+def test_every_backend_implements_both_ports(recordings: SimpleNamespace, fake: FakeSlurm) -> None:
+    backends: list[SlurmBackend] = [
+        recordings.cli("22.05"), recordings.rest("22.05"), recordings.pyslurm(), fake,
+    ]
+    for b in backends:
+        assert isinstance(b, SlurmReader)
+        assert isinstance(b, SlurmWriter)
+
+
+def test_fake_requeue_frees_gpus_and_pends_with_request(fake: FakeSlurm) -> None:
+    fake.requeue("8", "slurm-defrag:plan-1")
+    snap = fake.snapshot()
+    job = snap.job_by_id["8"]
+    assert job.state == JobState.PENDING
+    assert not job.gpus
+    assert job.start_time is None
+    assert job.request is not None
+    assert (job.request.nodes, job.request.gpus_per_node) == (2, 2)
+    assert snap.node_by_name["node05"].gpus_used == frozenset()
+    assert snap.node_by_name["node06"].gpus_used == frozenset()
+    assert snap.node_by_name["node01"].gpus_used == frozenset(range(5))  # untouched
+    fake.requeue("8", "slurm-defrag:plan-1")  # idempotent
+    assert fake.calls[-1] == ("requeue", "8", "slurm-defrag:plan-1")
+
+
+def test_fake_requeue_refusals(fake: FakeSlurm, recordings: SimpleNamespace) -> None:
+    with pytest.raises(SlurmRejectedError, match="Invalid job id"):
+        fake.requeue("999", "r")
+    snap = recordings.rest("24.11").snapshot()
+    jobs = tuple(j.model_copy(update={"requeue": False}) if j.id == "1" else j for j in snap.jobs)
+    no_requeue = FakeSlurm(snap.model_copy(update={"jobs": jobs}))
+    with pytest.raises(SlurmRejectedError, match="presently disabled"):
+        no_requeue.requeue("1", "r")
+
+
+def test_fake_reservations(fake: FakeSlurm) -> None:
+    fake.create_reservation("slurm-defrag-p1", ["node05", "node06"], ["root"], [], None, 3600)
+    fake.create_reservation("slurm-defrag-p1", ["node06", "node05"], ["root"], [], None, 3600)
+    snap = fake.snapshot()
+    assert {r.name for r in snap.reservations} == {"defrag-demo", "slurm-defrag-p1"}
+    assert snap.node_by_name["node05"].reservation == "slurm-defrag-p1"
+    with pytest.raises(SlurmRejectedError, match="Duplicate reservation name"):
+        fake.create_reservation("slurm-defrag-p1", ["node01"], ["root"], [], None, 60)
+    fake.delete_reservation("slurm-defrag-p1")
+    fake.delete_reservation("slurm-defrag-p1")  # absent is success
+    snap = fake.snapshot()
+    assert snap.node_by_name["node05"].reservation is None
+    assert snap.node_by_name["node08"].reservation == "defrag-demo"
+    fake.delete_reservation("defrag-demo")
+    assert fake.snapshot().node_by_name["node08"].reservation is None
+
+
+def test_fake_drain_resume_weight(fake: FakeSlurm) -> None:
+    fake.update_node("node01", State="DRAIN", Reason="slurm-defrag:p1 defrag")
+    node = fake.snapshot().node_by_name["node01"]
+    assert NodeFlag.DRAIN in node.state
+    assert node.reason == "slurm-defrag:p1 defrag"
+    fake.update_node("node07", State="RESUME")
+    node7 = fake.snapshot().node_by_name["node07"]
+    assert not node7.drained
+    assert node7.reason == ""
+    fake.update_node("node02", Weight="50")
+    assert fake.snapshot().node_by_name["node02"].weight == 50
+    with pytest.raises(SlurmRejectedError, match="Invalid node name"):
+        fake.update_node("node99", State="DRAIN")
+
+
+def test_fake_update_job(fake: FakeSlurm) -> None:
+    fake.update_job("9", AdminComment="defrag:nvlink=0", Priority="7")
+    job = fake.snapshot().job_by_id["9"]
+    assert (job.admin_comment, job.priority) == ("defrag:nvlink=0", 7)
+
+
+def test_fake_snapshot_round_trips(recordings: SimpleNamespace) -> None:
+    seed: ClusterSnapshot = recordings.cli("22.05").snapshot()
+    again = FakeSlurm(seed, clock=lambda: seed.taken_at).snapshot()
+    assert again.model_copy(update={"source": seed.source}) == seed
+
+
+class Recorder:
+    def __init__(self, fail: dict[str, tuple[int, str]] | None = None) -> None:
+        self.calls: list[list[str]] = []
+        self.fail = fail or {}
+
+    def __call__(self, argv: Sequence[str], timeout_s: float) -> subprocess.CompletedProcess[str]:
+        argv = list(argv)
+        self.calls.append(argv)
+        for prefix, (rc, err) in self.fail.items():
+            if " ".join(argv).startswith(prefix):
+                return subprocess.CompletedProcess(argv, rc, "", err)
+        return subprocess.CompletedProcess(argv, 0, "", "")
+
+
+def test_cli_writes_are_argv_lists_with_prefix() -> None:
+    rec = Recorder()
+    prefix = ["docker", "exec", "slurmdefrag-bookworm-slurmctld"]
+    w = CliSlurm(SlurmSettings(command_prefix=prefix), runner=rec)
+    w.create_reservation("slurm-defrag-p1", ["node01", "node02"], ["root"], [],
+                         datetime(2026, 11, 29, 16, 0, tzinfo=UTC), 5400)
+    w.update_node("node03", State="DRAIN", Reason="slurm-defrag:p1 free NVLink block; it's ok")
+    w.update_job("12", Comment="x y")
+    w.requeue("12", "slurm-defrag:p1")
+    w.delete_reservation("slurm-defrag-p1")
+    assert all(c[:3] == prefix for c in rec.calls)
+    assert [c[3:] for c in rec.calls] == [
+        ["scontrol", "create", "reservation", "ReservationName=slurm-defrag-p1",
+         "Nodes=node01,node02", "StartTime=2026-11-29T16:00:00", "Duration=90",
+         "Flags=IGNORE_JOBS", "Users=root"],
+        ["scontrol", "update", "NodeName=node03", "State=DRAIN",
+         "Reason=slurm-defrag:p1 free NVLink block; it's ok"],
+        ["scontrol", "update", "JobId=12", "Comment=x y"],
+        ["scontrol", "requeue", "12"],
+        ["scontrol", "delete", "ReservationName=slurm-defrag-p1"],
+    ]
+
+
+def test_cli_write_refuses_field_names_that_are_not_fields() -> None:
+    w = CliSlurm(SlurmSettings(), runner=Recorder())
+    with pytest.raises(SlurmRejectedError, match="not a Slurm field name"):
+        w.update_node("node01", **{"State=RESUME Reason": "x"})
+
+
+def test_cli_delete_absent_reservation_is_success() -> None:
+    rec = Recorder({
+        "scontrol delete": (1, "scontrol: error: Invalid reservation name specified"),
+        "scontrol show reservation": (1, "Reservation slurm-defrag-p1 not found"),
+    })
+    CliSlurm(SlurmSettings(), runner=rec).delete_reservation("slurm-defrag-p1")
+
+
+def test_cli_requeue_rejected_by_slurm() -> None:
+    error = "scontrol: error: Requested operation is presently disabled"
+    rec = Recorder({"scontrol requeue": (1, error)})
+    with pytest.raises(SlurmRejectedError, match="presently disabled"):
+        CliSlurm(SlurmSettings(), runner=rec).requeue("5", "r")
+
+
+def test_rest_cannot_requeue(recordings: SimpleNamespace) -> None:
+    with pytest.raises(SlurmRejectedError, match="no requeue endpoint"):
+        recordings.rest("24.11").requeue("1", "r")
+
+
+def test_pyslurm_writes_use_the_25_11_api(recordings: SimpleNamespace) -> None:
+    calls: list[tuple[str, ...]] = []
+
+    class Job:
+        def __init__(self, job_id: int) -> None:
+            self.id = job_id
+
+        def requeue(self) -> None:
+            calls.append(("requeue", str(self.id)))
+
+        def modify(self, desc: object) -> None:
+            calls.append(("modify", str(self.id), repr(vars(desc))))
+
+    class Node:
+        def __init__(self, name: str | None = None, **changes: object) -> None:
+            self.name, self.changes = name, changes
+
+        def modify(self, diff: Node) -> None:
+            calls.append(("node", str(self.name), repr(diff.changes)))
+
+    module = recordings.pyslurm_module()
+    module.Job, module.Node = Job, Node
+    module.JobSubmitDescription = lambda **kw: SimpleNamespace(**kw)
+    backend = recordings.pyslurm()
+    backend._module = module
+    backend.requeue("8", "r")
+    backend.update_job("9", AdminComment="defrag:nvlink=1")
+    backend.update_node("node07", State="RESUME")
+    assert calls == [
+        ("requeue", "8"),
+        ("modify", "9", "{'admin_comment': 'defrag:nvlink=1'}"),
+        ("node", "node07", "{'state': 'RESUME'}"),
+    ]
