@@ -1,0 +1,152 @@
+#!/usr/bin/env bash
+# Containerized real-Slurm test cluster for slurm-defrag (see docker/README.md).
+#
+#   scripts/cluster.sh up        install docker if needed, start dockerd, build, start, wait
+#   scripts/cluster.sh down      remove containers, network and volumes (keeps images)
+#   scripts/cluster.sh status    containers + sinfo
+#   scripts/cluster.sh exec CMD  run CMD in the slurmctld container (sbatch, scontrol, ...)
+#   scripts/cluster.sh logs [SERVICE...]
+#   scripts/cluster.sh build     (re)build the base image if missing, then the images
+#   scripts/cluster.sh token [USER] [LIFESPAN]   print a JWT for slurmrestd (default root)
+#   scripts/cluster.sh api       print the slurmrestd API version in use (e.g. v0.0.38)
+#
+# Environment: SLURM_SUITE=bookworm (Slurm 22.05, default) | trixie (Slurm 24.11);
+# DEBIAN_MIRROR; SLURMRESTD_PORT (6820); POSTGRES_PORT (55432); UP_TIMEOUT (180 s).
+set -euo pipefail
+
+# Debian's docker.io client/daemon and docker-compose v1 live in /usr/bin; a newer,
+# incompatible client may sit first on PATH in /usr/local/bin.
+export PATH=/usr/sbin:/usr/bin:/sbin:/bin:$PATH
+DOCKER=/usr/bin/docker
+COMPOSE=/usr/bin/docker-compose
+
+ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+export SLURM_SUITE=${SLURM_SUITE:-bookworm}
+export BASE_IMAGE=slurm-defrag-base:$SLURM_SUITE
+export SLURMRESTD_PORT=${SLURMRESTD_PORT:-6820}
+export POSTGRES_PORT=${POSTGRES_PORT:-55432}
+DEBIAN_MIRROR=${DEBIAN_MIRROR:-http://deb.debian.org/debian}
+PROJECT=slurmdefrag-$SLURM_SUITE
+CTLD=$PROJECT-slurmctld
+NODES=(node01 node02 node03 node04)
+UP_TIMEOUT=${UP_TIMEOUT:-180}
+
+log() { echo "[cluster $(date +%T)] $*" >&2; }
+die() { log "ERROR: $*"; exit 1; }
+compose() { (cd "$ROOT" && "$COMPOSE" -p "$PROJECT" -f docker-compose.yml "$@"); }
+ctld() { "$DOCKER" exec -i "$CTLD" "$@"; }
+
+ensure_tools() {
+    local missing=()
+    [ -x "$DOCKER" ] || missing+=(docker.io)
+    [ -x "$COMPOSE" ] || missing+=(docker-compose)
+    command -v debootstrap >/dev/null || missing+=(debootstrap)
+    command -v curl >/dev/null || missing+=(curl)
+    if [ ${#missing[@]} -gt 0 ]; then
+        log "installing ${missing[*]}"
+        apt-get update -q
+        DEBIAN_FRONTEND=noninteractive apt-get install -y -q "${missing[@]}"
+    fi
+}
+
+ensure_dockerd() {
+    "$DOCKER" info >/dev/null 2>&1 && return 0
+    log "starting dockerd (log: /var/log/dockerd.log)"
+    nohup /usr/sbin/dockerd >/var/log/dockerd.log 2>&1 &
+    for _ in $(seq 60); do
+        "$DOCKER" info >/dev/null 2>&1 && return 0
+        sleep 1
+    done
+    die "dockerd did not answer within 60 s; see /var/log/dockerd.log"
+}
+
+# No registry access: the base image is a debootstrap of the suite, imported once.
+ensure_base_image() {
+    "$DOCKER" image inspect "$BASE_IMAGE" >/dev/null 2>&1 && return 0
+    local dir
+    dir=$(mktemp -d /tmp/slurm-defrag-base.XXXXXX)
+    log "debootstrap $SLURM_SUITE -> $BASE_IMAGE (from $DEBIAN_MIRROR)"
+    debootstrap --variant=minbase "$SLURM_SUITE" "$dir" "$DEBIAN_MIRROR" >"$dir.log" 2>&1 \
+        || { tail -20 "$dir.log" >&2; die "debootstrap failed (full log: $dir.log)"; }
+    # point-release fixes (e.g. Slurm 22.05.8-4+deb12uN) come from the security suite
+    echo "deb ${DEBIAN_MIRROR%/debian}/debian-security $SLURM_SUITE-security main" \
+        >>"$dir/etc/apt/sources.list"
+    rm -rf "$dir"/var/cache/apt/archives/*.deb "$dir"/var/lib/apt/lists/*
+    tar -C "$dir" -c . | "$DOCKER" import \
+        --change 'ENV PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin' \
+        --change 'CMD ["/bin/bash"]' - "$BASE_IMAGE" >/dev/null
+    rm -rf "$dir" "$dir.log"
+}
+
+build() {
+    ensure_tools; ensure_dockerd; ensure_base_image
+    log "building images (BASE_IMAGE=$BASE_IMAGE)"
+    compose build
+}
+
+# slurmrestd serves several API versions; pick the newest one that answers a ping.
+api_version() {
+    local tok v
+    tok=$(token root 600)
+    for v in v0.0.42 v0.0.41 v0.0.40 v0.0.39 v0.0.38; do
+        if curl -sf -o /dev/null -H "X-SLURM-USER-NAME: root" -H "X-SLURM-USER-TOKEN: $tok" \
+            "http://127.0.0.1:$SLURMRESTD_PORT/slurm/$v/ping"; then
+            echo "$v"; return 0
+        fi
+    done
+    return 1
+}
+
+token() {
+    ctld scontrol token "username=${1:-root}" "lifespan=${2:-86400}" | sed -n 's/^SLURM_JWT=//p'
+}
+
+# A node is "up" once its slurmd registered: idle on a fresh cluster; mix/alloc/drain
+# also count when `up` is re-run on a cluster that is in use. Not up: unk, down, inval,
+# fail, or a state with a flag suffix such as "*" (not responding).
+wait_ready() {
+    local t0=$SECONDS states up v
+    log "waiting for ${#NODES[@]} registered (idle) nodes (timeout ${UP_TIMEOUT}s)"
+    while :; do
+        states=$(ctld sinfo -h -N -o '%N %t' 2>/dev/null | sort -u || true)
+        up=$(awk '$2 !~ /^(unk|down|inval|fail)/ && $2 ~ /^[a-z]+$/' <<<"$states" | wc -l)
+        states=$(tr '\n' ' ' <<<"$states")
+        [ "$up" -ge "${#NODES[@]}" ] && break
+        [ $((SECONDS - t0)) -ge "$UP_TIMEOUT" ] && die "nodes not up after ${UP_TIMEOUT}s: $states"
+        log "  $((SECONDS - t0))s: ${states:-slurmctld not answering yet}"
+        sleep 3
+    done
+    log "nodes up after $((SECONDS - t0))s: $states"
+    until "$DOCKER" exec "$PROJECT-postgres" /usr/local/pgbin/pg_isready -q -h 127.0.0.1; do
+        [ $((SECONDS - t0)) -ge "$UP_TIMEOUT" ] && die "postgres not ready"
+        sleep 1
+    done
+    log "postgres ready on 127.0.0.1:$POSTGRES_PORT (defrag/defrag/defrag)"
+    until v=$(api_version); do
+        [ $((SECONDS - t0)) -ge "$UP_TIMEOUT" ] && die "slurmrestd not answering on :$SLURMRESTD_PORT"
+        sleep 1
+    done
+    log "slurmrestd ready on http://127.0.0.1:$SLURMRESTD_PORT (API $v)"
+}
+
+cmd=${1:-status}
+[ $# -gt 0 ] && shift
+case "$cmd" in
+up)
+    t0=$SECONDS
+    build
+    log "starting project $PROJECT"
+    compose up -d
+    wait_ready
+    log "cluster $PROJECT up in $((SECONDS - t0))s; try: scripts/cluster.sh exec sinfo"
+    ;;
+down)     ensure_dockerd; compose down -v --remove-orphans ;;
+build)    build ;;
+status)   compose ps; ctld sinfo -N -o '%N %t %G %P' || true ;;
+logs)     compose logs --no-color "$@" ;;
+exec)     [ $# -gt 0 ] || die "usage: $0 exec CMD..."
+          if [ -t 0 ]; then "$DOCKER" exec -it "$CTLD" "$@"; else ctld "$@"; fi ;;
+token)    token "$@" ;;
+api)      api_version ;;
+*)        die "unknown command '$cmd' (up|down|status|exec|logs|build|token|api)" ;;
+esac
