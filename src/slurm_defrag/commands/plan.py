@@ -1,0 +1,90 @@
+"""``slurm-defrag plan``: the dry-run preview of a defragmentation plan. Never changes Slurm."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+from typing import Annotated
+
+import typer
+from rich.console import Console
+
+from slurm_defrag.commands.common import JsonOpt, SnapshotOpt, load_or_read_snapshot
+from slurm_defrag.domain.cluster import ClusterSnapshot
+from slurm_defrag.domain.plan import Plan
+
+PolicyOpt = Annotated[
+    Path | None,
+    typer.Option("--policy", "-p", help="Policy file (TOML or YAML, version = 1). "
+                 "Default: built-in defaults (see examples/policy.toml)."),
+]
+TargetOpt = Annotated[
+    list[str] | None,
+    typer.Option("--target", "-t", help="Plan for this pending job (repeatable). "
+                 "Default: the policy's strategies (falsely starved jobs)."),
+]
+
+
+def plan(
+    snapshot: SnapshotOpt = None,
+    policy: PolicyOpt = None,
+    json_out: JsonOpt = False,
+    target: TargetOpt = None,
+) -> None:
+    """Preview the cheapest requeues/drains that start starved GPU jobs, with before/after maps."""
+    from slurm_defrag.domain.plan import apply_plan
+    from slurm_defrag.policy.file import default_policy, load_policy
+    from slurm_defrag.solver.planner import make_plan
+
+    pol = load_policy(policy) if policy is not None else default_policy()
+    snap = load_or_read_snapshot(snapshot)
+    result = make_plan(snap, pol, targets=target or None)
+    if json_out:
+        sys.stdout.write(result.model_dump_json(indent=1) + "\n")
+        return
+    render(Console(), snap, result, apply_plan(snap, result))
+
+
+def render(console: Console, before: ClusterSnapshot, plan: Plan, after: ClusterSnapshot) -> None:
+    """Summary, per-target explanation, victims, actions, and the GPU map before/after."""
+    from rich.table import Table
+
+    from slurm_defrag.report.gpu_map import LEGEND, gpu_map
+
+    s = plan.solver
+    console.print(f"[bold]{plan.cluster}[/bold] at {plan.taken_at:%Y-%m-%d %H:%M:%S %Z}   "
+                  f"plan [bold]{plan.plan_id}[/bold] ({plan.status})   DRY RUN: nothing is "
+                  "changed in Slurm")
+    gap = f"{s.gap:.2%}" if s.gap is not None else "-"
+    console.print(f"solver: {s.status}, optimality {s.optimality}, gap {gap}, "
+                  f"{s.options} candidate placements"
+                  + (f" (pruned from {s.full_options})" if s.pruned else "")
+                  + f", {s.components} part(s), {s.runtime_s:.2f} s", markup=False)
+    for line in plan.explanation.splitlines():
+        console.print(line, markup=False)
+    if plan.victims:
+        t = Table(title="Victims (requeued)", title_justify="left")
+        for col in ("job", "user", "QOS", "GPUs", "since", "lost GPU-h", "cost", "why"):
+            t.add_column(col, overflow="fold")
+        for v in plan.victims:
+            gpus = " ".join(f"{n}:{','.join(map(str, i))}" for n, i in v.gpus.items())
+            t.add_row(v.job_id, v.user, v.qos, gpus, f"{v.since_source} {v.since:%H:%M}",
+                      f"{v.lost_gpu_hours:.2f}", f"{v.cost_gpu_hours:.2f}", v.reason)
+        console.print(t)
+    if plan.actions:
+        t = Table(title="Actions (in order)", title_justify="left")
+        for col in ("#", "action", "job", "nodes", "reservation", "expected", "reason"):
+            t.add_column(col, overflow="fold")
+        for a in plan.actions:
+            t.add_row(str(a.step), a.kind.value, a.job_id or "", ",".join(a.nodes),
+                      a.reservation or "", f"{a.expected_at:%H:%M}" if a.expected_at else "",
+                      a.reason)
+        console.print(t)
+    touched = {p.node for tg in plan.targets for p in tg.placements} | {
+        n for v in plan.victims for n in v.gpus}
+    if touched:
+        nodes_b = [n for n in before.nodes if n.name in touched]
+        nodes_a = [n for n in after.nodes if n.name in touched]
+        console.print(gpu_map(before, nodes_b, "GPU map before"))
+        console.print(gpu_map(after, nodes_a, "GPU map after the plan"))
+        console.print(LEGEND)

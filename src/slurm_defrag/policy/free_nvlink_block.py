@@ -1,0 +1,80 @@
+"""FreeNvlinkBlock: pending GPU jobs that fragmentation starves become planner targets.
+
+"Falsely starved" is the metrics' diagnosis (:mod:`slurm_defrag.metrics.starvation`): the
+job cannot start, yet the free GPUs it could use add up to its request — they are scattered
+over nodes or not NVLink-connected. Those are exactly the jobs a requeue or drain can help.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Annotated, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from slurm_defrag.domain.cluster import ClusterSnapshot
+from slurm_defrag.policy.base import Candidate
+
+Status = Literal["falsely-starved", "short", "can-start"]
+Reason = Literal["topology", "spatial", "configuration"]
+
+
+def _default_statuses() -> list[Status]:
+    return ["falsely-starved"]
+
+
+def _default_reasons() -> list[Reason]:
+    return ["topology", "spatial", "configuration"]
+
+
+NAME = "free-nvlink-block"
+
+
+class FreeNvlinkBlockArgs(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    statuses: list[Status] = Field(default_factory=_default_statuses, min_length=1)
+    """Starvation statuses that make a target. ``short`` jobs wait on real capacity, but
+    requeueing lower-value work can still start them when the policy wants that."""
+    reasons: list[Reason] = Field(default_factory=_default_reasons)
+    """For falsely starved jobs: which causes to act on."""
+    partitions: list[str] = Field(default_factory=list)
+    """Only jobs of these partitions (empty: all)."""
+    min_wait_minutes: Annotated[float, Field(ge=0)] = 0.0
+    """Ignore jobs that have waited less (they may start by themselves)."""
+    max_targets: Annotated[int, Field(ge=1)] = 50
+
+
+class FreeNvlinkBlock:
+    name = NAME
+
+    def __init__(self, args: FreeNvlinkBlockArgs | None = None) -> None:
+        self.args = args or FreeNvlinkBlockArgs()
+
+    def propose(self, snapshot: ClusterSnapshot) -> list[Candidate]:
+        from slurm_defrag.metrics.classes import group_nodes
+        from slurm_defrag.metrics.starvation import diagnose_job
+
+        a = self.args
+        kinds = group_nodes(snapshot)
+        picked: list[tuple[tuple[int, float, str], Candidate]] = []
+        for job in snapshot.pending_gpu_jobs():
+            if a.partitions and job.partition not in a.partitions:
+                continue
+            waited = _waited_minutes(job.submit_time, snapshot.taken_at)
+            if waited < a.min_wait_minutes:
+                continue
+            st = diagnose_job(snapshot, job, kinds)
+            if st.status not in a.statuses:
+                continue
+            if st.status == "falsely-starved" and st.reason not in a.reasons:
+                continue
+            why = st.status + (f" ({st.reason})" if st.reason else "") + f": {st.message}"
+            # Highest priority first, then longest waiting: the order limits cut by.
+            picked.append(((-job.priority, -waited, job.id), Candidate(job.id, NAME, why)))
+        picked.sort(key=lambda p: p[0])
+        return [c for _, c in picked[: a.max_targets]]
+
+
+def _waited_minutes(submit: datetime | None, now: datetime) -> float:
+    return (now - submit).total_seconds() / 60 if submit is not None else 0.0

@@ -1,0 +1,126 @@
+"""Snapshot + policy + target jobs -> :class:`ProblemData` (through the candidates)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime
+
+from slurm_defrag.domain.cluster import ClusterSnapshot, Job
+from slurm_defrag.metrics.demand import DemandItem
+from slurm_defrag.policy.cost import to_milli
+from slurm_defrag.policy.limits import Budget
+from slurm_defrag.solver.candidates import Candidates, RawOption, TargetSpec
+from slurm_defrag.solver.geometry import demand_item, geometry_of
+from slurm_defrag.solver.nodes import JobTable
+from slurm_defrag.solver.problem import (
+    JobData,
+    LimitData,
+    NodeData,
+    OptionData,
+    ProblemData,
+    TargetData,
+)
+
+
+def target_specs(snapshot: ClusterSnapshot, jobs: list[Job]) -> tuple[list[TargetSpec], list[Job]]:
+    """Specs for the plannable targets, and the jobs left out (spreadable requests).
+
+    Value: GPUs requested first (starting more GPU work is worth more), then Slurm
+    priority, then time waited; integers so that the objective stays exact.
+    """
+    plannable: list[tuple[Job, DemandItem]] = []
+    skipped: list[Job] = []
+    for job in jobs:
+        assert job.request is not None
+        item = demand_item(job.request, job.partition)
+        if item is None:
+            skipped.append(job)
+        else:
+            plannable.append((job, item))
+    order = sorted(range(len(plannable)), key=lambda i: (
+        plannable[i][0].priority, -_submit_ts(plannable[i][0]), plannable[i][0].id))
+    rank = {i: r for r, i in enumerate(order)}
+    scale = len(plannable) + 1
+    specs = []
+    for i, (job, item) in enumerate(plannable):
+        assert job.request is not None
+        same_domain = bool(item.nvlink and item.nodes > 1 and snapshot.nvlink_domains)
+        specs.append(TargetSpec(job, item, geometry_of(item), item.nodes,
+                                value=job.request.gpus * scale + rank[i] + 1,
+                                same_domain=same_domain))
+    return specs, skipped
+
+
+def _submit_ts(job: Job) -> float:
+    return job.submit_time.timestamp() if job.submit_time is not None else 0.0
+
+
+@dataclass(frozen=True)
+class Indexed:
+    """ProblemData plus the maps back to the snapshot."""
+
+    data: ProblemData
+    node_names: tuple[str, ...]
+    job_ids: tuple[str, ...]
+    raw: tuple[RawOption, ...]
+
+
+def to_problem(
+    snapshot: ClusterSnapshot,
+    specs: list[TargetSpec],
+    cands: Candidates,
+    table: JobTable,
+    budget: Budget,
+    now: datetime,
+) -> Indexed:
+    jobs_used = sorted({j for o in cands.options for j in o.victims})
+    job_new = {j: i for i, j in enumerate(jobs_used)}
+    node_set = {o.node for o in cands.options}
+    by_id = snapshot.job_by_id
+    for j in jobs_used:
+        for name in by_id[table.ids[j]].gpus:
+            node_set.add(table.node_index[name])
+    nodes_used = sorted(node_set)
+    node_new = {n: i for i, n in enumerate(nodes_used)}
+    domains = tuple(sorted({d.name for d in snapshot.nvlink_domains}))
+    dom_idx = {d: i for i, d in enumerate(domains)}
+    node_data = []
+    for n in nodes_used:
+        node = snapshot.nodes[n]
+        dom = snapshot.domain_of(node)
+        node_data.append(NodeData(node.name, node.gpu_count, snapshot.free_masks[node.name],
+                                  dom_idx[dom.name] if dom is not None else None))
+    users = tuple(sorted({by_id[table.ids[j]].user for j in jobs_used}))
+    user_idx = {u: i for i, u in enumerate(users)}
+    job_data = []
+    for j in jobs_used:
+        job = by_id[table.ids[j]]
+        gpus = tuple(sorted(
+            (node_new[table.node_index[name]], _mask(idx)) for name, idx in job.gpus.items()))
+        c = table.costs[j]
+        job_data.append(JobData(job.id, user_idx[job.user], table.cost_milli[j],
+                                to_milli(c.lost_gpu_hours), gpus))
+    options = tuple(
+        OptionData(o.target, node_new[o.node], o.mask, o.kind,
+                   tuple(sorted(job_new[j] for j in o.victims)), o.busy,
+                   o.cost if o.kind == "drain" else 0, o.wait_s, o.blockers)
+        for o in cands.options
+    )
+    targets = tuple(TargetData(s.job.id, s.value, s.nodes, s.item.gpus_per_node, s.same_domain)
+                    for s in specs)
+    limits = LimitData(
+        max_victims=budget.victims,
+        max_lost=None if budget.gpu_hours is None else to_milli(budget.gpu_hours),
+        user_caps=tuple(budget.per_user.get(u) for u in users) if budget.per_user else (),
+    )
+    data = ProblemData(targets, tuple(node_data), tuple(job_data), users, options, limits,
+                       domains)
+    return Indexed(data, tuple(snapshot.nodes[n].name for n in nodes_used),
+                   tuple(table.ids[j] for j in jobs_used), tuple(cands.options))
+
+
+def _mask(idx: frozenset[int]) -> int:
+    m = 0
+    for i in idx:
+        m |= 1 << i
+    return m

@@ -1,0 +1,512 @@
+"""Candidate placements (options) for the targets, with exact pruning.
+
+Without pruning every block of every eligible node is an option for every target: exact,
+and fine for small clusters. For big ones the options are pruned so that the optimum is
+kept (argument in docs/planner.md, "Pruning"):
+
+1. *Singletons.* For each target class (same demand item: partition, model, shape) and
+   each eligible node, the cheapest way to host one share alone (requeue or drain) is
+   computed; only the ``M`` cheapest nodes are kept, each with that cheapest option, where
+   ``M`` counts the shares of all targets that may use some node of the class's pool.
+   ``theta`` is the cost of the ``M``-th.
+2. *Co-hosting bargains.* Where some multiset of two or more shares costs less together
+   than the sum of their classes' ``theta``, the blocks of its optimal arrangement are
+   added as options.
+3. *Coupled nodes* (holding a requeueable multi-node job, whose cost is shared) and nodes
+   of multi-node NVLink domains wanted by a target are kept with every option.
+
+Exchange argument: in any optimal plan, the shares on a node where their combination is not
+kept can be moved to unused kept nodes at no greater cost (a kept combination is replaced by
+its stored optimal arrangement); at most ``M`` nodes of a pool are ever used, so unused kept
+nodes always exist. Limits are not part of the argument: the planner checks
+them on the result and re-solves (see :mod:`slurm_defrag.solver.planner`).
+"""
+
+from __future__ import annotations
+
+import heapq
+from collections import defaultdict
+from dataclasses import dataclass, field
+from datetime import datetime
+from itertools import combinations_with_replacement
+
+from slurm_defrag.domain.cluster import ClusterSnapshot, Job
+from slurm_defrag.domain.topology import popcount
+from slurm_defrag.metrics.classes import group_nodes
+from slurm_defrag.metrics.demand import DemandItem
+from slurm_defrag.metrics.fit import Verdict, structural_verdict
+from slurm_defrag.policy.cost import to_milli
+from slurm_defrag.policy.drain import DrainConfig
+from slurm_defrag.solver.geometry import Geometry, arrange, blocks_for
+from slurm_defrag.solver.nodes import SUBSET_JOB_CAP, JobTable, NodeState, node_state
+from slurm_defrag.solver.problem import OptionKind
+
+INF = float("inf")
+
+
+@dataclass(frozen=True, slots=True)
+class TargetSpec:
+    job: Job
+    item: DemandItem
+    geometry: Geometry
+    nodes: int
+    value: int
+    same_domain: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class RawOption:
+    """An option before indexing: node by snapshot index, victims by job-table index."""
+
+    target: int
+    node: int
+    mask: int
+    kind: OptionKind
+    victims: tuple[int, ...] = ()
+    busy: int = 0
+    cost: int = 0
+    """Victims' cost (requeue) or idle GPU-hours (drain), milli."""
+    wait_s: float = 0.0
+    blockers: tuple[str, ...] = ()
+
+    def composite(self, weight: int) -> int:
+        return weight * self.cost + self.busy
+
+
+@dataclass
+class TargetInfo:
+    eligible: list[int] = field(default_factory=list)
+    ineligible: list[tuple[int, Verdict]] = field(default_factory=list)
+    """(node index, why it can never host a share) for nodes of the target's partition."""
+    ranked: list[tuple[int, int]] | None = None
+    """When pruning: (composite cost, node) of the cheapest nodes for one share."""
+
+
+@dataclass
+class Candidates:
+    options: list[RawOption]
+    info: list[TargetInfo]
+    states: dict[int, NodeState]
+    full_count: int
+    """Options the unpruned model would have (counted, not built, when pruning)."""
+    pruned: bool
+    singles: dict[tuple[int, Geometry], tuple[RawOption | None, RawOption | None]]
+    """(node, geometry) -> (cheapest requeue option, cheapest drain option), target -1."""
+    builder: CandidateBuilder
+    """For explanations: computes more single-share costs on demand."""
+
+
+class CandidateBuilder:
+    def __init__(
+        self,
+        snapshot: ClusterSnapshot,
+        targets: list[TargetSpec],
+        table: JobTable,
+        drain: DrainConfig,
+        now: datetime,
+        weight: int,
+    ) -> None:
+        self.snapshot = snapshot
+        self.targets = targets
+        self.table = table
+        self.drain = drain
+        self.now = now
+        self.weight = weight
+        """Objective weight of cost against busy GPUs (> any busy count)."""
+        self.states: dict[int, NodeState] = {}
+        self.singles: dict[tuple[int, Geometry], tuple[RawOption | None, RawOption | None]] = {}
+        self._drains: dict[tuple[int, Geometry], RawOption | None] = {}
+        self._count_bounds: dict[int, list[float]] = {}
+        self._lower: dict[tuple[int, Geometry], float] = {}
+        self._lb_order: dict[Geometry, list[tuple[float, int]]] = {}
+        self._lb_nodes: dict[Geometry, set[int]] = {}
+        self._full_count: int | None = None
+        self._menus: dict[object, list[tuple[tuple[Geometry, ...], float]]] = {}
+        self.node_index = {n.name: i for i, n in enumerate(snapshot.nodes)}
+
+    # -- building blocks --------------------------------------------------------------
+
+    def state(self, n: int) -> NodeState:
+        st = self.states.get(n)
+        if st is None:
+            st = self.states[n] = node_state(
+                self.snapshot, n, self.snapshot.nodes[n], self.table, self.now)
+        return st
+
+    def eligibility(self) -> list[TargetInfo]:
+        """Nodes that could ever host a share of each target (metrics' structural verdict)."""
+        kinds = group_nodes(self.snapshot)
+        infos = []
+        seen: dict[tuple[DemandItem, bool], TargetInfo] = {}
+        for t in self.targets:
+            key = (t.item, t.same_domain)
+            if key in seen:  # same demand, same nodes: share the lists (read-only)
+                infos.append(TargetInfo(seen[key].eligible, seen[key].ineligible))
+                continue
+            info = seen[key] = TargetInfo()
+            for kind in kinds:
+                v = structural_verdict(kind.rep, kind.topo, t.item)
+                if v is Verdict.NOT_IN_PARTITION:
+                    continue
+                for node in [m for c in kind.classes for m in c.members]:
+                    i = self.node_index[node.name]
+                    if v is not None:
+                        info.ineligible.append((i, v))
+                    elif t.same_domain and self.snapshot.domain_of(node) is None:
+                        continue
+                    else:
+                        info.eligible.append(i)
+            info.eligible.sort()
+            info.ineligible.sort()
+            infos.append(info)
+        return infos
+
+    def all_options(self, t: int, n: int) -> list[RawOption]:
+        """Every block of node ``n`` free of immovable GPUs, plus the best drain."""
+        st = self.state(n)
+        g = self.targets[t].geometry
+        costs = self.table.cost_milli
+        out = []
+        for b in blocks_for(st.topo, g):
+            if b & st.immovable:
+                continue
+            victims = st.victims_of(b)
+            out.append(RawOption(t, n, b, OptionKind.REQUEUE, victims,
+                                 popcount(b & ~st.free), sum(costs[j] for j in victims)))
+        drain = self.single_drain(n, g)
+        if drain is not None:
+            out.append(_retarget(drain, t))
+        return out
+
+    def _requeue_option(self, t: int, n: int, b: int) -> RawOption:
+        st = self.state(n)
+        v = st.victims_of(b)
+        return RawOption(t, n, b, OptionKind.REQUEUE, v, popcount(b & ~st.free),
+                         sum(self.table.cost_milli[j] for j in v))
+
+    def single(self, n: int, g: Geometry) -> tuple[RawOption | None, RawOption | None]:
+        """Cheapest (requeue, drain) way to host one share of shape ``g`` alone on ``n``."""
+        key = (n, g)
+        hit = self.singles.get(key)
+        if hit is None and key not in self.singles:
+            hit = self.singles[key] = (self._best_requeue(n, g), self.single_drain(n, g))
+        assert hit is not None
+        return hit
+
+    def single_drain(self, n: int, g: Geometry) -> RawOption | None:
+        key = (n, g)
+        if key not in self._drains:
+            self._drains[key] = self._best_drain(n, g)
+        return self._drains[key]
+
+    def has_way(self, n: int, g: Geometry) -> bool:
+        """Can one share of ``g`` ever be hosted on ``n`` (requeueing all it may, or
+        draining)? Cheap: one memoised fit test."""
+        st = self.state(n)
+        usable = st.topo.all_mask & ~st.immovable
+        return arrange(st.topo, usable, st.free, (g,)) is not None or \
+            self.single_drain(n, g) is not None
+
+    def _best_requeue(self, n: int, g: Geometry) -> RawOption | None:
+        st = self.state(n)
+        costs = self.table.cost_milli
+        best: RawOption | None = None
+        if len(st.job_mask) > SUBSET_JOB_CAP:
+            for b in blocks_for(st.topo, g):
+                if b & st.immovable:
+                    continue
+                v = st.victims_of(b)
+                o = RawOption(-1, n, b, OptionKind.REQUEUE, v, popcount(b & ~st.free),
+                              sum(costs[j] for j in v))
+                if best is None or _key(o, self.weight) < _key(best, self.weight):
+                    best = o
+            return best
+        # Victim sets cheapest first: the first that admits the share gives the least cost;
+        # equally cheap sets may still differ in how many busy GPUs the share takes.
+        floor: int | None = None
+        for cost, usable, _ in st.subsets(costs):
+            if floor is not None and cost > floor:
+                break
+            arr = arrange(st.topo, usable, st.free, (g,))
+            if arr is None:
+                continue
+            floor = cost
+            b = arr[1][0]
+            v = st.victims_of(b)
+            o = RawOption(-1, n, b, OptionKind.REQUEUE, v, arr[0], sum(costs[j] for j in v))
+            if best is None or _key(o, self.weight) < _key(best, self.weight):
+                best = o
+        return best
+
+    def _best_drain(self, n: int, g: Geometry) -> RawOption | None:
+        if not self.drain.enabled:
+            return None
+        st = self.state(n)
+        limit = self.drain.max_wait_hours * 3600
+        ends = st.end_s
+        drainable = 0
+        for i, e in enumerate(ends):
+            if e is not None and e <= limit:
+                drainable |= 1 << i
+        if popcount(drainable) < g.k:
+            return None
+        best: RawOption | None = None
+        for b in blocks_for(st.topo, g):
+            if b & drainable != b or not b & ~st.free:
+                continue
+            wait = max(ends[i] or 0.0 for i in range(st.topo.gpu_count) if b >> i & 1)
+            # Every GPU of a drained node idles from when it frees until the hand-over.
+            idle = sum(max(0.0, wait - e) for e in ends if e is not None)
+            blockers = tuple(sorted({bid for i, bid in enumerate(st.blocker_ids)
+                                     if b >> i & 1 and bid is not None}))
+            o = RawOption(-1, n, b, OptionKind.DRAIN, (), popcount(b & ~st.free),
+                          to_milli(idle / 3600), wait, blockers)
+            if best is None or _key(o, self.weight) < _key(best, self.weight):
+                best = o
+        return best
+
+    def cohost(self, n: int, shares: tuple[Geometry, ...]) -> tuple[int, tuple[int, ...]] | None:
+        """Least composite cost of hosting all ``shares`` together on ``n`` by requeueing,
+        with the blocks that achieve it (one per share); None if they never fit."""
+        st = self.state(n)
+        costs = self.table.cost_milli
+        best: tuple[int, tuple[int, ...]] | None = None
+        floor: int | None = None
+        for cost, usable, _ in st.subsets(costs):
+            if floor is not None and cost > floor:
+                break
+            arr = arrange(st.topo, usable, st.free, shares)
+            if arr is None:
+                continue
+            floor = cost
+            v = st.victims_of(_union(arr[1]))
+            c = self.weight * sum(costs[j] for j in v) + arr[0]
+            if best is None or c < best[0]:
+                best = (c, arr[1])
+        return best
+
+    # -- the two modes ----------------------------------------------------------------
+
+    def count_full(self, infos: list[TargetInfo]) -> int:
+        """Upper bound of the unpruned option count (blocks, ignoring immovable GPUs)."""
+        if self._full_count is None:
+            total = 0
+            per: dict[tuple[str, Geometry], int] = {}
+            for t, info in zip(self.targets, infos, strict=True):
+                for n in info.eligible:
+                    topo = self.snapshot.topology_of(self.snapshot.nodes[n])
+                    key = (topo.name, t.geometry)
+                    if key not in per:
+                        per[key] = len(blocks_for(topo, t.geometry)) + 1
+                    total += per[key]
+            self._full_count = total
+        return self._full_count
+
+    def build(self, prune: bool, infos: list[TargetInfo] | None = None) -> Candidates:
+        infos = infos if infos is not None else self.eligibility()
+        full = self.count_full(infos)
+        options: list[RawOption] = []
+        if not prune:
+            for t, info in enumerate(infos):
+                for n in info.eligible:
+                    options.extend(self.all_options(t, n))
+            return Candidates(options, infos, self.states, full, False, self.singles, self)
+        kept_single, full_nodes, cohost = self._prune(infos)
+        for t, info in enumerate(infos):
+            g = self.targets[t].geometry
+            for n in info.eligible:
+                if n in full_nodes:
+                    options.extend(self.all_options(t, n))
+                    continue
+                have: set[int] = set()
+                if n in kept_single[t]:
+                    singles = [o for o in self.single(n, g) if o is not None]
+                    options.extend(_retarget(o, t) for o in singles)
+                    have = {o.mask for o in singles if o.kind is OptionKind.REQUEUE}
+                extra = cohost.get(n, {}).get(g, set()) - have
+                options.extend(self._requeue_option(t, n, b) for b in sorted(extra))
+        return Candidates(options, infos, self.states, full, True, self.singles, self)
+
+    def lower_bound(self, n: int, g: Geometry) -> float:
+        """Cheap lower bound of the composite cost of one share of ``g`` alone on ``n``:
+        free enough GPUs ignoring topology, or the exact drain (fast when nothing ends
+        soon). Used to skip exact evaluation of nodes that cannot rank high enough."""
+        hit = self._lower.get((n, g))
+        if hit is not None:
+            return hit
+        hit = self._lower[(n, g)] = self._lower_bound(n, g)
+        return hit
+
+    def _lower_bound(self, n: int, g: Geometry) -> float:
+        st = self.state(n)
+        if len(st.job_mask) > SUBSET_JOB_CAP:
+            return 0.0
+        need = st.topo.gpu_count if g.kind == "whole" else g.k
+        lb = self.count_bound(n, need)
+        drain = self.single_drain(n, g)
+        if drain is not None:
+            lb = min(lb, drain.composite(self.weight))
+        return lb
+
+    def count_bound(self, n: int, need: int) -> float:
+        """Composite lower bound for freeing ``need`` GPUs on ``n`` by requeueing."""
+        table = self._count_bounds.get(n)
+        if table is None:
+            st = self.state(n)
+            cap = st.topo.gpu_count
+            free_n = popcount(st.free)
+            # knapsack: least cost of requeueing jobs that free at least s more GPUs
+            more = [0.0] + [INF] * cap
+            for j, mask in st.job_mask.items():
+                c, cost = popcount(mask), self.table.cost_milli[j]
+                for s in range(cap, -1, -1):
+                    if more[s] < INF:
+                        t = min(cap, s + c)
+                        more[t] = min(more[t], more[s] + cost)
+            for s in range(cap - 1, -1, -1):
+                more[s] = min(more[s], more[s + 1])
+            table = [self.weight * more[max(0, s - free_n)] + max(0, s - free_n)
+                     for s in range(cap + 1)]
+            self._count_bounds[n] = table
+        return table[need] if need < len(table) else INF
+
+    def rank(self, eligible: list[int], g: Geometry, m: int) -> tuple[list[tuple[int, int]],
+                                                                     float]:
+        """The ``m`` cheapest nodes for one share of ``g`` (composite, node), and theta
+        (the ``m``-th cost; infinite when fewer than ``m`` nodes can host it at all).
+        Exact costs are computed in lower-bound order and only while they can still rank.
+        """
+        pool = set(eligible)
+        order = self._lb_order.get(g)
+        if order is None or not pool <= self._lb_nodes[g]:
+            nodes = pool | self._lb_nodes.get(g, set())
+            order = self._lb_order[g] = sorted((self.lower_bound(n, g), n) for n in nodes)
+            self._lb_nodes[g] = nodes
+        worst: list[int] = []  # max-heap (negated) of the m best exact costs
+        found: list[tuple[int, int]] = []
+        for lb, n in order:
+            if n not in pool:
+                continue
+            if lb == INF:
+                break
+            if len(worst) >= m and -worst[0] <= lb:
+                break  # no node from here on can beat the m-th
+            best = _cheapest(self.single(n, g), self.weight)
+            if best is None:
+                continue
+            found.append((best, n))
+            heapq.heappush(worst, -best)
+            if len(worst) > m:
+                heapq.heappop(worst)
+        found.sort()
+        kept = found[:m]
+        theta = INF if not kept or len(kept) < m else float(kept[-1][0])
+        return kept, theta
+
+    def _prune(
+        self, infos: list[TargetInfo]
+    ) -> tuple[list[set[int]], set[int], dict[int, dict[Geometry, set[int]]]]:
+        """(singleton nodes per target, nodes kept whole, co-hosting blocks per node)."""
+        full_nodes: set[int] = set()
+        classes: dict[tuple[DemandItem, bool], list[int]] = defaultdict(list)
+        for t, spec in enumerate(self.targets):
+            classes[(spec.item, spec.same_domain)].append(t)
+        pools = [set(info.eligible) for info in infos]
+        kept: list[set[int]] = [set() for _ in self.targets]
+        at_node: dict[int, list[tuple[Geometry, float, int]]] = defaultdict(list)
+        for (_, same_domain), members in classes.items():
+            info = infos[members[0]]
+            g = self.targets[members[0]].geometry
+            if same_domain:  # shares cannot leave their domain: no exchange, keep all
+                full_nodes.update(info.eligible)
+                continue
+            for n in info.eligible:
+                st = self.state(n)
+                if st.coupled or len(st.job_mask) > SUBSET_JOB_CAP:
+                    full_nodes.add(n)  # shared victims, or too many victim sets to rank
+            # At most this many nodes of the pool are ever used: shares of targets that
+            # can use some node of it.
+            pool = pools[members[0]]
+            m_shares = sum(s.nodes for s, p in zip(self.targets, pools, strict=True)
+                           if not pool.isdisjoint(p))
+            ranked, theta = self.rank(info.eligible, g, m_shares)
+            keep = {n for _, n in ranked}
+            for t in members:
+                kept[t] = keep
+                infos[t].ranked = ranked
+            for n in info.eligible:
+                at_node[n].append((g, theta, len(members)))
+        cohost: dict[int, dict[Geometry, set[int]]] = {}
+        for n, entries in at_node.items():
+            if n not in full_nodes:
+                blocks = self._bargains(n, entries)
+                if blocks:
+                    cohost[n] = blocks
+        return kept, full_nodes, cohost
+
+    def _bargains(
+        self, n: int, entries: list[tuple[Geometry, float, int]]
+    ) -> dict[Geometry, set[int]]:
+        """Blocks of every co-hosting bargain on ``n``: multisets of two or more shares
+        that cost less together than the sum of their classes' theta. Per geometry, the
+        blocks of the bargains' optimal arrangements (the only ones an optimum needs)."""
+        st = self.state(n)
+        cap = st.topo.gpu_count
+        theta_max: dict[Geometry, float] = {}
+        count: dict[Geometry, int] = defaultdict(int)
+        for g, th, k in entries:
+            if g.kind == "whole":
+                continue  # takes the node: never shares it
+            theta_max[g] = max(theta_max.get(g, -1.0), th)
+            count[g] += k
+        out: dict[Geometry, set[int]] = {}
+        key = (cap, tuple(sorted((g, theta_max[g], min(count[g], cap // g.k))
+                                 for g in theta_max)))
+        menu = self._menus.get(key)
+        if menu is None:
+            menu = self._menus[key] = _cohost_menu(cap, theta_max, count)
+        for q, threshold in menu:
+            if self.count_bound(n, sum(g.k for g in q)) >= threshold:
+                continue  # even freeing the GPUs in any shape costs too much
+            found = self.cohost(n, q)
+            if found is not None and found[0] < threshold:
+                for g, b in zip(q, found[1], strict=True):
+                    out.setdefault(g, set()).add(b)
+        return out
+
+
+def _cohost_menu(cap: int, theta_max: dict[Geometry, float],
+                 count: dict[Geometry, int]) -> list[tuple[tuple[Geometry, ...], float]]:
+    """Multisets of two or more shares that fit ``cap`` GPUs, with their bargain threshold
+    (sum of the classes' theta). Shared by all nodes of one kind."""
+    geos = sorted(theta_max)
+    out: list[tuple[tuple[Geometry, ...], float]] = []
+    if not geos or sum(min(count[g], cap // g.k) for g in geos) < 2:
+        return out  # room for at most one share: nothing to co-host
+    min_k = min(g.k for g in geos)
+    for size in range(2, cap // min_k + 1):
+        for q in combinations_with_replacement(geos, size):
+            if sum(g.k for g in q) > cap or any(q.count(g) > count[g] for g in set(q)):
+                continue
+            out.append((q, sum(theta_max[g] for g in q)))
+    return out
+
+
+def _retarget(o: RawOption, t: int) -> RawOption:
+    return RawOption(t, o.node, o.mask, o.kind, o.victims, o.busy, o.cost, o.wait_s, o.blockers)
+
+
+def _key(o: RawOption, weight: int) -> tuple[int, int, int]:
+    return (o.composite(weight), len(o.victims), o.mask)
+
+
+def _cheapest(pair: tuple[RawOption | None, RawOption | None], weight: int) -> int | None:
+    vals = [o.composite(weight) for o in pair if o is not None]
+    return min(vals) if vals else None
+
+
+def _union(masks: tuple[int, ...]) -> int:
+    out = 0
+    for m in masks:
+        out |= m
+    return out

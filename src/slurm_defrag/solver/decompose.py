@@ -1,0 +1,77 @@
+"""Split a problem into independent parts: targets that share no node and no victim.
+
+Targets of different partitions, GPU models or NVLink domains usually fall apart here. The
+parts are solved one by one; limits couple them again, which the planner handles by
+checking the combined result (see :mod:`slurm_defrag.solver.planner`).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from slurm_defrag.solver.problem import JobData, LimitData, OptionData, ProblemData
+
+
+@dataclass(frozen=True)
+class Part:
+    data: ProblemData
+    targets: tuple[int, ...]
+    options: tuple[int, ...]
+    jobs: tuple[int, ...]
+
+
+def split(data: ProblemData) -> list[Part]:
+    parent = list(range(len(data.targets)))
+
+    def find(x: int) -> int:
+        while parent[x] != x:
+            parent[x] = parent[parent[x]]
+            x = parent[x]
+        return x
+
+    def union(a: int, b: int) -> None:
+        ra, rb = find(a), find(b)
+        if ra != rb:
+            parent[max(ra, rb)] = min(ra, rb)
+
+    first_on: dict[tuple[str, int], int] = {}
+    for o in data.options:
+        keys = [("n", o.node)] + [("j", j) for j in o.victims]
+        # A victim frees GPUs on all its nodes: those nodes connect the targets too.
+        keys += [("n", n) for j in o.victims for n, _ in data.jobs[j].gpus]
+        for key in keys:
+            other = first_on.setdefault(key, o.target)
+            union(other, o.target)
+    groups: dict[int, list[int]] = {}
+    for t in range(len(data.targets)):
+        groups.setdefault(find(t), []).append(t)
+    return [_part(data, ts) for _, ts in sorted(groups.items())]
+
+
+def _part(data: ProblemData, targets: list[int]) -> Part:
+    t_new = {t: i for i, t in enumerate(targets)}
+    opts = [i for t in targets for i in data.target_options[t]]
+    jobs = sorted({j for i in opts for j in data.options[i].victims})
+    j_new = {j: i for i, j in enumerate(jobs)}
+    nodes = sorted({data.options[i].node for i in opts}
+                   | {n for j in jobs for n, _ in data.jobs[j].gpus})
+    n_new = {n: i for i, n in enumerate(nodes)}
+    users = sorted({data.jobs[j].user for j in jobs})
+    u_new = {u: i for i, u in enumerate(users)}
+    sub = ProblemData(
+        targets=tuple(data.targets[t] for t in targets),
+        nodes=tuple(data.nodes[n] for n in nodes),
+        jobs=tuple(JobData(data.jobs[j].job_id, u_new[data.jobs[j].user], data.jobs[j].cost,
+                           data.jobs[j].lost,
+                           tuple((n_new[n], m) for n, m in data.jobs[j].gpus))
+                   for j in jobs),
+        users=tuple(data.users[u] for u in users),
+        options=tuple(
+            OptionData(t_new[o.target], n_new[o.node], o.mask, o.kind,
+                       tuple(j_new[j] for j in o.victims), o.busy, o.drain_cost, o.wait_s,
+                       o.blockers)
+            for o in (data.options[i] for i in opts)),
+        limits=LimitData(),
+        domains=data.domains,
+    )
+    return Part(sub, tuple(targets), tuple(opts), tuple(jobs))

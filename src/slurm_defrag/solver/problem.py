@@ -1,0 +1,185 @@
+"""Problem data for the planner: targets, nodes, candidate victims, candidate placements.
+
+Solver-agnostic and self-validating (PyJobShop's ``ProblemData``): cross-references are
+integer indices, every invariant is checked in ``__post_init__`` with a message naming the
+offending index, and lookups used by every model are precomputed once.
+
+Units: costs and GPU-hours are integers in milli-GPU-hours (:data:`MILLI`); GPU sets are
+bit masks (bit i = GPU index i) as in :mod:`slurm_defrag.domain.topology`.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from enum import StrEnum
+
+from slurm_defrag.policy.cost import MILLI
+
+__all__ = ["MILLI", "JobData", "LimitData", "NodeData", "OptionData", "OptionKind",
+           "ProblemData", "TargetData"]
+
+
+class OptionKind(StrEnum):
+    REQUEUE = "requeue"
+    """Take the block now, requeueing its victims (none: the block is already free)."""
+    DRAIN = "drain"
+    """Stop new work on the node and wait for the block's blockers to reach their time
+    limit. The node then hosts no other share of the plan."""
+
+
+@dataclass(frozen=True, slots=True)
+class TargetData:
+    job_id: str
+    value: int
+    """Worth of serving it; the objective serves the most total value first."""
+    nodes: int
+    """Shares: distinct nodes, one block on each."""
+    gpus_per_node: int
+    same_domain: bool = False
+    """All shares inside one multi-node NVLink domain."""
+
+    def __post_init__(self) -> None:
+        if self.value <= 0:
+            raise ValueError(f"target {self.job_id}: value must be > 0")
+        if self.nodes < 1 or self.gpus_per_node < 1:
+            raise ValueError(f"target {self.job_id}: needs >= 1 node and >= 1 GPU per node")
+
+
+@dataclass(frozen=True, slots=True)
+class NodeData:
+    name: str
+    gpu_count: int
+    free_mask: int
+    domain: int | None = None
+
+    def __post_init__(self) -> None:
+        if self.free_mask >> self.gpu_count:
+            raise ValueError(f"node {self.name}: free mask has GPUs beyond {self.gpu_count}")
+
+
+@dataclass(frozen=True, slots=True)
+class JobData:
+    """A running job that may be requeued (protected jobs never appear here)."""
+
+    job_id: str
+    user: int
+    cost: int
+    """Weighted cost of requeueing it (milli-GPU-hours, incl. restart cost)."""
+    lost: int
+    """Unweighted GPU-hours of work lost (milli), what the GPU-hour limit counts."""
+    gpus: tuple[tuple[int, int], ...]
+    """(node index, GPU mask) for every node the job holds GPUs on."""
+
+    def __post_init__(self) -> None:
+        if self.cost < 0 or self.lost < 0:
+            raise ValueError(f"job {self.job_id}: negative cost")
+        if not self.gpus:
+            raise ValueError(f"job {self.job_id}: holds no GPUs")
+
+
+@dataclass(frozen=True, slots=True)
+class OptionData:
+    """One way to give one share of a target: a block of GPUs on one node."""
+
+    target: int
+    node: int
+    mask: int
+    kind: OptionKind
+    victims: tuple[int, ...] = ()
+    """Jobs that must be requeued (kind REQUEUE): exactly the holders of busy GPUs in mask."""
+    busy: int = 0
+    """GPUs of the block not free now (the objective prefers free GPUs)."""
+    drain_cost: int = 0
+    """Kind DRAIN: GPU-hours (milli) left idle on the node while waiting."""
+    wait_s: float = 0.0
+    """Kind DRAIN: seconds until the last blocker's time limit."""
+    blockers: tuple[str, ...] = ()
+    """Kind DRAIN: job ids waited for."""
+
+
+@dataclass(frozen=True, slots=True)
+class LimitData:
+    max_victims: int | None = None
+    max_lost: int | None = None
+    """milli-GPU-hours"""
+    user_caps: tuple[int | None, ...] = ()
+    """Per user index: requeues still allowed (None: no cap)."""
+
+
+@dataclass(frozen=True)
+class ProblemData:
+    targets: tuple[TargetData, ...]
+    nodes: tuple[NodeData, ...]
+    jobs: tuple[JobData, ...]
+    users: tuple[str, ...]
+    options: tuple[OptionData, ...]
+    limits: LimitData = LimitData()
+    domains: tuple[str, ...] = ()
+
+    target_options: tuple[tuple[int, ...], ...] = field(init=False, repr=False)
+    node_options: tuple[tuple[int, ...], ...] = field(init=False, repr=False)
+    job_options: tuple[tuple[int, ...], ...] = field(init=False, repr=False)
+
+    def __post_init__(self) -> None:
+        self._validate()
+        by_t: list[list[int]] = [[] for _ in self.targets]
+        by_n: list[list[int]] = [[] for _ in self.nodes]
+        by_j: list[list[int]] = [[] for _ in self.jobs]
+        for i, o in enumerate(self.options):
+            by_t[o.target].append(i)
+            by_n[o.node].append(i)
+            for j in o.victims:
+                by_j[j].append(i)
+        object.__setattr__(self, "target_options", tuple(map(tuple, by_t)))
+        object.__setattr__(self, "node_options", tuple(map(tuple, by_n)))
+        object.__setattr__(self, "job_options", tuple(map(tuple, by_j)))
+
+    def _validate(self) -> None:
+        nt, nn, nj = len(self.targets), len(self.nodes), len(self.jobs)
+        for j, job in enumerate(self.jobs):
+            if not 0 <= job.user < len(self.users):
+                raise ValueError(f"job {j}: user index {job.user} out of range")
+            for n, mask in job.gpus:
+                if not 0 <= n < nn:
+                    raise ValueError(f"job {j}: node index {n} out of range")
+                if mask & self.nodes[n].free_mask:
+                    raise ValueError(f"job {j}: holds GPUs node {n} reports free")
+        for n, node in enumerate(self.nodes):
+            if node.domain is not None and not 0 <= node.domain < len(self.domains):
+                raise ValueError(f"node {n}: domain index {node.domain} out of range")
+        if len(self.limits.user_caps) not in (0, len(self.users)):
+            raise ValueError("limits.user_caps must have one entry per user")
+        held: dict[tuple[int, int], int] = {}
+        for j, job in enumerate(self.jobs):
+            for n, mask in job.gpus:
+                held[(j, n)] = mask
+        for i, o in enumerate(self.options):
+            if not (0 <= o.target < nt and 0 <= o.node < nn):
+                raise ValueError(f"option {i}: target or node index out of range")
+            node, target = self.nodes[o.node], self.targets[o.target]
+            if not o.mask or o.mask >> node.gpu_count:
+                raise ValueError(f"option {i}: GPU mask does not fit node {node.name}")
+            if o.mask.bit_count() < target.gpus_per_node:
+                raise ValueError(f"option {i}: fewer GPUs than target {target.job_id} needs")
+            if target.same_domain and node.domain is None:
+                raise ValueError(f"option {i}: target needs an NVLink domain, node has none")
+            covered = node.free_mask
+            for j in o.victims:
+                if not 0 <= j < nj:
+                    raise ValueError(f"option {i}: victim index {j} out of range")
+                mine = held.get((j, o.node), 0)
+                if not mine & o.mask:
+                    raise ValueError(f"option {i}: victim {j} holds no GPU of the block")
+                covered |= mine
+            if o.kind is OptionKind.REQUEUE and o.mask & ~covered:
+                raise ValueError(f"option {i}: block has busy GPUs no victim frees")
+            if o.kind is OptionKind.DRAIN and o.victims:
+                raise ValueError(f"option {i}: a drain requeues nothing")
+            if o.busy != (o.mask & ~node.free_mask).bit_count():
+                raise ValueError(f"option {i}: busy count does not match the mask")
+
+    @property
+    def max_busy(self) -> int:
+        """Upper bound of the objective's "busy GPUs used" term."""
+        return sum(t.nodes * max((n.gpu_count for n in self.nodes), default=0)
+                   for t in self.targets)

@@ -1,0 +1,72 @@
+"""Protections, table-driven: one job per rule."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+
+import pytest
+
+from slurm_defrag.domain.cluster import Job, JobState
+from slurm_defrag.policy.protections import (
+    DEFAULT_PROTECTIONS,
+    EXTRA_PROTECTIONS,
+    Protection,
+    ProtectionsConfig,
+    compile_protections,
+)
+from slurm_defrag.synth import EPOCH
+
+NOW = EPOCH
+
+
+def job(**kw: object) -> Job:
+    base: dict[str, object] = {"id": "1", "name": "train", "user": "ann", "account": "a",
+                               "partition": "batch",
+                                   "qos": "normal", "state": JobState.RUNNING,
+                                   "start_time": NOW - timedelta(hours=2),
+                                   "gpus": {"n1": frozenset({0})}}
+    base.update(kw)
+    return Job.model_validate(base)
+
+
+CFG = ProtectionsConfig(partitions=["prod"], qos=["prod"], accounts=["vip"], users=["root"],
+                        job_names=["jupyter-*"], min_runtime_minutes=10)
+
+
+@pytest.mark.parametrize(("j", "reason"), [
+    (job(partition="prod"), "partition=prod"),
+    (job(qos="prod"), "QOS=prod"),
+    (job(account="vip"), "account=vip"),
+    (job(user="root"), "user=root"),
+    (job(name="jupyter-lab"), "name=jupyter-lab (matches jupyter-*)"),
+    (job(requeue=False), "Requeue=0"),
+    (job(start_time=NOW - timedelta(minutes=5)), "running 5 min < min_runtime 10 min"),
+    (job(comment="please defrag:protect thanks"), "owner opted out (defrag:protect)"),
+    (job(admin_comment="x;defrag:protect"), "owner opted out (defrag:protect)"),
+    (job(start_time=None), "no start time"),
+])
+def test_default_protections(j: Job, reason: str) -> None:
+    assert compile_protections(CFG, NOW).reasons(j) == (reason,)
+
+
+def test_unprotected() -> None:
+    assert compile_protections(CFG, NOW).reasons(job()) == ()
+
+
+def test_extra_protections_are_off_by_default_and_can_be_enabled() -> None:
+    multi = job(gpus={"n1": frozenset({0}), "n2": frozenset({1})})
+    assert not compile_protections(CFG, NOW).is_protected(multi)
+    cfg = CFG.model_copy(update={"extra": ["multi-node", "no-checkpoint"]})
+    p = compile_protections(cfg, NOW)
+    assert p.reasons(multi) == ("no checkpoint declared", "spans 2 nodes")
+    assert p.reasons(job(comment="defrag:ckpt=2026-11-29T11:00:00Z")) == ()
+
+
+def test_disable_a_default() -> None:
+    cfg = CFG.model_copy(update={"disable": ["no-requeue"]})
+    assert compile_protections(cfg, NOW).reasons(job(requeue=False)) == ()
+
+
+def test_sets_are_disjoint_and_complete() -> None:
+    assert not DEFAULT_PROTECTIONS & EXTRA_PROTECTIONS
+    assert set(Protection) == DEFAULT_PROTECTIONS | EXTRA_PROTECTIONS
