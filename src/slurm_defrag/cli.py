@@ -14,7 +14,7 @@ from rich.console import Console
 from rich.text import Text
 
 from slurm_defrag import __version__
-from slurm_defrag.commands import frag, plan, snapshot
+from slurm_defrag.commands import frag, plan, plugins, snapshot
 from slurm_defrag.errors import DefragError
 
 app = typer.Typer(
@@ -28,6 +28,7 @@ app = typer.Typer(
 app.command()(frag.frag)
 app.command()(snapshot.snapshot)
 app.command()(plan.plan)
+app.add_typer(plugins.app, name="plugins")
 
 
 @app.command()

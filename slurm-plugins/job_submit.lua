@@ -1,0 +1,608 @@
+--[[
+slurm-defrag job submit hook (slurm.conf: JobSubmitPlugins=lua).
+
+For every job that asks for GPUs it:
+  1. works out the GPUs per node (--gres, --gpus-per-node, --gpus, --gpus-per-task,
+     --gpus-per-socket; typed or not; Slurm 22.05 spells them "gres:gpu:4", 23.02+
+     "gres/gpu:4" or "gres/gpu=4"),
+  2. records what the slurm-defrag service needs in the job's AdminComment, appended to
+     whatever is there:  defrag:nvlink=K defrag:gpn=K defrag:nodes=N [defrag:protect]
+     (nvlink=K: K NVLink-connected GPUs per node; nvlink=0: any GPUs will do),
+  3. refuses, with one line naming the limit, a request that no node of the partition can
+     ever satisfy (too many GPUs per node, or an NVLink block no topology has), unless the
+     user says any GPUs will do (--comment=defrag:anygpu),
+  4. adds a soft packing hint (--prefer=<feature>) to small single-node GPU jobs, so they
+     land on nodes the service marks as already partly used,
+  5. honours the user opt-out --comment=defrag:protect ("never requeue this job").
+
+What it knows about the nodes comes from defrag_nodes.lua next to this file, written by
+`slurm-defrag plugins render`; this script never changes per cluster.
+
+Rules that keep slurmctld safe (this code runs inside slurmctld, under its locks):
+  * no I/O except reading defrag_nodes.lua once, when Slurm loads this script;
+  * every entry point runs under pcall: an internal error is logged and the job is
+    accepted unchanged (fail open: the record and the hint are advisory, and a bug here
+    must never stop a cluster from taking jobs);
+  * only a request positively known to be impossible is refused;
+  * Lua 5.1 compatible (Debian builds Slurm 22.05 and 24.11 against liblua5.1).
+]]
+
+local NO_VAL16 = slurm.NO_VAL16 or 65534
+-- slurm_errno.h has had ESLURM_INVALID_GRES = 2072 for years; 22.05 does not export it to
+-- Lua. sbatch prints its text ("Invalid generic resource (gres) specification") after our
+-- own one-line message.
+local ESLURM_INVALID_GRES = slurm.ESLURM_INVALID_GRES or 2072
+local JOB_SHARED_NONE = slurm.JOB_SHARED_NONE or 0 -- --exclusive
+
+-- Counts above this are not a real GPU request (and would print as 1e+20): treat as huge.
+local SANE_COUNT = 65535
+
+local TABLE_NAME = "defrag_nodes.lua"
+
+-- Everything below is also reachable as the global `slurm_defrag`, for the unit tests
+-- (slurm-plugins/tests/) and for poking at it from a Lua prompt. Slurm itself only calls
+-- slurm_job_submit and slurm_job_modify.
+local D = {}
+slurm_defrag = D
+
+------------------------------------------------------------------------------------------
+-- Logging. Slurm's slurm.log_* run string.format on their arguments, so a message that
+-- contains a '%' from user input (a job comment, a gres string) must never be the format.
+------------------------------------------------------------------------------------------
+
+local function log_info(msg) slurm.log_info("%s", "slurm-defrag: " .. msg) end
+local function log_debug(msg) slurm.log_debug("%s", "slurm-defrag: " .. msg) end
+local function log_error(msg) slurm.log_error("%s", "slurm-defrag: " .. msg) end
+local function log_user(msg) slurm.log_user("%s", msg) end
+
+------------------------------------------------------------------------------------------
+-- Small helpers
+------------------------------------------------------------------------------------------
+
+local function trim(s)
+  return (string.gsub(s, "^%s*(.-)%s*$", "%1"))
+end
+
+-- A Slurm number field that may be unset: NO_VAL/NO_VAL16/INFINITE/nil all mean "not given".
+-- (Node, task and GPU counts never reach 65534, so one bound serves 16- and 32-bit fields.)
+local function given(n)
+  if type(n) ~= "number" or n ~= n or n <= 0 or n >= NO_VAL16 then return nil end
+  return n
+end
+
+local function ceil_div(a, b)
+  return math.ceil(a / b)
+end
+
+-- Integers print as "4", never "4.0" (Lua 5.3+) or "1e+20".
+local function int(n)
+  if type(n) == "number" and n == math.floor(n) and math.abs(n) <= SANE_COUNT then
+    return string.format("%d", n)
+  end
+  return tostring(n)
+end
+
+-- Is `word` one of the whitespace/comma separated tokens of `text`?
+local function has_token(text, word)
+  if type(text) ~= "string" or text == "" then return false end
+  for tok in string.gmatch(text, "[^%s,;]+") do
+    if tok == word then return true end
+  end
+  return false
+end
+D.has_token = has_token
+
+-- "1-4,8" for {1,2,3,4,8}
+local function format_sizes(sizes)
+  local out, i = {}, 1
+  while i <= #sizes do
+    local j = i
+    while j < #sizes and sizes[j + 1] == sizes[j] + 1 do j = j + 1 end
+    if j > i then
+      table.insert(out, int(sizes[i]) .. "-" .. int(sizes[j]))
+    else
+      table.insert(out, int(sizes[i]))
+    end
+    i = j + 1
+  end
+  return table.concat(out, ",")
+end
+D.format_sizes = format_sizes
+
+------------------------------------------------------------------------------------------
+-- GPU request parsing
+------------------------------------------------------------------------------------------
+
+-- Slurm multiplies count suffixes by 1024 (suffix_mult in src/common/proc_args.c).
+local SUFFIX = { k = 1024, m = 1024 * 1024, g = 1024 * 1024 * 1024 }
+
+local function parse_count(text)
+  local digits, suffix = string.match(text, "^(%d+)([kKmMgG]?)$")
+  if not digits then return nil end
+  local n = tonumber(digits)
+  if suffix ~= "" then n = n * SUFFIX[string.lower(suffix)] end
+  return n
+end
+
+--[[
+Parse a TRES-per-X string into the GPUs it asks for.
+
+Accepted items (comma separated, any mix with non-GPU items, which are ignored):
+  gres:gpu:4   gres:gpu:a100:2   (22.05)      gres/gpu:4  gres/gpu:a100:2  gres/gpu=1  (24.11)
+  gpu:4  gpu:a100:2  gpu  gpu:a100         (no prefix; no count = 1)
+Returns  count, model      model = the GPU type, nil for "any type", false when several
+                           types (or typed and untyped items) are asked for at once;
+         nil               when the string names no GPU at all;
+         nil, nil, err     when a GPU item is malformed.
+]]
+local function parse_gpu_tres(spec)
+  if type(spec) ~= "string" then return nil end
+  local total, found, untyped = 0, false, false
+  local first_type, ntypes, seen = nil, 0, {}
+  for raw in string.gmatch(spec, "[^,]+") do
+    local item = trim(raw)
+    local body = string.match(item, "^gres[:/](.*)$") or item
+    local name, rest = string.match(body, "^([%w_%.%-]+)(.*)$")
+    if name == "gpu" then
+      local typ, count
+      if rest == "" then
+        count = 1
+      else
+        local sep, tail = string.sub(rest, 1, 1), string.sub(rest, 2)
+        if sep == ":" or sep == "=" then
+          local t, c = string.match(tail, "^([%w_%.%-]+)[:=]([^:=]+)$")
+          if t then
+            typ, count = t, parse_count(c)
+          elseif parse_count(tail) then
+            count = parse_count(tail)
+          elseif string.match(tail, "^[%w_%.%-]+$") then
+            typ, count = tail, 1
+          end
+        end
+      end
+      -- a type starts like a name ("a100", "a100-80g"), never with "-" or "."
+      if typ ~= nil and not string.match(typ, "^[%w_]") then count = nil end
+      if count == nil then return nil, nil, "malformed GPU request '" .. item .. "'" end
+      found = true
+      total = total + count
+      if typ == nil then
+        untyped = true
+      elseif not seen[typ] then
+        seen[typ] = true
+        ntypes = ntypes + 1
+        first_type = first_type or typ
+      end
+    end
+  end
+  if not found then return nil end
+  local model = nil
+  if ntypes == 1 and not untyped then
+    model = first_type
+  elseif ntypes > 0 then
+    model = false
+  end
+  return total, model
+end
+D.parse_gpu_tres = parse_gpu_tres
+
+------------------------------------------------------------------------------------------
+-- The node table (defrag_nodes.lua)
+------------------------------------------------------------------------------------------
+
+local function script_dir()
+  if debug and debug.getinfo then
+    local info = debug.getinfo(1, "S")
+    local src = info and info.source or ""
+    if string.sub(src, 1, 1) == "@" then
+      local dir = string.match(string.sub(src, 2), "^(.*)/[^/]*$")
+      if dir then return dir end
+    end
+  end
+  return "/etc/slurm"
+end
+
+-- Check the generated table and precompute per node type the set of NVLink block sizes.
+-- Returns the table, or nil and a message.
+local function prepare_table(t)
+  if type(t) ~= "table" then return nil, "does not return a table" end
+  if t.version ~= 1 then return nil, "version " .. tostring(t.version) .. " (expected 1)" end
+  if type(t.partitions) ~= "table" then return nil, "no partitions table" end
+  for pname, part in pairs(t.partitions) do
+    if type(part) ~= "table" or type(part.types) ~= "table" then
+      return nil, "partition " .. tostring(pname) .. ": no types list"
+    end
+    part.name = part.name or pname
+    part.max_gpus = 0
+    for i, nt in ipairs(part.types) do
+      if type(nt.gpus) ~= "number" or type(nt.nodes) ~= "number" then
+        return nil, "partition " .. tostring(pname) .. " type " .. i .. ": gpus/nodes missing"
+      end
+      nt.models = nt.models or {}
+      if nt.block_sizes ~= nil then -- nil = topology unknown: never refuse on its account
+        nt.block_set = {}
+        for _, k in ipairs(nt.block_sizes) do nt.block_set[k] = true end
+      end
+      if nt.gpus > part.max_gpus then part.max_gpus = nt.gpus end
+    end
+  end
+  return t
+end
+D.prepare_table = prepare_table
+
+function D.load_table(path)
+  local ok, t = pcall(dofile, path)
+  if not ok then return nil, tostring(t) end
+  local prepared, err = prepare_table(t)
+  if not prepared then return nil, path .. ": " .. err end
+  return prepared
+end
+
+-- Loaded once, when Slurm (re)loads this script. Without a table the hook still records
+-- what jobs ask for, but refuses nothing and adds no hint.
+D.table_path = DEFRAG_NODES_FILE or (script_dir() .. "/" .. TABLE_NAME)
+do
+  local t, err = D.load_table(D.table_path)
+  if t then
+    D.nodes = t
+    log_info("loaded " .. D.table_path .. " (generated " .. tostring(t.generated_at) .. ")")
+  else
+    D.nodes = nil
+    log_error("cannot load node table, recording only (no refusals, no hints): "
+      .. tostring(err))
+  end
+end
+
+------------------------------------------------------------------------------------------
+-- From a job description to a normalised GPU request
+------------------------------------------------------------------------------------------
+
+-- The partitions the job may run in: its -p list, or the default partition.
+local function job_partitions(partition, tbl)
+  local out = {}
+  local spec = partition
+  if (spec == nil or spec == "") and tbl then spec = tbl.default_partition end
+  if type(spec) == "string" then
+    for p in string.gmatch(spec, "[^,%s]+") do table.insert(out, p) end
+  end
+  return out
+end
+D.job_partitions = job_partitions
+
+-- The largest GPU count any known node of these partitions has (nil if none is known).
+local function largest_node(parts, tbl)
+  local best
+  for _, p in ipairs(parts) do
+    local part = tbl and tbl.partitions[p]
+    if part and part.max_gpus > 0 and (best == nil or part.max_gpus > best) then
+      best = part.max_gpus
+    end
+  end
+  return best
+end
+
+--[[
+`f` maps a field name to its value (job_desc on submit; job_desc merged over job_rec on
+modify). Returns nil when the job asks for no GPUs, or a request:
+  { gpn = GPUs per node, nodes = node count, model = type or nil, total = GPUs in all,
+    source = which option it came from }
+or nil, err when a GPU option is malformed.
+]]
+function D.gpu_request(f, tbl)
+  local min_nodes, max_nodes = given(f("min_nodes")), given(f("max_nodes"))
+  local nodes = min_nodes or 1
+  local fixed = min_nodes ~= nil and max_nodes ~= nil and min_nodes == max_nodes
+
+  -- --gres / --gpus-per-node: already per node.
+  local count, model, err = parse_gpu_tres(f("tres_per_node"))
+  if err then return nil, err end
+  if count ~= nil then
+    return { gpn = count, nodes = nodes, model = model, total = count * nodes,
+             source = "per_node" }
+  end
+
+  -- --gpus-per-socket: per socket, times --sockets-per-node (Slurm requires it).
+  count, model, err = parse_gpu_tres(f("tres_per_socket"))
+  if err then return nil, err end
+  if count ~= nil then
+    local gpn = count * (given(f("sockets_per_node")) or 1)
+    return { gpn = gpn, nodes = nodes, model = model, total = gpn * nodes,
+             source = "per_socket" }
+  end
+
+  -- --gpus / --gpus-per-task: a total that Slurm may spread over nodes.
+  local total, source
+  count, model, err = parse_gpu_tres(f("tres_per_job"))
+  if err then return nil, err end
+  if count ~= nil then
+    total, source = count, "per_job"
+  else
+    count, model, err = parse_gpu_tres(f("tres_per_task"))
+    if err then return nil, err end
+    if count == nil then return nil end
+    source = "per_task"
+    local tpn = given(f("ntasks_per_node"))
+    if tpn then -- tasks per node fixed: so is the GPU count per node
+      local gpn = count * tpn
+      local n = min_nodes or math.max(1, ceil_div(given(f("num_tasks")) or tpn, tpn))
+      return { gpn = gpn, nodes = n, model = model, total = gpn * n, source = source }
+    end
+    total = count * (given(f("num_tasks")) or 1)
+  end
+
+  if total <= 0 then
+    return { gpn = 0, nodes = nodes, model = model, total = 0, source = source }
+  end
+  if not fixed then
+    -- Slurm may use any node count in range. Record the most compact shape: the one the
+    -- job needs if it wants its GPUs NVLink-connected (all on one node when they fit).
+    local biggest = largest_node(job_partitions(f("partition"), tbl), tbl) or total
+    nodes = math.max(nodes, ceil_div(total, math.max(biggest, 1)))
+    if max_nodes and nodes > max_nodes then nodes = max_nodes end
+  end
+  return { gpn = ceil_div(total, nodes), nodes = nodes, model = model, total = total,
+           source = source }
+end
+
+------------------------------------------------------------------------------------------
+-- Can any node ever satisfy it?
+------------------------------------------------------------------------------------------
+
+--[[
+Check one partition. Returns true, or false and a one-line reason naming the limit.
+A node type whose topology is unknown (no Links= and no template) never causes a refusal.
+]]
+local function check_partition(part, req, anygpu)
+  local need_block = (not anygpu) and req.gpn > 1
+  local best_gpus, fit_nodes, block_nodes = 0, 0, 0
+  local sizes_seen, max_block = {}, 0
+  for _, nt in ipairs(part.types) do
+    local have
+    if req.model then have = nt.models[req.model] or 0 else have = nt.gpus end
+    if have > best_gpus then best_gpus = have end
+    if have >= req.gpn then
+      fit_nodes = fit_nodes + nt.nodes
+      if not need_block or nt.block_set == nil or nt.block_set[req.gpn] then
+        block_nodes = block_nodes + nt.nodes
+      else
+        for k in pairs(nt.block_set) do sizes_seen[k] = true end
+        if (nt.max_block or 0) > max_block then max_block = nt.max_block end
+      end
+    end
+  end
+  local what = req.model and (req.model .. " ") or ""
+  if fit_nodes == 0 then
+    if req.model and best_gpus == 0 then
+      return false, string.format("partition %s has no %sGPUs", part.name, what)
+    end
+    return false, string.format(
+      "%s %sGPUs per node requested, but the largest %snode in partition %s has %s",
+      int(req.gpn), what, what, part.name, int(best_gpus))
+  end
+  if block_nodes == 0 then
+    local limit
+    if req.gpn > max_block then
+      limit = "at most " .. int(max_block)
+    else
+      local list = {}
+      for k in pairs(sizes_seen) do table.insert(list, k) end
+      table.sort(list)
+      limit = "only " .. format_sizes(list)
+    end
+    return false, string.format(
+      "%s NVLink-connected %sGPUs per node requested, but nodes in partition %s offer "
+      .. "NVLink blocks of %s GPUs; add --comment=defrag:anygpu if any %s GPUs will do",
+      int(req.gpn), what, part.name, limit, int(req.gpn))
+  end
+  if block_nodes < req.nodes then
+    local kind = need_block and "NVLink-connected " or ""
+    return false, string.format(
+      "%s nodes with %s %s%sGPUs each requested, but partition %s has only %s such node%s",
+      int(req.nodes), int(req.gpn), kind, what, part.name, int(block_nodes),
+      block_nodes == 1 and "" or "s")
+  end
+  return true
+end
+
+-- Returns true, or false and the reason from the first partition (all must fail).
+function D.check_feasible(req, parts, tbl, anygpu)
+  if not tbl then return true end
+  local first_reason
+  for _, p in ipairs(parts) do
+    local part = tbl.partitions[p]
+    if part == nil then return true end -- not in the table: we know nothing, refuse nothing
+    local ok, reason = check_partition(part, req, anygpu)
+    if ok then return true end
+    first_reason = first_reason or reason
+  end
+  if first_reason == nil then return true end
+  return false, first_reason
+end
+
+------------------------------------------------------------------------------------------
+-- Admin comment
+------------------------------------------------------------------------------------------
+
+-- Keep everything that is not ours, in order; drop our old keys; append the new ones.
+function D.merge_admin_comment(old, tokens)
+  local kept = {}
+  if type(old) == "string" then
+    for tok in string.gmatch(old, "%S+") do
+      if string.sub(tok, 1, 7) ~= "defrag:" then table.insert(kept, tok) end
+    end
+  end
+  for _, tok in ipairs(tokens) do table.insert(kept, tok) end
+  return table.concat(kept, " ")
+end
+
+local function old_has_protect(old)
+  return has_token(old, "defrag:protect")
+end
+
+------------------------------------------------------------------------------------------
+-- The decision, shared by submit and modify
+------------------------------------------------------------------------------------------
+
+--[[
+Decide what to do with a job. `f(name)` reads a field. Returns a plan:
+  { reject = message }  or
+  { admin_comment = new text or nil (leave as is), prefer = feature or nil, log = text }
+Nothing is written here, so an error half-way leaves the job untouched.
+]]
+function D.plan(f, opts)
+  opts = opts or {}
+  local tbl = D.nodes
+  local comment = f("comment")
+  local anygpu = has_token(comment, "defrag:anygpu")
+  local old_admin = f("admin_comment")
+  local allow_protect = not (tbl and tbl.allow_protect == false)
+  local protect = (allow_protect and has_token(comment, "defrag:protect"))
+    or (opts.keep_protect and old_has_protect(old_admin))
+
+  local plan = {}
+  if has_token(comment, "defrag:protect") and not allow_protect then
+    plan.user_note = "defrag: defrag:protect is not allowed on this cluster and was ignored"
+  end
+
+  local enforce = tbl ~= nil and tbl.enforce ~= false
+  local req, err = D.gpu_request(f, tbl)
+  if req == nil and err ~= nil then
+    -- Slurm does not reliably reject these itself: 24.11 accepts a held job with
+    -- --gres=gpu:abc:xyz:1 that can never run. A request we cannot read cannot be
+    -- recorded either, so with enforcement on it is refused; without, left to Slurm.
+    if enforce then
+      return { reject = "defrag: cannot read the GPU request: " .. err
+        .. " (expected gpu[:type][:count])" }
+    end
+    plan.log = "cannot read the GPU request (" .. err .. "); left to Slurm, nothing recorded"
+  end
+
+  if req ~= nil and (req.gpn > SANE_COUNT or req.nodes > SANE_COUNT) then
+    -- no node has that many; a count like this would not even print as an integer
+    if enforce then
+      return { reject = string.format("defrag: %s GPUs per node is not a possible request",
+        int(req.gpn)) }
+    end
+    plan.log = "absurd GPU count " .. tostring(req.gpn) .. "; left to Slurm, nothing recorded"
+    req = nil
+  end
+
+  local tokens = {}
+  if req ~= nil and req.gpn > 0 then
+    local parts = job_partitions(f("partition"), tbl)
+    if enforce then
+      local ok, reason = D.check_feasible(req, parts, tbl, anygpu)
+      if not ok then return { reject = "defrag: " .. reason } end
+    end
+    table.insert(tokens, "defrag:nvlink=" .. (anygpu and "0" or int(req.gpn)))
+    table.insert(tokens, "defrag:gpn=" .. int(req.gpn))
+    table.insert(tokens, "defrag:nodes=" .. int(req.nodes))
+
+    -- Packing hint: a small one-node job should fill a partly used node, not open an
+    -- empty one (which an 8-GPU NVLink job may need later). --prefer is soft: Slurm
+    -- falls back to any node when no preferred node has room.
+    local pack = tbl and tbl.pack
+    if pack and pack.feature and opts.submit
+      and req.nodes == 1 and req.gpn <= (pack.max_gpus or 0)
+      and f("shared") ~= JOB_SHARED_NONE
+      and (f("prefer") == nil or f("prefer") == "") then
+      plan.prefer = pack.feature
+    end
+    plan.log = string.format("%s (from %s%s)", table.concat(tokens, " "), req.source,
+      req.model and (", type " .. req.model) or "")
+  end
+  if protect then table.insert(tokens, "defrag:protect") end
+
+  if #tokens > 0 then
+    plan.admin_comment = D.merge_admin_comment(old_admin, tokens)
+  elseif old_admin and string.find(old_admin, "defrag:", 1, true) then
+    -- the job no longer asks for GPUs (modify): drop our stale keys
+    plan.admin_comment = D.merge_admin_comment(old_admin, {})
+  end
+  return plan
+end
+
+------------------------------------------------------------------------------------------
+-- Slurm entry points
+------------------------------------------------------------------------------------------
+
+local function job_label(job_desc, job_rec)
+  local id = job_rec and job_rec.job_id
+  if id then return "JobId=" .. tostring(id) end
+  local name = job_desc.name
+  return "job '" .. tostring(name) .. "' of uid " .. tostring(job_desc.user_id)
+end
+
+-- 22.05 refuses slurm.log_user() in slurm_job_modify (it logs an error instead); 24.11
+-- passes it on to scontrol. 22.05 is also the release that exports only 8 ESLURM_* codes
+-- to Lua, so the presence of ESLURM_INVALID_GRES tells the two apart.
+local USER_MSG_ON_MODIFY = slurm.ESLURM_INVALID_GRES ~= nil
+
+local function apply(plan, job_desc, label, is_modify)
+  if plan.reject then
+    log_info(label .. " refused: " .. plan.reject)
+    if not is_modify or USER_MSG_ON_MODIFY then log_user(plan.reject) end
+    return ESLURM_INVALID_GRES
+  end
+  if plan.user_note then log_user(plan.user_note) end
+  if plan.admin_comment ~= nil then job_desc.admin_comment = plan.admin_comment end
+  if plan.prefer ~= nil then job_desc.prefer = plan.prefer end
+  if plan.log then
+    log_debug(label .. ": " .. plan.log .. (plan.prefer and (" prefer=" .. plan.prefer) or ""))
+  end
+  return slurm.SUCCESS
+end
+
+local function submit(job_desc)
+  local plan = D.plan(function(name) return job_desc[name] end, { submit = true })
+  return apply(plan, job_desc, job_label(job_desc))
+end
+
+-- Fields whose change can change the record; any other update is left alone.
+local MODIFY_FIELDS = { "tres_per_node", "tres_per_job", "tres_per_task", "tres_per_socket",
+  "min_nodes", "max_nodes", "num_tasks", "partition", "comment" }
+
+local function modify(job_desc, job_rec, modify_uid)
+  -- An admin setting AdminComment explicitly wins: do not rewrite it under them.
+  if job_desc.admin_comment ~= nil then return slurm.SUCCESS end
+  local touched = false
+  for _, name in ipairs(MODIFY_FIELDS) do
+    local v = job_desc[name]
+    if v ~= nil and (type(v) ~= "number" or given(v)) then touched = true break end
+  end
+  if not touched then return slurm.SUCCESS end
+  local function f(name)
+    local v = job_desc[name]
+    if v == nil or (type(v) == "number" and not given(v)) then v = job_rec[name] end
+    return v
+  end
+  -- The user's comment decides the opt-out; while it is not changed, keep a recorded one.
+  local plan = D.plan(f, { keep_protect = job_desc.comment == nil })
+  -- Slurm lets only root and SlurmUser change an AdminComment, and checks that after this
+  -- hook: writing it into a user's update would turn "scontrol update job=N Comment=..."
+  -- into "Access/permission denied". So a user's update is still checked (and may be
+  -- refused) but the record is only rewritten for root and SlurmUser.
+  local tbl = D.nodes
+  if modify_uid ~= 0 and not (tbl and tbl.slurm_user_uid == modify_uid) and not plan.reject then
+    if plan.admin_comment ~= nil and plan.admin_comment ~= f("admin_comment") then
+      log_debug(job_label(job_desc, job_rec) .. ": update by uid " .. tostring(modify_uid)
+        .. " changes the GPU request or opt-out; record left as is (only root/SlurmUser may"
+        .. " change AdminComment)")
+    end
+    plan.admin_comment = nil
+  end
+  return apply(plan, job_desc, job_label(job_desc, job_rec), true)
+end
+
+function slurm_job_submit(job_desc, part_list, submit_uid)
+  local ok, rc = pcall(submit, job_desc)
+  if ok then return rc end
+  log_error("internal error, job accepted unchanged: " .. tostring(rc))
+  return slurm.SUCCESS
+end
+
+function slurm_job_modify(job_desc, job_rec, part_list, modify_uid)
+  local ok, rc = pcall(modify, job_desc, job_rec, modify_uid)
+  if ok then return rc end
+  log_error("internal error in modify, update accepted unchanged: " .. tostring(rc))
+  return slurm.SUCCESS
+end

@@ -1,0 +1,513 @@
+-- Unit tests of job_submit.lua outside Slurm: run `busted` in slurm-plugins/.
+local H = require("tests.helper")
+
+local ESLURM_INVALID_GRES = 2072
+
+describe("parse_gpu_tres", function()
+  local parse
+  setup(function()
+    H.load()
+    parse = slurm_defrag.parse_gpu_tres
+  end)
+
+  local cases = {
+    -- spec                                   count  model
+    { "gres:gpu:4",                            4,    nil },     -- 22.05 --gres / --gpus-per-node
+    { "gres:gpu:a100:2",                       2,    "a100" },
+    { "gres/gpu:4",                            4,    nil },     -- 24.11
+    { "gres/gpu:a100-80g:3",                   3,    "a100-80g" },
+    { "gres/gpu=1",                            1,    nil },     -- 24.11 --gpus-per-task
+    { "gpu:2",                                 2,    nil },
+    { "gpu",                                   1,    nil },
+    { "gpu:h100",                              1,    "h100" },
+    { "gres:gpu:0",                            0,    nil },
+    { "gres:gpu:1k",                           1024, nil },
+    { "gres:nic:1,gres:gpu:2",                 2,    nil },
+    { "gres:gpu:a100:1,gres:gpu:a100:2",       3,    "a100" },
+  }
+  for _, c in ipairs(cases) do
+    it("reads " .. c[1], function()
+      local count, model, err = parse(c[1])
+      assert.is_nil(err)
+      assert.are.equal(c[2], count)
+      assert.are.equal(c[3], model)
+    end)
+  end
+
+  it("marks mixed types as false (any of several)", function()
+    local count, model = parse("gres:gpu:a100:1,gres:gpu:h100:1")
+    assert.are.equal(2, count)
+    assert.is_false(model)
+    count, model = parse("gres/gpu:2,gres/gpu:a100:2")
+    assert.are.equal(4, count)
+    assert.is_false(model)
+  end)
+
+  it("returns nil for no GPU at all", function()
+    assert.is_nil(parse(nil))
+    assert.is_nil(parse(""))
+    assert.is_nil(parse("license/matlab:1"))
+    assert.is_nil(parse("gres:nic:2"))
+  end)
+
+  for _, bad in ipairs({ "gres:gpu:", "gres:gpu:a100:x", "gres:gpu:a:b:c", "gres:gpu:-1",
+                         "gres:gpu;4", "gres:gpu:a100:%s" }) do
+    it("reports malformed " .. bad, function()
+      local count, model, err = parse(bad)
+      assert.is_nil(count)
+      assert.is_nil(model)
+      assert.matches("malformed", err)
+    end)
+  end
+end)
+
+describe("recording the block need", function()
+  before_each(function() H.load() end)
+
+  local cases = {
+    -- name, job fields, expected admin comment
+    { "--gres=gpu:4", { tres_per_node = "gres:gpu:4" },
+      "defrag:nvlink=4 defrag:gpn=4 defrag:nodes=1" },
+    { "--gpus-per-node=2 -N2", { tres_per_node = "gres:gpu:2", min_nodes = 2, max_nodes = 2 },
+      "defrag:nvlink=2 defrag:gpn=2 defrag:nodes=2" },
+    { "--gpus=8 (fits one node)", { tres_per_job = "gres:gpu:8" },
+      "defrag:nvlink=8 defrag:gpn=8 defrag:nodes=1" },
+    { "--gpus=16 (two full nodes)", { tres_per_job = "gres/gpu:16" },
+      "defrag:nvlink=8 defrag:gpn=8 defrag:nodes=2" },
+    { "--gpus=5 -N2 (uneven: the larger share)", { tres_per_job = "gres:gpu:5", min_nodes = 2, max_nodes = 2 },
+      "defrag:nvlink=3 defrag:gpn=3 defrag:nodes=2" },
+    { "--gpus=a100:3 -N1-2", { tres_per_job = "gres:gpu:a100:3", min_nodes = 1, max_nodes = 2 },
+      "defrag:nvlink=3 defrag:gpn=3 defrag:nodes=1" },
+    { "--gres=gpu:h100:2 typed", { tres_per_node = "gres/gpu:h100:2" },
+      "defrag:nvlink=2 defrag:gpn=2 defrag:nodes=1" },
+    { "--gpus-per-task=1 -n4 --ntasks-per-node=2",
+      { tres_per_task = "gres/gpu=1", num_tasks = 4, ntasks_per_node = 2 },
+      "defrag:nvlink=2 defrag:gpn=2 defrag:nodes=2" },
+    { "--gpus-per-task=2 -n2 (spreadable)", { tres_per_task = "gres:gpu:2", num_tasks = 2 },
+      "defrag:nvlink=4 defrag:gpn=4 defrag:nodes=1" },
+    { "--gpus-per-socket=1 --sockets-per-node=2",
+      { tres_per_socket = "gres:gpu:1", sockets_per_node = 2 },
+      "defrag:nvlink=2 defrag:gpn=2 defrag:nodes=1" },
+    { "--gres=gpu:1", { tres_per_node = "gres:gpu:1" },
+      "defrag:nvlink=1 defrag:gpn=1 defrag:nodes=1" },
+  }
+  for _, c in ipairs(cases) do
+    it(c[1], function()
+      local rc, jd = H.submit(c[2])
+      assert.are.equal(0, rc)
+      assert.are.equal(c[3], jd.admin_comment)
+      assert.are.same({}, slurm.logs.error)
+    end)
+  end
+
+  it("records nvlink=0 when the user says any GPUs will do", function()
+    local rc, jd = H.submit({ tres_per_node = "gres:gpu:4", comment = "defrag:anygpu" })
+    assert.are.equal(0, rc)
+    assert.are.equal("defrag:nvlink=0 defrag:gpn=4 defrag:nodes=1", jd.admin_comment)
+  end)
+
+  it("appends to an existing admin comment without clobbering it", function()
+    local _, jd = H.submit({ tres_per_node = "gres:gpu:2", admin_comment = "site:budget=42 note" })
+    assert.are.equal("site:budget=42 note defrag:nvlink=2 defrag:gpn=2 defrag:nodes=1",
+      jd.admin_comment)
+  end)
+
+  it("replaces stale defrag keys instead of duplicating them", function()
+    local _, jd = H.submit({ tres_per_node = "gres:gpu:2",
+      admin_comment = "defrag:nvlink=8 keep defrag:gpn=8 defrag:nodes=9" })
+    assert.are.equal("keep defrag:nvlink=2 defrag:gpn=2 defrag:nodes=1", jd.admin_comment)
+  end)
+
+  it("ignores keys a user writes into the comment (only the admin comment counts)", function()
+    local _, jd = H.submit({ tres_per_node = "gres:gpu:4", comment = "defrag:nvlink=1 defrag:gpn=1" })
+    assert.are.equal("defrag:nvlink=4 defrag:gpn=4 defrag:nodes=1", jd.admin_comment)
+  end)
+
+  it("leaves jobs without GPUs untouched", function()
+    local rc, jd = H.submit({ admin_comment = "x" })
+    assert.are.equal(0, rc)
+    assert.are.equal("x", jd.admin_comment)
+    assert.is_nil(jd.prefer)
+    rc, jd = H.submit({ tres_per_node = "gres:nic:1" })
+    assert.are.equal(0, rc)
+    assert.is_nil(jd.admin_comment)
+  end)
+
+  it("treats zero GPUs as a CPU job (accepted, nothing recorded)", function()
+    local rc, jd = H.submit({ tres_per_node = "gres:gpu:0" })
+    assert.are.equal(0, rc)
+    assert.is_nil(jd.admin_comment)
+    assert.is_nil(jd.prefer)
+  end)
+
+  it("records a request in a partition missing from the table, refusing nothing", function()
+    local rc, jd = H.submit({ tres_per_node = "gres:gpu:64", partition = "newpart" })
+    assert.are.equal(0, rc)
+    assert.are.equal("defrag:nvlink=64 defrag:gpn=64 defrag:nodes=1", jd.admin_comment)
+  end)
+end)
+
+describe("refusing what no node can ever satisfy", function()
+  before_each(function() H.load() end)
+
+  local function refused(fields)
+    slurm.logs.user = {}
+    local rc, jd = H.submit(fields)
+    assert.are.equal(ESLURM_INVALID_GRES, rc)
+    assert.are.equal(1, #slurm.logs.user)
+    local msg = slurm.logs.user[1]
+    assert.is_nil(string.find(msg, "\n"), "one line")
+    assert.is_nil(jd.admin_comment)
+    return msg
+  end
+
+  it("4 NVLink GPUs on a partition of NVLink-pair nodes", function()
+    local msg = refused({ tres_per_node = "gres:gpu:4", partition = "pairs" })
+    assert.are.equal("defrag: 4 NVLink-connected GPUs per node requested, but nodes in "
+      .. "partition pairs offer NVLink blocks of at most 2 GPUs; add --comment=defrag:anygpu "
+      .. "if any 4 GPUs will do", msg)
+  end)
+
+  it("a typed request only the pair nodes could hold", function()
+    local msg = refused({ tres_per_node = "gres/gpu:h100:4" })
+    assert.matches("4 NVLink%-connected h100 GPUs per node requested", msg)
+    assert.matches("at most 2 GPUs", msg)
+  end)
+
+  it("names the missing sizes on a DGX-1 (no 5-GPU block)", function()
+    local msg = refused({ tres_per_node = "gres:gpu:5", partition = "dgx1" })
+    assert.matches("NVLink blocks of only 1%-4,8 GPUs", msg)
+  end)
+
+  it("accepts block sizes the DGX-1 does have", function()
+    for _, n in ipairs({ 1, 2, 3, 4, 8 }) do
+      local rc = H.submit({ tres_per_node = "gres:gpu:" .. n, partition = "dgx1" })
+      assert.are.equal(0, rc, n .. " GPUs")
+    end
+  end)
+
+  it("more GPUs per node than any node has, even with anygpu", function()
+    local msg = refused({ tres_per_node = "gres:gpu:9", comment = "defrag:anygpu" })
+    assert.are.equal("defrag: 9 GPUs per node requested, but the largest node in partition "
+      .. "gpu has 8", msg)
+  end)
+
+  it("a GPU type the partition does not have", function()
+    local msg = refused({ tres_per_node = "gres:gpu:v100:1" })
+    assert.are.equal("defrag: partition gpu has no v100 GPUs", msg)
+  end)
+
+  it("GPUs in a partition of CPU nodes", function()
+    local msg = refused({ tres_per_node = "gres:gpu:1", partition = "cpu" })
+    assert.matches("largest node in partition cpu has 0", msg)
+  end)
+
+  it("more nodes with a block than the partition has", function()
+    local msg = refused({ tres_per_node = "gres:gpu:h100:2", min_nodes = 2, max_nodes = 2 })
+    assert.are.equal("defrag: 2 nodes with 2 NVLink-connected h100 GPUs each requested, but "
+      .. "partition gpu has only 1 such node", msg)
+  end)
+
+  it("huge counts", function()
+    local msg = refused({ tres_per_node = "gres:gpu:99999999999" })
+    assert.matches("^defrag: ", msg)
+    msg = refused({ tres_per_job = "gres:gpu:4g" })
+    assert.matches("^defrag: ", msg)
+  end)
+
+  it("lets anygpu through where only the NVLink block is missing", function()
+    local rc, jd = H.submit({ tres_per_node = "gres:gpu:4", partition = "pairs",
+      comment = "please defrag:anygpu" })
+    assert.are.equal(0, rc)
+    assert.are.equal("defrag:nvlink=0 defrag:gpn=4 defrag:nodes=1", jd.admin_comment)
+  end)
+
+  it("accepts when any one of several partitions can satisfy it", function()
+    local rc, jd = H.submit({ tres_per_node = "gres:gpu:4", partition = "pairs,gpu" })
+    assert.are.equal(0, rc)
+    assert.are.equal("defrag:nvlink=4 defrag:gpn=4 defrag:nodes=1", jd.admin_comment)
+  end)
+
+  it("never refuses because of a node of unknown topology", function()
+    local rc, jd = H.submit({ tres_per_node = "gres:gpu:4", partition = "mystery" })
+    assert.are.equal(0, rc)
+    assert.are.equal("defrag:nvlink=4 defrag:gpn=4 defrag:nodes=1", jd.admin_comment)
+  end)
+
+  it("only records when the table says enforce = false", function()
+    local path = H.tmpfile([[return { version = 1, default_partition = "p", enforce = false,
+      partitions = { p = { types = { { gpus = 8, nodes = 1, models = {}, block_sizes = {1, 2} } } } } }]])
+    H.load(path)
+    os.remove(path)
+    local rc, jd = H.submit({ tres_per_node = "gres:gpu:4" })
+    assert.are.equal(0, rc)
+    assert.are.equal("defrag:nvlink=4 defrag:gpn=4 defrag:nodes=1", jd.admin_comment)
+  end)
+end)
+
+describe("packing hint", function()
+  before_each(function() H.load() end)
+
+  it("prefers partly used nodes for a small one-node job", function()
+    local _, jd = H.submit({ tres_per_node = "gres:gpu:1" })
+    assert.are.equal("defrag_partial", jd.prefer)
+    _, jd = H.submit({ tres_per_node = "gres:gpu:4" })
+    assert.are.equal("defrag_partial", jd.prefer)
+  end)
+
+  it("leaves large, multi-node and exclusive jobs alone", function()
+    local _, jd = H.submit({ tres_per_node = "gres:gpu:8" })
+    assert.is_nil(jd.prefer)
+    _, jd = H.submit({ tres_per_node = "gres:gpu:1", min_nodes = 2, max_nodes = 2 })
+    assert.is_nil(jd.prefer)
+    _, jd = H.submit({ tres_per_node = "gres:gpu:1", shared = 0 })
+    assert.is_nil(jd.prefer)
+  end)
+
+  it("never overrides the user's own --prefer", function()
+    local _, jd = H.submit({ tres_per_node = "gres:gpu:1", prefer = "fast_disk" })
+    assert.are.equal("fast_disk", jd.prefer)
+  end)
+
+  it("is off when the table has no pack section", function()
+    local path = H.tmpfile([[return { version = 1, default_partition = "p",
+      partitions = { p = { types = { { gpus = 8, nodes = 1, models = {} } } } } }]])
+    H.load(path)
+    os.remove(path)
+    local _, jd = H.submit({ tres_per_node = "gres:gpu:1" })
+    assert.is_nil(jd.prefer)
+    assert.is_not_nil(jd.admin_comment)
+  end)
+end)
+
+describe("protect opt-out", function()
+  before_each(function() H.load() end)
+
+  it("records defrag:protect from the user's comment", function()
+    local _, jd = H.submit({ tres_per_node = "gres:gpu:2", comment = "ckpt-less run defrag:protect" })
+    assert.are.equal("defrag:nvlink=2 defrag:gpn=2 defrag:nodes=1 defrag:protect", jd.admin_comment)
+  end)
+
+  it("records it for a CPU job too", function()
+    local _, jd = H.submit({ comment = "defrag:protect" })
+    assert.are.equal("defrag:protect", jd.admin_comment)
+  end)
+
+  it("combines with anygpu", function()
+    local _, jd = H.submit({ tres_per_node = "gres:gpu:2", comment = "defrag:anygpu,defrag:protect" })
+    assert.are.equal("defrag:nvlink=0 defrag:gpn=2 defrag:nodes=1 defrag:protect", jd.admin_comment)
+  end)
+
+  it("is ignored, with a note to the user, when the policy forbids it", function()
+    local path = H.tmpfile([[return { version = 1, default_partition = "p", allow_protect = false,
+      partitions = { p = { types = { { gpus = 8, nodes = 1, models = {} } } } } }]])
+    H.load(path)
+    os.remove(path)
+    local rc, jd = H.submit({ tres_per_node = "gres:gpu:2", comment = "defrag:protect" })
+    assert.are.equal(0, rc)
+    assert.are.equal("defrag:nvlink=2 defrag:gpn=2 defrag:nodes=1", jd.admin_comment)
+    assert.matches("not allowed", slurm.logs.user[1])
+  end)
+end)
+
+describe("odd input never breaks slurmctld", function()
+  before_each(function() H.load() end)
+
+  it("refuses a GPU request it cannot read, naming it", function()
+    local rc, jd = H.submit({ tres_per_node = "gres/gpu:abc:xyz:1" })
+    assert.are.equal(ESLURM_INVALID_GRES, rc)
+    assert.is_nil(jd.admin_comment)
+    assert.are.equal("defrag: cannot read the GPU request: malformed GPU request "
+      .. "'gres/gpu:abc:xyz:1' (expected gpu[:type][:count])", slurm.logs.user[1])
+    assert.are.same({}, slurm.logs.error)
+  end)
+
+  it("leaves an unreadable GPU request to Slurm when not enforcing", function()
+    H.load("tests/fixtures/does-not-exist.lua")
+    local rc, jd = H.submit({ tres_per_node = "gres:gpu:a:b:c", comment = "defrag:protect" })
+    assert.are.equal(0, rc)
+    assert.are.equal("defrag:protect", jd.admin_comment)
+  end)
+
+  it("survives '%' in user text (Slurm's log functions format their argument)", function()
+    local rc, jd = H.submit({ tres_per_node = "gres:gpu:%d%s", comment = "100% %s" })
+    assert.are.equal(ESLURM_INVALID_GRES, rc)
+    assert.matches("gres:gpu:%%d%%s", slurm.logs.user[1])
+    rc, jd = H.submit({ tres_per_node = "gres:gpu:2", comment = "100% defrag:protect %s" })
+    assert.are.equal(0, rc)
+    assert.are.equal("defrag:nvlink=2 defrag:gpn=2 defrag:nodes=1 defrag:protect", jd.admin_comment)
+    rc = H.submit({ tres_per_node = "gres:gpu:4", partition = "pa%srs" })
+    assert.are.equal(0, rc)
+  end)
+
+  it("accepts the job unchanged when the hook itself fails", function()
+    local jd = setmetatable({}, { __index = function(_, k)
+      if k == "tres_per_node" then error("boom") end
+      return nil
+    end })
+    local rc = slurm_job_submit(jd, {}, 1000)
+    assert.are.equal(0, rc)
+    assert.are.equal(1, #slurm.logs.error)
+    assert.matches("internal error, job accepted unchanged: .*boom", slurm.logs.error[1])
+    assert.is_nil(rawget(jd, "admin_comment"))
+  end)
+
+  it("treats unset numbers (NO_VAL, NO_VAL16, INFINITE, nil) as not given", function()
+    local rc, jd = H.submit({ tres_per_node = "gres:gpu:2", min_nodes = 4294967295,
+      max_nodes = nil, num_tasks = 65534 })
+    assert.are.equal(0, rc)
+    assert.are.equal("defrag:nvlink=2 defrag:gpn=2 defrag:nodes=1", jd.admin_comment)
+  end)
+
+  it("records nothing for an absurd count when not enforcing (Slurm refuses it)", function()
+    H.load("tests/fixtures/does-not-exist.lua")
+    local rc, jd = H.submit({ tres_per_node = "gres:gpu:99999999999" })
+    assert.are.equal(0, rc)
+    assert.is_nil(jd.admin_comment)
+  end)
+
+  it("records without refusing when the node table is missing", function()
+    H.load("tests/fixtures/does-not-exist.lua")
+    assert.matches("cannot load node table", slurm.logs.error[1])
+    local rc, jd = H.submit({ tres_per_node = "gres:gpu:64" })
+    assert.are.equal(0, rc)
+    assert.are.equal("defrag:nvlink=64 defrag:gpn=64 defrag:nodes=1", jd.admin_comment)
+    assert.is_nil(jd.prefer)
+  end)
+
+  it("records without refusing when the node table is broken", function()
+    for _, text in ipairs({ "return {", "return 42", "return { version = 2, partitions = {} }",
+                            "return { version = 1, partitions = { p = { types = { { } } } } }",
+                            "error('x')" }) do
+      local path = H.tmpfile(text)
+      H.load(path)
+      os.remove(path)
+      assert.are.equal(1, #slurm.logs.error, text)
+      local rc, jd = H.submit({ tres_per_node = "gres:gpu:4", partition = "pairs" })
+      assert.are.equal(0, rc)
+      assert.are.equal("defrag:nvlink=4 defrag:gpn=4 defrag:nodes=1", jd.admin_comment)
+    end
+  end)
+end)
+
+describe("job modify", function()
+  before_each(function() H.load() end)
+
+  local function rec(fields)
+    local r = { job_id = 42, min_nodes = 1, max_nodes = 1, partition = "gpu" }
+    for k, v in pairs(fields) do r[k] = v end
+    return r
+  end
+
+  it("re-records when the GPU request changes", function()
+    local jd = H.job({ tres_per_node = "gres:gpu:2" })
+    local r = rec({ tres_per_node = "gres:gpu:4", admin_comment = "x defrag:nvlink=4 defrag:gpn=4 defrag:nodes=1" })
+    local rc = slurm_job_modify(jd, r, {}, 0)
+    assert.are.equal(0, rc)
+    assert.are.equal("x defrag:nvlink=2 defrag:gpn=2 defrag:nodes=1", jd.admin_comment)
+    assert.is_nil(jd.prefer) -- the hint is a submit-time choice
+  end)
+
+  it("ignores updates that cannot change the record", function()
+    local jd = H.job({ time_limit = 60 })
+    local rc = slurm_job_modify(jd, rec({ tres_per_node = "gres:gpu:4" }), {}, 0)
+    assert.are.equal(0, rc)
+    assert.is_nil(jd.admin_comment)
+  end)
+
+  it("refuses a change to an impossible request", function()
+    local jd = H.job({ partition = "pairs" })
+    local rc = slurm_job_modify(jd, rec({ tres_per_node = "gres:gpu:4" }), {}, 0)
+    assert.are.equal(ESLURM_INVALID_GRES, rc)
+    assert.matches("refused: defrag: 4 NVLink.*at most 2 GPUs", slurm.logs.info[#slurm.logs.info])
+    -- 22.05 (no ESLURM_INVALID_GRES in Lua) cannot pass a message on from modify
+    assert.are.same({}, slurm.logs.user)
+  end)
+
+  it("tells the user why on Slurm versions that can (24.11)", function()
+    _G.slurm = H.new_slurm()
+    slurm.ESLURM_INVALID_GRES = 2072
+    _G.DEFRAG_NODES_FILE = H.FIXTURE
+    dofile("job_submit.lua")
+    local jd = H.job({ partition = "pairs" })
+    local rc = slurm_job_modify(jd, rec({ tres_per_node = "gres:gpu:4" }), {}, 0)
+    assert.are.equal(2072, rc)
+    assert.matches("at most 2 GPUs", slurm.logs.user[1])
+  end)
+
+  it("never writes the AdminComment into a user's own update (Slurm would deny it)", function()
+    local keys = "defrag:nvlink=4 defrag:gpn=4 defrag:nodes=1"
+    local jd = H.job({ comment = "defrag:protect" })
+    local rc = slurm_job_modify(jd, rec({ tres_per_node = "gres:gpu:4", admin_comment = keys }), {}, 1000)
+    assert.are.equal(0, rc)
+    assert.is_nil(jd.admin_comment)
+    -- ...but still refuses an impossible change
+    jd = H.job({ tres_per_node = "gres:gpu:h100:4" })
+    rc = slurm_job_modify(jd, rec({ tres_per_node = "gres:gpu:4", admin_comment = keys }), {}, 1000)
+    assert.are.equal(ESLURM_INVALID_GRES, rc)
+  end)
+
+  it("lets SlurmUser (from the table) rewrite the record like root", function()
+    slurm_defrag.nodes.slurm_user_uid = 64030
+    local jd = H.job({ tres_per_node = "gres:gpu:2" })
+    slurm_job_modify(jd, rec({ tres_per_node = "gres:gpu:4" }), {}, 64030)
+    assert.are.equal("defrag:nvlink=2 defrag:gpn=2 defrag:nodes=1", jd.admin_comment)
+  end)
+
+  it("leaves an admin's explicit AdminComment alone", function()
+    local jd = H.job({ admin_comment = "by hand", tres_per_node = "gres:gpu:2" })
+    slurm_job_modify(jd, rec({ tres_per_node = "gres:gpu:4" }), {}, 0)
+    assert.are.equal("by hand", jd.admin_comment)
+  end)
+
+  it("follows the comment for the opt-out", function()
+    local keys = "defrag:nvlink=4 defrag:gpn=4 defrag:nodes=1"
+    local jd = H.job({ comment = "defrag:protect" })
+    slurm_job_modify(jd, rec({ tres_per_node = "gres:gpu:4", admin_comment = keys }), {}, 0)
+    assert.are.equal(keys .. " defrag:protect", jd.admin_comment)
+    jd = H.job({ comment = "changed my mind" })
+    slurm_job_modify(jd, rec({ tres_per_node = "gres:gpu:4", admin_comment = keys .. " defrag:protect" }), {}, 0)
+    assert.are.equal(keys, jd.admin_comment)
+    -- other updates keep a recorded opt-out
+    jd = H.job({ tres_per_node = "gres:gpu:2" })
+    slurm_job_modify(jd, rec({ tres_per_node = "gres:gpu:4", comment = "defrag:protect",
+      admin_comment = keys .. " defrag:protect" }), {}, 0)
+    assert.are.equal("defrag:nvlink=2 defrag:gpn=2 defrag:nodes=1 defrag:protect", jd.admin_comment)
+  end)
+end)
+
+describe("helpers", function()
+  setup(function() H.load() end)
+
+  it("formats block size lists as ranges", function()
+    assert.are.equal("1-4,8", slurm_defrag.format_sizes({ 1, 2, 3, 4, 8 }))
+    assert.are.equal("1,3,5-6", slurm_defrag.format_sizes({ 1, 3, 5, 6 }))
+    assert.are.equal("2", slurm_defrag.format_sizes({ 2 }))
+  end)
+
+  it("matches whole tokens only", function()
+    assert.is_true(slurm_defrag.has_token("a defrag:protect,b", "defrag:protect"))
+    assert.is_false(slurm_defrag.has_token("defrag:protected", "defrag:protect"))
+    assert.is_false(slurm_defrag.has_token(nil, "defrag:protect"))
+  end)
+
+  it("resolves the default partition from the table", function()
+    assert.are.same({ "gpu" }, slurm_defrag.job_partitions(nil, slurm_defrag.nodes))
+    assert.are.same({ "a", "b" }, slurm_defrag.job_partitions("a,b", slurm_defrag.nodes))
+  end)
+end)
+
+describe("speed", function()
+  it("costs well under a millisecond per submission (it runs under slurmctld's locks)", function()
+    H.load()
+    local n = 20000
+    local start = os.clock()
+    for i = 1, n do
+      local jd = H.job({ tres_per_node = (i % 2 == 0) and "gres:gpu:4" or "gres/gpu:a100:1",
+                         comment = "run " .. i, admin_comment = "note" })
+      slurm_job_submit(jd, {}, 1000)
+    end
+    local per_job_us = (os.clock() - start) / n * 1e6
+    assert.is_true(per_job_us < 200, string.format("%.1f us per job", per_job_us))
+  end)
+end)

@@ -1,0 +1,595 @@
+"""``slurm-defrag plugins``: files for the Slurm-side hooks in ``slurm-plugins/``.
+
+``slurm-defrag plugins render`` writes ``defrag_nodes.lua``, the table ``job_submit.lua``
+reads when slurmctld loads it: per partition, the node types (GPU model, GPU count, NVLink
+block sizes) and the plugin's switches. The hook itself stays static; the cluster-specific
+knowledge is regenerated from the same sources the service uses (slurm.conf for nodes and
+partitions, gres.conf ``Links=`` and the service's topology templates for NVLink).
+
+Table format (``version = 1``)::
+
+    return {
+      version = 1, generated_at = "...", default_partition = "batch",
+      enforce = true,            -- refuse impossible requests (false: record only)
+      allow_protect = true,      -- honour --comment=defrag:protect
+      slurm_user_uid = 0,        -- SlurmUser: may rewrite the record on job updates
+      pack = { feature = "defrag_partial", max_gpus = 4 },   -- absent: no packing hint
+      partitions = {
+        ["batch"] = { types = {
+          { gpus = 8, models = { ["h100"] = 8 }, nodes = 1, max_block = 2,
+            block_sizes = { 1, 2 }, topology = "links-node04", hosts = "node04" }, ... } },
+      },
+    }
+
+``block_sizes`` is absent for a node whose topology is unknown: the hook then never
+refuses a request because of that node.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shlex
+import sys
+import tempfile
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from slurm_defrag.domain.topology import GpuTopology, popcount
+from slurm_defrag.errors import InputError
+
+app = typer.Typer(
+    help="Slurm-side hooks (slurm-plugins/): generate what job_submit.lua reads.",
+    no_args_is_help=True,
+)
+
+TABLE_VERSION = 1
+DEFAULT_PACK_FEATURE = "defrag_partial"
+# Slurm >= 22.05.6: do not validate --prefer at submission. Without it, 22.05 refuses a job
+# whose preferred feature no node of its partition carries *right now* ("Requested node
+# configuration is not available"), which would turn a soft hint into a hard failure.
+IGNORE_PREFER_VALIDATION = "ignore_prefer_validation"
+
+_FEATURE_RE = re.compile(r"^[A-Za-z0-9_.-]+$")
+_COUNT_RE = re.compile(r"^(\d+)([KkMmGg]?)$")
+_SUFFIX = {"": 1, "k": 1024, "m": 1024**2, "g": 1024**3}
+
+
+# -- slurm.conf ------------------------------------------------------------------------
+
+
+@dataclass
+class NodeConf:
+    name: str
+    gpus: int = 0
+    models: dict[str, int] = field(default_factory=dict)
+    features: tuple[str, ...] = ()
+
+
+@dataclass
+class PartitionConf:
+    name: str
+    nodes: list[str]
+    default: bool = False
+
+
+@dataclass
+class SlurmConf:
+    nodes: dict[str, NodeConf] = field(default_factory=dict)
+    partitions: dict[str, PartitionConf] = field(default_factory=dict)
+    scheduler_parameters: tuple[str, ...] = ()
+    slurm_user: str = "root"
+
+    @property
+    def default_partition(self) -> str | None:
+        return next((p.name for p in self.partitions.values() if p.default), None)
+
+
+def parse_gres_field(text: str, where: str) -> tuple[int, dict[str, int]]:
+    """GPUs of a slurm.conf ``Gres=`` value: (total, {type: count}); untyped GPUs count only
+    in the total. ``gpu:a100:8``, ``gpu:8``, ``gpu:a100:4,gpu:v100:4``, ``gpu:a100:no_consume:8``.
+    """
+    total, models = 0, dict[str, int]()
+    for item in (i.strip() for i in text.split(",")):
+        if not item or item.lower() in ("(null)", "none"):
+            continue
+        parts = item.split(":")
+        if parts[0] != "gpu":
+            continue
+        count = 1
+        rest = [p for p in parts[1:] if p not in ("no_consume", "")]
+        if rest and (m := _COUNT_RE.match(rest[-1])):
+            count = int(m[1]) * _SUFFIX[m[2].lower()]
+            rest = rest[:-1]
+        if len(rest) > 1:
+            raise InputError(f"{where}: cannot read Gres item {item!r}")
+        total += count
+        if rest:
+            models[rest[0]] = models.get(rest[0], 0) + count
+    return total, models
+
+
+def _logical_lines(text: str) -> Iterable[tuple[int, str]]:
+    """(line number, line) with comments removed and backslash continuations joined."""
+    buf, start = "", 0
+    for no, raw in enumerate(text.splitlines(), 1):
+        line = re.sub(r"(?<!\\)#.*", "", raw).replace("\\#", "#").rstrip()
+        if not buf:
+            start = no
+        if line.endswith("\\"):
+            buf += line[:-1] + " "
+            continue
+        buf += line
+        if buf.strip():
+            yield start, buf.strip()
+        buf = ""
+    if buf.strip():
+        yield start, buf.strip()
+
+
+def _split_top_level(text: str) -> list[str]:
+    """Split a node list on commas outside brackets: ``a[1-2],b,set1``."""
+    out, depth, cur = [], 0, ""
+    for ch in text:
+        depth += ch == "["
+        depth -= ch == "]"
+        if ch == "," and depth == 0:
+            out.append(cur)
+            cur = ""
+        else:
+            cur += ch
+    out.append(cur)
+    return [p.strip() for p in out if p.strip()]
+
+
+def _expand(hosts: str, where: str) -> list[str]:
+    import hostlist
+
+    try:
+        return list(hostlist.expand_hostlist(hosts))
+    except hostlist.BadHostlist as exc:
+        raise InputError(f"{where}: bad host list {hosts!r}: {exc}") from None
+
+
+def parse_slurm_conf(path: Path) -> SlurmConf:
+    """Nodes (GPU GRES, features), partitions and SchedulerParameters of a slurm.conf.
+
+    Follows ``Include`` lines (relative to the file's directory) and understands
+    ``NodeName=DEFAULT`` / ``PartitionName=DEFAULT``, ``Nodes=ALL`` and ``NodeSet=``.
+    """
+    conf = SlurmConf()
+    node_defaults: dict[str, str] = {}
+    part_defaults: dict[str, str] = {}
+    nodesets: dict[str, tuple[str, str, str]] = {}  # name -> (where, "nodes"|"feature", value)
+    raw_parts: list[tuple[str, str, dict[str, str]]] = []  # (where, name, attrs)
+
+    def read(p: Path, depth: int) -> None:
+        if depth > 10:
+            raise InputError(f"{p}: Include nested more than 10 deep")
+        try:
+            text = p.read_text(encoding="utf-8")
+        except OSError as exc:
+            raise InputError(f"{p}: cannot read slurm.conf: {exc.strerror}") from None
+        for no, line in _logical_lines(text):
+            where = f"{p}:{no}"
+            if line.lower().startswith("include "):
+                target = line.split(None, 1)[1].strip().strip('"')
+                inc = Path(target) if os.path.isabs(target) else p.parent / target
+                for one in sorted(inc.parent.glob(inc.name)) if "*" in inc.name else [inc]:
+                    read(one, depth + 1)
+                continue
+            try:
+                words = shlex.split(line)
+            except ValueError as exc:
+                raise InputError(f"{where}: {exc}") from None
+            attrs: dict[str, str] = {}
+            for w in words:
+                key, sep, value = w.partition("=")
+                if sep:
+                    attrs[key.lower()] = value
+            if not words or "=" not in words[0]:
+                continue
+            head = words[0].partition("=")[0].lower()
+            if head == "nodename":
+                name = attrs["nodename"]
+                if name.upper() == "DEFAULT":
+                    node_defaults.update({k: v for k, v in attrs.items() if k != "nodename"})
+                    continue
+                merged = {**node_defaults, **attrs}
+                gpus, models = parse_gres_field(merged.get("gres", ""), where)
+                features = tuple(
+                    f for f in re.split(r"[,&|]", merged.get("features", "")) if f
+                )
+                for host in _expand(name, where):
+                    conf.nodes[host] = NodeConf(host, gpus, dict(models), features)
+            elif head == "partitionname":
+                name = attrs["partitionname"]
+                if name.upper() == "DEFAULT":
+                    part_defaults.update({k: v for k, v in attrs.items() if k != "partitionname"})
+                    continue
+                raw_parts.append((where, name, {**part_defaults, **attrs}))
+            elif head == "nodeset":
+                kind = "nodes" if "nodes" in attrs else "feature"
+                nodesets[attrs["nodeset"]] = (where, kind, attrs.get(kind, ""))
+            elif head == "slurmuser":
+                conf.slurm_user = attrs["slurmuser"]
+            elif head == "schedulerparameters":
+                conf.scheduler_parameters = tuple(
+                    p.strip() for p in attrs["schedulerparameters"].split(",") if p.strip()
+                )
+
+    read(path, 0)
+    # Node sets and partitions are resolved once every node is known.
+    sets: dict[str, list[str]] = {}
+    for set_name, (where, kind, value) in nodesets.items():
+        if kind == "nodes":
+            sets[set_name] = _expand(value, where)
+        else:
+            sets[set_name] = [n for n, nc in conf.nodes.items() if value in nc.features]
+    for where, name, attrs in raw_parts:
+        members: list[str] = []
+        for item in _split_top_level(attrs.get("nodes", "")):
+            if item.upper() == "ALL":
+                members.extend(conf.nodes)
+            elif item in sets:
+                members.extend(sets[item])
+            else:
+                members.extend(_expand(item, where))
+        unknown = [n for n in members if n not in conf.nodes]
+        if unknown:
+            raise InputError(f"{where}: partition {name}: node {unknown[0]} is not defined")
+        conf.partitions[name] = PartitionConf(
+            name, list(dict.fromkeys(members)), attrs.get("default", "").upper() == "YES"
+        )
+    return conf
+
+
+# -- the table -------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class RenderOptions:
+    pack_feature: str | None = DEFAULT_PACK_FEATURE
+    pack_max_gpus: int | None = None  # None: half the largest node
+    enforce: bool = True
+    allow_protect: bool = True
+
+
+def _uid_of(user: str, warnings: list[str]) -> int | None:
+    """SlurmUser's uid: besides root, the only one Slurm lets change an AdminComment, so the
+    hook rewrites the record on job updates made by it (resolved on this host)."""
+    import pwd
+
+    if user.isdigit():
+        return int(user)
+    try:
+        return pwd.getpwnam(user).pw_uid
+    except KeyError:
+        warnings.append(
+            f"SlurmUser {user!r} is unknown on this host: job updates it makes will not "
+            "refresh the record (root's still do); render on the controller"
+        )
+        return None
+
+
+# (GPUs, sorted (model, count) pairs, NVLink block sizes or None = unknown, topology name)
+_TypeKey = tuple[int, tuple[tuple[str, int], ...], tuple[int, ...] | None, str | None]
+
+
+def _block_sizes(topo: GpuTopology) -> list[int]:
+    return sorted({popcount(b) for b in topo.blocks})
+
+
+def build_table(
+    conf: SlurmConf,
+    topologies: Mapping[str, GpuTopology],
+    options: RenderOptions,
+    *,
+    generated_at: datetime | None = None,
+) -> tuple[dict[str, object], list[str]]:
+    """The table for ``defrag_nodes.lua`` and the warnings for the admin."""
+    import hostlist
+
+    warnings: list[str] = []
+    for name, node in conf.nodes.items():
+        topo = topologies.get(name)
+        if topo is not None and node.gpus and topo.gpu_count != node.gpus:
+            raise InputError(
+                f"topology of {name}: {topo.name!r} has {topo.gpu_count} GPUs, slurm.conf "
+                f"says Gres has {node.gpus} (check gres.conf / the topology map)"
+            )
+    unknown = sorted(
+        n for n, nc in conf.nodes.items() if nc.gpus > 1 and n not in topologies
+    )
+    if unknown:
+        warnings.append(
+            f"{len(unknown)} GPU node(s) have no NVLink topology (no gres.conf Links= and no "
+            f"topology template): {hostlist.collect_hostlist(unknown)}; requests are never "
+            "refused because of them"
+        )
+
+    partitions: dict[str, object] = {}
+    for pname, part in sorted(conf.partitions.items()):
+        groups: dict[_TypeKey, list[str]] = {}
+        for host in part.nodes:
+            nc = conf.nodes[host]
+            topo = topologies.get(host) if nc.gpus else None
+            sizes: tuple[int, ...] | None
+            if topo is not None:
+                sizes = tuple(_block_sizes(topo))
+            elif nc.gpus == 1:
+                sizes = (1,)
+            else:
+                sizes = None
+            key = (nc.gpus, tuple(sorted(nc.models.items())), sizes, topo.name if topo else None)
+            groups.setdefault(key, []).append(host)
+        types = []
+        # Largest nodes first, then by first host: a stable order for diffs.
+        for (gpus, models, sizes, topo_name), hosts in sorted(
+            groups.items(), key=lambda kv: (-kv[0][0], kv[1][0])
+        ):
+            entry: dict[str, object] = {
+                "gpus": gpus,
+                "models": dict(models),
+                "nodes": len(hosts),
+                "hosts": hostlist.collect_hostlist(hosts),
+            }
+            if sizes is not None:
+                entry["max_block"] = max(sizes)
+                entry["block_sizes"] = list(sizes)
+            if topo_name is not None:
+                entry["topology"] = topo_name
+            types.append(entry)
+        partitions[pname] = {"types": types}
+
+    table: dict[str, object] = {
+        "version": TABLE_VERSION,
+        "generated_at": (generated_at or datetime.now(UTC)).strftime("%Y-%m-%dT%H:%M:%SZ"),
+        "default_partition": conf.default_partition,
+        "enforce": options.enforce,
+        "allow_protect": options.allow_protect,
+        "slurm_user_uid": _uid_of(conf.slurm_user, warnings),
+        "partitions": partitions,
+    }
+
+    if options.pack_feature is not None:
+        if not _FEATURE_RE.match(options.pack_feature):
+            raise InputError(
+                f"--pack-feature: {options.pack_feature!r} is not a plain node feature name"
+            )
+        if IGNORE_PREFER_VALIDATION not in conf.scheduler_parameters:
+            warnings.append(
+                f"packing hint disabled: slurm.conf SchedulerParameters lacks "
+                f"{IGNORE_PREFER_VALIDATION} (Slurm >= 22.05.6). Without it Slurm refuses "
+                f"jobs whose --prefer={options.pack_feature} matches no node of their "
+                "partition at submit time; add it, or pass --no-pack to silence this"
+            )
+        else:
+            largest = max((n.gpus for n in conf.nodes.values()), default=0)
+            max_gpus = options.pack_max_gpus
+            if max_gpus is None:
+                max_gpus = max(1, largest // 2)
+            table["pack"] = {"feature": options.pack_feature, "max_gpus": max_gpus}
+    return table, warnings
+
+
+# -- Lua output ------------------------------------------------------------------------
+
+_LUA_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+_LUA_KEYWORDS = frozenset(
+    {
+        "and", "break", "do", "else", "elseif", "end", "false", "for", "function", "goto",
+        "if", "in", "local", "nil", "not", "or", "repeat", "return", "then", "true",
+        "until", "while",
+    }
+)
+
+
+def lua_string(s: str) -> str:
+    """A Lua string literal; every byte outside printable ASCII is escaped as \\ddd."""
+    out = ['"']
+    for byte in s.encode("utf-8"):
+        ch = chr(byte)
+        if ch in '"\\':
+            out.append("\\" + ch)
+        elif 32 <= byte < 127:
+            out.append(ch)
+        else:
+            out.append(f"\\{byte:03d}")
+    out.append('"')
+    return "".join(out)
+
+
+def _lua_key(k: str) -> str:
+    return k if _LUA_NAME.match(k) and k not in _LUA_KEYWORDS else f"[{lua_string(k)}]"
+
+
+def to_lua(value: object, indent: int = 0) -> str:
+    """Serialise JSON-like data (dict, list, str, int, bool) as a Lua expression.
+
+    ``None`` values in a dict are left out (a missing key is nil in Lua). Short lists of
+    scalars and small scalar-only dicts stay on one line so the file reads like a table.
+    """
+    pad, inner = "  " * indent, "  " * (indent + 1)
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, int):
+        return str(value)
+    if isinstance(value, str):
+        return lua_string(value)
+    if isinstance(value, Mapping):
+        items = [(str(k), v) for k, v in value.items() if v is not None]
+        if not items:
+            return "{}"
+        if all(not isinstance(v, Mapping | list | tuple) for _, v in items) and len(items) <= 4:
+            return "{ " + ", ".join(f"{_lua_key(k)} = {to_lua(v)}" for k, v in items) + " }"
+        body = ",\n".join(f"{inner}{_lua_key(k)} = {to_lua(v, indent + 1)}" for k, v in items)
+        return "{\n" + body + ",\n" + pad + "}"
+    if isinstance(value, list | tuple):
+        if not value:
+            return "{}"
+        if all(not isinstance(v, Mapping | list | tuple) for v in value):
+            return "{ " + ", ".join(to_lua(v) for v in value) + " }"
+        body = ",\n".join(inner + to_lua(v, indent + 1) for v in value)
+        return "{\n" + body + ",\n" + pad + "}"
+    raise TypeError(f"cannot write {type(value).__name__} to Lua")
+
+
+def render_lua(table: Mapping[str, object], sources: Sequence[str]) -> str:
+    header = [
+        "-- defrag_nodes.lua: node types and NVLink block sizes for slurm-defrag's job_submit.lua.",
+        "-- Generated by `slurm-defrag plugins render`; do not edit, re-run it instead.",
+        "-- Sources: " + ", ".join(sources),
+        "-- slurmctld reads it when it (re)loads job_submit.lua, i.e. when that file's mtime",
+        "-- changes (touch it; `plugins render -o` does) or slurmctld restarts.",
+    ]
+    return "\n".join(header) + "\nreturn " + to_lua(dict(table)) + "\n"
+
+
+def _write_atomically(path: Path, text: str) -> None:
+    """Write via a temporary file in the same directory and rename: slurmctld may read
+    the table at any moment and must never see half a file."""
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent or Path("."))
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as fh:
+            fh.write(text)
+        os.chmod(tmp, 0o644)
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+
+
+def _read_topology_map(path: Path) -> dict[str, str]:
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except OSError as exc:
+        raise InputError(f"{path}: cannot read topology map: {exc.strerror}") from None
+    except json.JSONDecodeError as exc:
+        raise InputError(f"{path}: not JSON: {exc}") from None
+    if isinstance(data, dict) and isinstance(data.get("topology_templates"), dict):
+        data = data["topology_templates"]
+    if not isinstance(data, dict) or not all(
+        isinstance(k, str) and isinstance(v, str) for k, v in data.items()
+    ):
+        raise InputError(
+            f"{path}: expected a JSON object host list -> topology template, "
+            'e.g. {"gpu[001-064]": "nvswitch-8"}'
+        )
+    return data
+
+
+@app.command()
+def render(
+    slurm_conf: Annotated[
+        Path, typer.Option("--slurm-conf", help="slurm.conf: nodes, GRES, partitions.")
+    ],
+    gres_conf: Annotated[
+        Path | None,
+        typer.Option(
+            "--gres-conf",
+            help="gres.conf with Links= rows "
+            "(default: the service's SLURM_DEFRAG_SLURM_GRES_CONF).",
+        ),
+    ] = None,
+    topology_map: Annotated[
+        Path | None,
+        typer.Option(
+            "--topology-map",
+            help='JSON host list -> built-in topology, e.g. {"gpu[001-064]": "nvswitch-8"} '
+            "(default: the service's SLURM_DEFRAG_SLURM_TOPOLOGY_TEMPLATES). gres.conf Links= "
+            "win over it.",
+        ),
+    ] = None,
+    out: Annotated[
+        Path | None,
+        typer.Option("--out", "-o", help="Write here (atomically) instead of stdout."),
+    ] = None,
+    pack_feature: Annotated[
+        str,
+        typer.Option(
+            "--pack-feature", help="Node feature the service keeps on partly used GPU nodes."
+        ),
+    ] = DEFAULT_PACK_FEATURE,
+    pack_max_gpus: Annotated[
+        int | None,
+        typer.Option(
+            "--pack-max-gpus",
+            min=1,
+            help="Largest one-node job (GPUs) that gets the packing hint "
+            "(default: half the largest node).",
+        ),
+    ] = None,
+    no_pack: Annotated[
+        bool, typer.Option("--no-pack", help="No packing hint (--prefer) at all.")
+    ] = False,
+    no_enforce: Annotated[
+        bool,
+        typer.Option("--no-enforce", help="Record only: never refuse a request."),
+    ] = False,
+    no_user_protect: Annotated[
+        bool,
+        typer.Option(
+            "--no-user-protect", help="Ignore users' --comment=defrag:protect opt-outs."
+        ),
+    ] = False,
+    no_touch: Annotated[
+        bool,
+        typer.Option(
+            "--no-touch",
+            help="Do not touch job_submit.lua next to --out (touching it makes slurmctld "
+            "reload the script and this table on the next submission).",
+        ),
+    ] = False,
+) -> None:
+    """Write defrag_nodes.lua, the node table job_submit.lua reads."""
+    from slurm_defrag.slurm.assemble import node_topologies
+    from slurm_defrag.slurm.settings import load_settings
+
+    templates = _read_topology_map(topology_map) if topology_map is not None else None
+    settings = load_settings(gres_conf=gres_conf, topology_templates=templates)
+    conf = parse_slurm_conf(slurm_conf)
+    options = RenderOptions(
+        pack_feature=None if no_pack else pack_feature,
+        pack_max_gpus=pack_max_gpus,
+        enforce=not no_enforce,
+        allow_protect=not no_user_protect,
+    )
+    table, warnings = build_table(conf, node_topologies(settings), options)
+    sources = [str(slurm_conf)]
+    if settings.gres_conf is not None:
+        sources.append(str(settings.gres_conf))
+    if topology_map is not None:
+        sources.append(str(topology_map))
+    text = render_lua(table, sources)
+    for w in warnings:
+        typer.echo(f"slurm-defrag: warning: {w}", err=True)
+    if out is None or str(out) == "-":
+        sys.stdout.write(text)
+        return
+    _write_atomically(out, text)
+    parts = table["partitions"]
+    assert isinstance(parts, dict)
+    summary = (
+        f"wrote {out}: {len(parts)} partition(s), "
+        f"packing hint {'on' if 'pack' in table else 'off'}, "
+        f"{'refusing impossible requests' if options.enforce else 'recording only'}"
+    )
+    # slurmctld re-reads job_submit.lua (and so this table) when the script's mtime
+    # changes; 22.05's `scontrol reconfigure` does not reload an unchanged script.
+    script = out.parent / "job_submit.lua"
+    if not no_touch and script.exists():
+        try:
+            os.utime(script)
+            summary += f"; touched {script}: slurmctld reloads it on the next submission"
+        except OSError as exc:
+            summary += f"; could not touch {script} ({exc.strerror}): touch it yourself"
+    else:
+        summary += "; touch job_submit.lua so slurmctld reloads it"
+    typer.echo(summary, err=True)

@@ -1,0 +1,183 @@
+"""slurm-plugins/epilog-slurmctld run directly (no Slurm): it returns 0 at once whatever the
+service does, POSTs the trigger in the background, and decides "GPU job" as documented.
+
+The live test (test_live_epilog.py) runs the same script as a real EpilogSlurmctld.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from .plugins_support import PLUGINS, TriggerListener, free_port, require
+
+EPILOG = PLUGINS / "epilog-slurmctld"
+# Tools the script may use; a PATH made of links to these (minus one) shows the fallbacks.
+TOOLS = ("bash", "setsid", "timeout", "date", "grep", "python3", "curl", "sleep", "env")
+
+
+@pytest.fixture
+def listener() -> Iterator[TriggerListener]:
+    server = TriggerListener()
+    yield server
+    server.close()
+
+
+def run_epilog(tmp: Path, env: dict[str, str], conf: str | None = None) -> float:
+    """Run the epilog like slurmctld does; return how long it took."""
+    require(shutil.which("setsid") is not None, "setsid (util-linux)")
+    base = {
+        "PATH": os.environ.get("PATH", "/usr/bin:/bin"),
+        "SLURM_JOB_ID": "4242",
+        "SLURM_JOB_PARTITION": "batch",
+        "SLURM_JOB_NODELIST": "node[01-02]",
+        "SLURM_JOB_EXIT_CODE": "0",
+        "DEFRAG_EPILOG_CONF": str(tmp / "defrag-epilog.conf"),
+        "DEFRAG_EPILOG_LOG": str(tmp / "epilog.log"),
+    }
+    if conf is not None:
+        (tmp / "defrag-epilog.conf").write_text(conf, encoding="utf-8")
+    start = time.monotonic()
+    proc = subprocess.run([str(EPILOG)], env={**base, **env}, capture_output=True, text=True,
+                          timeout=30, check=False)
+    took = time.monotonic() - start
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout == ""
+    return took
+
+
+def wait_log(tmp: Path, needle: str, timeout_s: float = 5) -> str:
+    log = tmp / "epilog.log"
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        text = log.read_text(encoding="utf-8") if log.exists() else ""
+        if needle in text:
+            return text
+        time.sleep(0.02)
+    raise AssertionError(f"{needle!r} not logged within {timeout_s} s: {text!r}")
+
+
+def tool_path(tmp: Path, without: str = "", extra: dict[str, str] | None = None) -> str:
+    """A PATH with the usual tools except ``without``, plus small fake scripts."""
+    bindir = tmp / "bin"
+    bindir.mkdir(exist_ok=True)
+    for tool in TOOLS:
+        # python3 may be a pyenv shim that needs the full PATH: link the real interpreter
+        real = os.path.realpath(sys.executable) if tool == "python3" else shutil.which(tool)
+        if tool != without and real is not None:
+            (bindir / tool).symlink_to(real)
+    for name, body in (extra or {}).items():
+        (bindir / name).write_text("#!/bin/bash\n" + body, encoding="utf-8")
+        (bindir / name).chmod(0o755)
+    return str(bindir)
+
+
+def test_posts_the_trigger_in_the_background(tmp_path: Path, listener: TriggerListener) -> None:
+    require(shutil.which("curl") is not None, "curl")
+    url = f"http://127.0.0.1:{listener.port}/trigger"
+    took = run_epilog(tmp_path, {"DEFRAG_GPU_CHECK": "always"},
+                      conf=f"DEFRAG_TRIGGER_URL={url}\n")
+    assert took < 0.5
+    hit = listener.wait_for('"job_id":"4242"', timeout_s=2)
+    assert hit is not None, "no trigger within 2 s"
+    assert hit.path == "/trigger"
+    assert json.loads(hit.body) == {
+        "event": "job_end", "job_id": "4242", "partition": "batch", "nodes": "node[01-02]",
+        "exit_code": "0", "source": "epilog-slurmctld",
+    }
+    wait_log(tmp_path, "triggered " + url)
+
+
+def test_service_down_costs_nothing(tmp_path: Path) -> None:
+    url = f"http://127.0.0.1:{free_port()}/trigger"
+    took = run_epilog(tmp_path, {"DEFRAG_GPU_CHECK": "always", "DEFRAG_TRIGGER_URL": url})
+    assert took < 0.5
+    wait_log(tmp_path, "trigger failed")
+
+
+def test_hanging_service_is_cut_off_after_the_timeout(tmp_path: Path) -> None:
+    require(shutil.which("curl") is not None, "curl")
+    hang = TriggerListener(hang=True)
+    try:
+        url = f"http://127.0.0.1:{hang.port}/trigger"
+        start = time.monotonic()
+        took = run_epilog(tmp_path, {"DEFRAG_GPU_CHECK": "always", "DEFRAG_TRIGGER_URL": url})
+        assert took < 0.5, "the epilog itself must not wait for the service"
+        text = wait_log(tmp_path, "trigger failed", timeout_s=4)
+        assert "curl exit 28" in text  # curl's "operation timed out"
+        assert time.monotonic() - start < 2.5
+    finally:
+        hang.close()
+
+
+def test_python_fallback_without_curl(tmp_path: Path, listener: TriggerListener) -> None:
+    url = f"http://127.0.0.1:{listener.port}/trigger"
+    path = tool_path(tmp_path, without="curl")
+    run_epilog(tmp_path, {"PATH": path, "DEFRAG_GPU_CHECK": "always", "DEFRAG_TRIGGER_URL": url})
+    assert listener.wait_for('"job_id":"4242"', timeout_s=3) is not None
+
+
+def test_gpu_check_asks_scontrol(tmp_path: Path, listener: TriggerListener) -> None:
+    url = f"http://127.0.0.1:{listener.port}/trigger"
+    gpu = tool_path(tmp_path, extra={
+        "scontrol": 'echo "JobId=$4 JobName=x TresPerNode=gres:gpu:2 AdminComment=a b"'})
+    run_epilog(tmp_path, {"PATH": gpu, "DEFRAG_TRIGGER_URL": url, "SLURM_JOB_ID": "7"})
+    assert listener.wait_for('"job_id":"7"', timeout_s=3) is not None
+
+
+def test_cpu_jobs_do_not_trigger(tmp_path: Path, listener: TriggerListener) -> None:
+    url = f"http://127.0.0.1:{listener.port}/trigger"
+    cpu = tool_path(tmp_path, extra={
+        "scontrol": 'echo "JobId=$4 JobName=x TresPerNode=gres:nic:1 Comment=gpu-free"'})
+    run_epilog(tmp_path, {"PATH": cpu, "DEFRAG_TRIGGER_URL": url, "SLURM_JOB_ID": "8"})
+    wait_log(tmp_path, "no GPUs, no trigger")
+    assert listener.wait_for('"job_id":"8"', timeout_s=0.5) is None
+
+
+def test_unknown_job_kind_triggers_anyway(tmp_path: Path, listener: TriggerListener) -> None:
+    """scontrol failing is no reason to miss freed GPUs: a spare cycle is cheap."""
+    url = f"http://127.0.0.1:{listener.port}/trigger"
+    broken = tool_path(tmp_path, extra={"scontrol": "exit 1"})
+    run_epilog(tmp_path, {"PATH": broken, "DEFRAG_TRIGGER_URL": url, "SLURM_JOB_ID": "9"})
+    assert listener.wait_for('"job_id":"9"', timeout_s=3) is not None
+
+
+def test_config_file_is_data_not_code(tmp_path: Path, listener: TriggerListener) -> None:
+    marker = tmp_path / "pwned"
+    url = f"http://127.0.0.1:{listener.port}/trigger"
+    conf = (
+        "# comments and unknown keys are ignored\n"
+        f"touch {marker}\n"
+        f"EVIL=$(touch {marker})\n"
+        f'DEFRAG_TRIGGER_URL = "{url}"  # spaces and quotes are fine\n'
+        "DEFRAG_GPU_CHECK=always\n"
+    )
+    run_epilog(tmp_path, {}, conf=conf)
+    assert listener.wait_for('"job_id":"4242"', timeout_s=3) is not None
+    assert not marker.exists()
+
+
+def test_environment_wins_and_empty_url_disables(tmp_path: Path,
+                                                 listener: TriggerListener) -> None:
+    url = f"http://127.0.0.1:{listener.port}/trigger"
+    conf = f"DEFRAG_TRIGGER_URL={url}\nDEFRAG_GPU_CHECK=always\n"
+    run_epilog(tmp_path, {"DEFRAG_TRIGGER_URL": ""}, conf=conf)
+    run_epilog(tmp_path, {"SLURM_JOB_ID": ""}, conf=conf)
+    assert listener.wait_for("job_id", timeout_s=1) is None
+
+
+def test_odd_values_are_escaped_in_the_body(tmp_path: Path, listener: TriggerListener) -> None:
+    url = f"http://127.0.0.1:{listener.port}/trigger"
+    run_epilog(tmp_path, {"DEFRAG_GPU_CHECK": "always", "DEFRAG_TRIGGER_URL": url,
+                          "SLURM_JOB_PARTITION": 'we"ird\\part\tx'})
+    hit = listener.wait_for('"job_id":"4242"', timeout_s=3)
+    assert hit is not None
+    assert json.loads(hit.body)["partition"] == 'we"ird\\part x'

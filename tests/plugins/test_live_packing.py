@@ -1,0 +1,129 @@
+"""Live: the packing hint moves a small GPU job onto an already used node.
+
+The same situation twice: one node P runs a 1-GPU job and carries the feature the service
+keeps on partly used nodes (``defrag_partial``; set here by hand, the service is not part
+of this test), every other node is empty. A new 1-GPU job is submitted
+
+* without the plugin (JobSubmitPlugins removed, ``scontrol reconfigure``): Slurm opens an
+  empty node;
+* with the plugin: it lands on P, while that empty node is still free.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterator
+
+import pytest
+
+from .plugins_support import ETC, Cluster, Installed
+
+pytestmark = pytest.mark.slurm
+
+FEATURE = "defrag_partial"
+
+
+def node_of(c: Cluster, job: str, timeout_s: float = 60) -> str:
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        state = c.job_field(job, "JobState")
+        if state == "RUNNING":
+            return c.job_field(job, "NodeList")
+        assert state == "PENDING", f"job {job} is {state}"
+        time.sleep(0.3)
+    raise AssertionError(f"job {job} did not start within {timeout_s} s")
+
+
+def idle_nodes(c: Cluster) -> list[str]:
+    out = c.sh("sinfo -h -N -p batch -t idle -o '%N' | sort -u")
+    return [n for n in out.split() if n]
+
+
+def features(c: Cluster, node: str) -> tuple[str, str]:
+    out = c.sh(f"scontrol -o show node {node}")
+    avail = out.split("AvailableFeatures=")[1].split()[0]
+    active = out.split("ActiveFeatures=")[1].split()[0]
+    return avail, active
+
+
+def set_feature(c: Cluster, node: str, on: bool, base: str) -> None:
+    """What the service does on partly used nodes (keeping the node's own features)."""
+    own = [f for f in base.split(",") if f and f != "(null)"]
+    value = ",".join([*own, FEATURE] if on else own)
+    c.run("scontrol", "update", f"NodeName={node}", f"AvailableFeatures={value}",
+          f"ActiveFeatures={value}")
+
+
+def toggle_plugin(c: Cluster, on: bool) -> None:
+    if on:
+        c.sh(f"sed -i 's/^#defrag-test#JobSubmitPlugins=/JobSubmitPlugins=/' {ETC}/slurm.conf")
+    else:
+        c.sh(f"sed -i 's/^JobSubmitPlugins=/#defrag-test#JobSubmitPlugins=/' {ETC}/slurm.conf")
+    c.reconfigure()
+    assert ("lua" in c.config().get("JobSubmitPlugins", "")) == on
+
+
+@pytest.fixture
+def partial_node(installed: Installed) -> Iterator[str]:
+    c = installed.cluster
+    if not installed.changed_conf:
+        pytest.skip("the cluster's own configuration runs the plugin; cannot switch it off")
+    idle = idle_nodes(c)
+    assert len(idle) >= 2, f"need two idle GPU nodes in batch, have {idle}"
+    # The last idle node: Slurm fills nodes in order, so without a hint it would not
+    # pick this one for a new small job.
+    node = idle[-1]
+    base = features(c, node)[0]
+    yield node
+    c.cleanup_jobs()
+    set_feature(c, node, False, base)
+    toggle_plugin(c, True)
+
+
+def occupy(c: Cluster, node: str) -> None:
+    rc, job, err = c.sbatch("-w", node, "--gres=gpu:1", "--comment=defrag:anygpu")
+    assert rc == 0, err
+    assert node_of(c, job) == node
+
+
+def test_small_job_fills_the_used_node_only_with_the_plugin(
+    installed: Installed, partial_node: str
+) -> None:
+    c = installed.cluster
+    base = features(c, partial_node)[0]
+
+    # -- without the plugin -------------------------------------------------------------
+    toggle_plugin(c, False)
+    occupy(c, partial_node)
+    set_feature(c, partial_node, True, base)  # after reconfigure, which drops it
+    rc, job, err = c.sbatch("--gres=gpu:1")
+    assert rc == 0, err
+    without = node_of(c, job)
+    assert "defrag:" not in c.job_field(job, "AdminComment")  # the plugin is really off
+    assert without != partial_node, "Slurm picked the used node even without the hint"
+    c.cleanup_jobs()
+    set_feature(c, partial_node, False, base)
+
+    # -- with the plugin ----------------------------------------------------------------
+    toggle_plugin(c, True)
+    occupy(c, partial_node)
+    set_feature(c, partial_node, True, base)
+    rc, job, err = c.sbatch("--gres=gpu:1")
+    assert rc == 0, err
+    assert node_of(c, job) == partial_node
+    # ...although the node Slurm chose before is still empty
+    assert without in idle_nodes(c)
+
+
+def test_hint_is_soft_when_no_node_has_the_feature(installed: Installed) -> None:
+    """No partly used node anywhere: the hinted job still starts at once."""
+    c = installed.cluster
+    out = c.sh(f"sinfo -h -N -o '%N %b' | grep -w {FEATURE} || true")
+    assert out.strip() == "", f"feature left on: {out}"
+    # held first: once running, Slurm no longer shows the preference as Prefer=
+    rc, job, err = c.sbatch("-H", "--gres=gpu:1")
+    assert rc == 0, err
+    assert c.job_field(job, "Prefer") == FEATURE
+    c.run("scontrol", "release", job)
+    assert node_of(c, job, timeout_s=30)
+    c.cleanup_jobs()
