@@ -27,6 +27,17 @@ run_pytest() {
     return "$rc"
 }
 
+step "system packages"
+# Lua + busted run the job_submit.lua unit tests outside Slurm; curl is used by the epilog.
+need=()
+for pkg in lua5.1 lua5.4 lua-busted curl; do
+    dpkg -s "$pkg" >/dev/null 2>&1 || need+=("$pkg")
+done
+if [ "${#need[@]}" -gt 0 ]; then
+    apt-get update -q
+    DEBIAN_FRONTEND=noninteractive apt-get install -y -q "${need[@]}"
+fi
+
 step "python environment"
 if [ ! -x .venv/bin/python ]; then
     python3 -m venv .venv
