@@ -14,7 +14,7 @@ from rich.console import Console
 from rich.text import Text
 
 from slurm_defrag import __version__
-from slurm_defrag.commands import frag, plan, plugins, snapshot
+from slurm_defrag.commands import frag, plan, plugins, simulate, snapshot
 from slurm_defrag.errors import DefragError
 
 app = typer.Typer(
@@ -26,6 +26,7 @@ app = typer.Typer(
 )
 
 app.command()(frag.frag)
+app.command()(simulate.simulate)
 app.command()(snapshot.snapshot)
 app.command()(plan.plan)
 app.add_typer(plugins.app, name="plugins")

@@ -1,0 +1,139 @@
+"""``slurm-defrag simulate``: replay a public trace against placement policies."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+from typing import Annotated
+
+import typer
+from rich.console import Console
+
+from slurm_defrag.commands.common import JsonOpt
+from slurm_defrag.errors import InputError
+
+
+def _csv(text: str) -> list[str]:
+    return [p.strip() for p in text.split(",") if p.strip()]
+
+
+def simulate(
+    protocol: Annotated[
+        str,
+        typer.Option(
+            "--protocol",
+            "-p",
+            help="a: arrivals only to --ratio (FGD paper); b: timed, with departures.",
+        ),
+    ] = "a",
+    trace: Annotated[
+        str, typer.Option("--trace", help="openb pod-list variant (default, gpushare40, ...).")
+    ] = "default",
+    policies: Annotated[
+        str,
+        typer.Option(
+            "--policies", help="Comma list: random, first-fit, best-fit, dot-product, fgd, packing."
+        ),
+    ] = "random,first-fit,best-fit,dot-product,fgd,packing",
+    seeds: Annotated[int, typer.Option("--seeds", min=1, help="Number of seeds.")] = 10,
+    first_seed: Annotated[
+        int, typer.Option("--first-seed", help="First seed (the artifact uses 42).")
+    ] = 42,
+    ratio: Annotated[
+        float, typer.Option("--ratio", min=0.1, help="A: arrived GPU demand / capacity.")
+    ] = 1.3,
+    order: Annotated[
+        str, typer.Option("--order", help="A: shuffle (the artifact) or trace order.")
+    ] = "shuffle",
+    loads: Annotated[
+        str, typer.Option("--loads", help="B: offered loads, x GPU capacity.")
+    ] = "0.9,1.2,1.5",
+    scale: Annotated[
+        float, typer.Option("--scale", min=0.01, max=1.0, help="B: share of nodes kept.")
+    ] = 0.125,
+    horizon_h: Annotated[
+        float, typer.Option("--horizon-h", min=0.1, help="B: hours of arrivals.")
+    ] = 18.0,
+    warmup_h: Annotated[
+        float, typer.Option("--warmup-h", min=0.0, help="B: hours not measured.")
+    ] = 6.0,
+    max_runtime_h: Annotated[
+        float, typer.Option("--max-runtime-h", min=0.01, help="B: run time cap.")
+    ] = 6.0,
+    overlay: Annotated[
+        str, typer.Option("--overlay", help="NVLink overlay: none or nvlink.")
+    ] = "none",
+    nvlink_jobs: Annotated[
+        bool, typer.Option("--nvlink-jobs/--any-gpus", help="Multi-GPU jobs need one NVLink block.")
+    ] = False,
+    defrag: Annotated[
+        str, typer.Option("--defrag", help="Comma list of defrag steps: none, planner.")
+    ] = "none",
+    out: Annotated[
+        Path | None, typer.Option("--out", help="Folder for results JSON and PNG plots.")
+    ] = None,
+    json_out: JsonOpt = False,
+) -> None:
+    """Replay Alibaba openb against Slurm-like placement policies (see docs/benchmarks.md)."""
+    from slurm_defrag.sim import report, suite
+
+    if protocol not in ("a", "b"):
+        raise InputError(f"--protocol {protocol!r}: choose a or b")
+    if order not in ("shuffle", "trace"):
+        raise InputError(f"--order {order!r}: choose shuffle or trace")
+    from slurm_defrag.sim.policies.registry import POLICIES
+
+    chosen = _csv(policies)
+    unknown = [p for p in chosen if p not in POLICIES]
+    if unknown:
+        raise InputError(
+            f"--policies: unknown {', '.join(unknown)}; choose from {', '.join(POLICIES)}"
+        )
+    try:
+        load_list = [float(x) for x in _csv(loads)]
+    except ValueError:
+        raise InputError(f"--loads {loads!r}: not a comma list of numbers") from None
+    s = suite.Suite(
+        trace=trace,
+        overlay=overlay,
+        nvlink_jobs=nvlink_jobs,
+        policies=tuple(chosen),
+        seeds=tuple(range(first_seed, first_seed + seeds)),
+        defrag=tuple(_csv(defrag)),
+        ratio=ratio,
+        shuffle=order == "shuffle",
+        loads=tuple(load_list),
+        scale=scale,
+        horizon_h=horizon_h,
+        warmup_h=warmup_h,
+        max_runtime_h=max_runtime_h,
+    )
+    console = Console()
+    title = f"openb {trace}, overlay {overlay}" + (", NVLink jobs" if nvlink_jobs else "")
+    if protocol == "a":
+        runs_a = suite.protocol_a(s)
+        text = report.to_json("A", s.settings(), runs_a)
+        if out is not None:
+            report.plot_a(runs_a, out / "protocol_a.png", f"Protocol A: {title}")
+        if not json_out:
+            as_paper = (trace, overlay, order, ratio, nvlink_jobs) == (
+                "default",
+                "none",
+                "shuffle",
+                1.3,
+                False,
+            )
+            table = report.table_a(runs_a, f"Protocol A — {title}, {ratio:.0%} arrived", as_paper)
+            console.print(table)
+    else:
+        runs_b = suite.protocol_b(s)
+        text = report.to_json("B", s.settings(), runs_b)
+        if out is not None:
+            report.plot_b(runs_b, out / "protocol_b.png", f"Protocol B: {title}")
+        if not json_out:
+            console.print(report.table_b(runs_b, f"Protocol B — {title}, {scale:.3g} of the nodes"))
+    if out is not None:
+        out.mkdir(parents=True, exist_ok=True)
+        (out / f"protocol_{protocol}.json").write_text(text + "\n")
+    if json_out:
+        sys.stdout.write(text + "\n")

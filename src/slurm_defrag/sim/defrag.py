@@ -1,0 +1,70 @@
+"""The seam where the defrag planner plugs into the simulator.
+
+Each scheduling cycle (Protocol B) or after a job fails to place (Protocol A) the engine
+hands a :class:`DefragView` to a :class:`DefragStep` and applies the :class:`DefragPlan` it
+returns: victims are requeued (their progress is lost, as for ``scontrol requeue`` of a
+job without checkpoints), then the plan's target placements are tried, then the normal
+scheduler runs. The engine, not the step, enforces the requeue limit, the way the
+service's actuator does; a step that asks for more gets its list cut to the limit.
+
+:class:`NoDefrag` is the step used until the planner lands (``slurm_defrag.solver``);
+:mod:`slurm_defrag.sim.planner_step` adapts the real planner to this Protocol.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Protocol
+
+from slurm_defrag.sim.cluster import ClusterState
+from slurm_defrag.sim.model import JobSpec, Placement
+
+REQUEUE_SHARE = 0.01
+"""Default cap: requeue at most 1 % of running jobs per step (at least one)."""
+
+
+@dataclass(frozen=True)
+class RunningJob:
+    job: JobSpec
+    where: Placement
+    start: float
+
+
+@dataclass(frozen=True)
+class DefragView:
+    """What a step may look at. ``state`` must not be changed by the step."""
+
+    now: float
+    state: ClusterState
+    running: Mapping[int, RunningJob]
+    pending: Sequence[tuple[int, JobSpec]]
+    max_requeues: int
+
+
+@dataclass(frozen=True)
+class DefragPlan:
+    """Jobs to requeue (by id), then where jobs (requeued or pending) should start."""
+
+    requeue: tuple[int, ...] = ()
+    place: Mapping[int, Placement] = field(default_factory=dict)
+
+
+class DefragStep(Protocol):
+    name: str
+
+    def plan(self, view: DefragView) -> DefragPlan: ...
+
+
+class NoDefrag:
+    """Does nothing: the packing-only and baseline runs."""
+
+    name = "none"
+
+    def plan(self, view: DefragView) -> DefragPlan:
+        del view
+        return DefragPlan()
+
+
+def requeue_limit(running: int, share: float = REQUEUE_SHARE) -> int:
+    return max(1, int(running * share)) if running else 0

@@ -1,0 +1,261 @@
+"""Event-driven Slurm-like scheduler: priority + FIFO, EASY backfill, departures, defrag.
+
+Events are job arrivals, job ends, backfill cycles (every ``bf_interval`` s while jobs
+wait) and defrag cycles (every ``defrag_interval`` s). Scheduling mimics slurmctld:
+
+* the main pass walks pending jobs by (priority desc, submit time, id) and starts each one
+  the placement policy can place; it stops at the first job that cannot start, which then
+  blocks lower-priority jobs (one partition);
+* the backfill pass reserves a node and a start time for that blocked job
+  (:mod:`slurm_defrag.sim.backfill`) and starts later jobs, up to ``bf_max_job_test`` of
+  them, that fit now and either end before the reservation or avoid the reserved node;
+* a defrag step may requeue running jobs (at most ``requeue_share`` of them per cycle); a
+  requeued job loses its progress (GPU-hours lost) and waits again with its old priority.
+
+Ties in event time are processed ends first, then arrivals, then cycles, then in
+insertion order, so runs are reproducible.
+"""
+
+from __future__ import annotations
+
+import heapq
+from bisect import insort
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from slurm_defrag.sim.backfill import reserve
+from slurm_defrag.sim.cluster import ClusterState
+from slurm_defrag.sim.defrag import DefragStep, DefragView, NoDefrag, RunningJob, requeue_limit
+from slurm_defrag.sim.model import JobSpec, Placement
+from slurm_defrag.sim.policies.base import PlacementPolicy
+from slurm_defrag.sim.timed_workload import gpu_hours
+
+_END, _ARRIVAL, _BACKFILL, _DEFRAG = 0, 1, 2, 3
+
+
+@dataclass(frozen=True)
+class EngineConfig:
+    bf_interval: float = 30.0
+    """Seconds between backfill passes (Slurm's ``bf_interval`` default)."""
+    bf_max_job_test: int = 100
+    """Pending jobs a backfill pass looks at (Slurm's default is 500; fewer is faster)."""
+    defrag_interval: float = 60.0
+    """Seconds between defrag cycles when a defrag step is set."""
+    requeue_share: float = 0.01
+    """Requeue at most this share of running jobs per defrag cycle."""
+    time_limit: float = float("inf")
+    """Stop the simulation at this time even if jobs remain."""
+
+
+@dataclass
+class JobRecord:
+    first_start: float | None = None
+    end: float | None = None
+    requeues: int = 0
+    lost_gpu_h: float = 0.0
+
+
+@dataclass
+class EngineStats:
+    records: list[JobRecord]
+    alloc_integral: float = 0.0
+    """Allocated milli-GPU x seconds within the measurement window."""
+    requeues: int = 0
+    lost_gpu_h: float = 0.0
+    served_gpu_h: float = 0.0
+    end_time: float = 0.0
+    window: tuple[float, float] = (0.0, 0.0)
+    backfilled: int = 0
+    extra: dict[str, float] = field(default_factory=dict)
+
+
+class Engine:
+    def __init__(
+        self,
+        state: ClusterState,
+        jobs: Sequence[JobSpec],
+        policy: PlacementPolicy,
+        rng: np.random.Generator,
+        defrag: DefragStep | None = None,
+        config: EngineConfig | None = None,
+        window: tuple[float, float] = (0.0, float("inf")),
+    ) -> None:
+        self.state = state
+        self.jobs = list(jobs)
+        self.policy = policy
+        self.rng = rng
+        self.step = defrag or NoDefrag()
+        self.cfg = config or EngineConfig()
+        self.pending: list[tuple[int, float, int]] = []  # (-priority, submit, id), sorted
+        self.running: dict[int, RunningJob] = {}
+        self.on_node: dict[int, set[int]] = {}
+        self.token: dict[int, int] = {}
+        self.events: list[tuple[float, int, int, int, int]] = []
+        self._seq = 0
+        self.now = 0.0
+        self._released = True  # resources freed since the head was last found blocked
+        self._bf_dirty = True
+        self._bf_scheduled = False
+        self.stats = EngineStats(records=[JobRecord() for _ in self.jobs], window=window)
+        self._last_t = 0.0
+
+    # -- event plumbing -----------------------------------------------------------------
+
+    def _push(self, t: float, kind: int, jid: int = -1, token: int = 0) -> None:
+        self._seq += 1
+        heapq.heappush(self.events, (t, kind, self._seq, jid, token))
+
+    def _advance(self, t: float) -> None:
+        lo, hi = self.stats.window
+        a, b = max(self._last_t, lo), min(t, hi)
+        if b > a:
+            self.stats.alloc_integral += self.state.allocated_gpu_milli() * (b - a)
+        self._last_t = t
+        self.now = t
+
+    def run(self) -> EngineStats:
+        for i, j in enumerate(self.jobs):
+            self._push(j.submit, _ARRIVAL, i)
+        if not isinstance(self.step, NoDefrag):
+            self._push(self.cfg.defrag_interval, _DEFRAG)
+        while self.events:
+            t, kind, _, jid, token = heapq.heappop(self.events)
+            if t > self.cfg.time_limit:
+                break
+            self._advance(t)
+            if kind == _END:
+                if self.token.get(jid) == token and jid in self.running:
+                    self._finish(jid)
+                    self._schedule()
+            elif kind == _ARRIVAL:
+                self._enqueue(jid)
+                if self.pending[0][2] == jid:
+                    self._released = True
+                self._schedule()
+            elif kind == _BACKFILL:
+                self._bf_scheduled = False
+                self._backfill()
+            elif kind == _DEFRAG:
+                self._defrag()
+                if self.pending or any(e[1] == _ARRIVAL for e in self.events):
+                    self._push(t + self.cfg.defrag_interval, _DEFRAG)
+            if self.pending and not self._bf_scheduled:
+                self._bf_scheduled = True
+                self._push(t + self.cfg.bf_interval, _BACKFILL)
+        self.stats.end_time = self.now
+        return self.stats
+
+    # -- job life -----------------------------------------------------------------------
+
+    def _enqueue(self, jid: int) -> None:
+        j = self.jobs[jid]
+        insort(self.pending, (-j.priority, j.submit, jid))
+        self._bf_dirty = True
+
+    def _start(self, jid: int, where: Placement) -> None:
+        job = self.jobs[jid]
+        self.state.allocate(job, where)
+        self.running[jid] = RunningJob(job, where, self.now)
+        self.on_node.setdefault(where.node, set()).add(jid)
+        self.token[jid] = self.token.get(jid, 0) + 1
+        rec = self.stats.records[jid]
+        if rec.first_start is None:
+            rec.first_start = self.now
+        self._push(self.now + job.duration, _END, jid, self.token[jid])
+
+    def _stop(self, jid: int) -> RunningJob:
+        r = self.running.pop(jid)
+        self.state.release(r.job, r.where)
+        self.on_node[r.where.node].discard(jid)
+        self._released = self._bf_dirty = True
+        return r
+
+    def _finish(self, jid: int) -> None:
+        r = self._stop(jid)
+        self.stats.records[jid].end = self.now
+        self.stats.served_gpu_h += gpu_hours(r.job, r.job.duration)
+
+    def _requeue(self, jid: int) -> None:
+        r = self._stop(jid)
+        lost = gpu_hours(r.job, self.now - r.start)
+        rec = self.stats.records[jid]
+        rec.requeues += 1
+        rec.lost_gpu_h += lost
+        self.stats.requeues += 1
+        self.stats.lost_gpu_h += lost
+        self._enqueue(jid)
+
+    # -- scheduling ---------------------------------------------------------------------
+
+    def _try(self, jid: int, exclude: int | None = None) -> bool:
+        job = self.jobs[jid]
+        feasible = self.state.feasible(job)
+        if exclude is not None:
+            feasible[exclude] = False
+        where = self.policy.choose(self.state, job, feasible, self.rng)
+        if where is None:
+            return False
+        self.pending.remove((-job.priority, job.submit, jid))
+        self._start(jid, where)
+        return True
+
+    def _schedule(self) -> None:
+        """Main pass: start jobs in priority order until one cannot start."""
+        if not self._released:
+            return
+        while self.pending:
+            if not self._try(self.pending[0][2]):
+                self._released = False
+                return
+
+    def _backfill(self) -> None:
+        if not self.pending or not self._bf_dirty:
+            return
+        self._bf_dirty = False
+        self._released = True
+        self._schedule()
+        if len(self.pending) < 2:
+            return
+        head = self.jobs[self.pending[0][2]]
+        res = reserve(self.state, head, self.on_node, self.running, self.now)
+        failed: set[tuple[object, bool]] = set()
+        tested = 0
+        for _, _, jid in list(self.pending[1:]):
+            if tested >= self.cfg.bf_max_job_test:
+                break
+            job = self.jobs[jid]
+            late = res is not None and self.now + job.duration > res.start
+            key = (job.shape, late)
+            if key in failed:
+                continue
+            tested += 1
+            if self._try(jid, exclude=res.node if (res is not None and late) else None):
+                self.stats.backfilled += 1
+            else:
+                failed.add(key)
+
+    def _defrag(self) -> None:
+        if not self.running or not self.pending:
+            return
+        view = DefragView(
+            now=self.now,
+            state=self.state,
+            running=dict(self.running),
+            pending=[(jid, self.jobs[jid]) for _, _, jid in self.pending],
+            max_requeues=requeue_limit(len(self.running), self.cfg.requeue_share),
+        )
+        plan = self.step.plan(view)
+        for jid in [v for v in plan.requeue if v in self.running][: view.max_requeues]:
+            self._requeue(jid)
+        for jid, where in plan.place.items():
+            job = self.jobs[jid]
+            key = (-job.priority, job.submit, jid)
+            # A placement that no longer fits (CPU, memory, GPUs taken) is left to the
+            # scheduler: the plan was made on a snapshot without CPU and memory.
+            if jid not in self.running and key in self.pending and self.state.can_place(job, where):
+                self.pending.remove(key)
+                self._start(jid, where)
+        self._released = True
+        self._schedule()

@@ -1,0 +1,89 @@
+"""Nodes and jobs as the simulator sees them: immutable specs, no state.
+
+Units follow the Alibaba openb trace and the FGD artifact: CPU in milli-cores, memory in
+MiB, GPU capacity in milli-GPUs per GPU (1000 = a whole GPU). A job asks for ``num_gpu``
+GPUs with ``gpu_milli`` each on one node; ``gpu_milli < 1000`` only with ``num_gpu == 1``
+(a shared GPU, Slurm's ``shard`` GRES).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+MILLI = 1000
+"""Capacity of one GPU in milli-GPUs."""
+
+
+@dataclass(frozen=True, slots=True)
+class NodeSpec:
+    """One node. ``weight`` and list order mimic Slurm's node ``Weight`` and node order."""
+
+    name: str
+    cpu_milli: int
+    memory_mib: int
+    gpus: int
+    model: str
+    topology: str | None = None
+    """Name of a built-in :mod:`slurm_defrag.domain.topology` template (None: PCIe only)."""
+    weight: int = 1
+
+    def __post_init__(self) -> None:
+        if self.cpu_milli < 0 or self.memory_mib < 0 or not 0 <= self.gpus <= 16:
+            raise ValueError(f"node {self.name}: negative capacity or more than 16 GPUs")
+
+
+@dataclass(frozen=True, slots=True)
+class JobSpec:
+    """One job (an openb pod). ``gpu_models`` None means any GPU model."""
+
+    name: str
+    cpu_milli: int
+    memory_mib: int
+    num_gpu: int = 0
+    gpu_milli: int = 0
+    gpu_models: frozenset[str] | None = None
+    submit: float = 0.0
+    """Submit time in seconds (Protocol B)."""
+    duration: float = 0.0
+    """Run time in seconds once started (Protocol B)."""
+    priority: int = 0
+    nvlink: bool = False
+    """The job's GPUs must form one free NVLink block (``num_gpu >= 2``)."""
+
+    def __post_init__(self) -> None:
+        if self.num_gpu < 0 or not 0 <= self.gpu_milli <= MILLI:
+            raise ValueError(f"job {self.name}: GPU request out of range")
+        if (self.num_gpu == 0) != (self.gpu_milli == 0):
+            raise ValueError(f"job {self.name}: num_gpu and gpu_milli must both be zero or not")
+        if self.num_gpu > 1 and self.gpu_milli != MILLI:
+            raise ValueError(f"job {self.name}: a multi-GPU job must take whole GPUs")
+
+    @property
+    def total_milli(self) -> int:
+        """GPU demand in milli-GPUs."""
+        return self.num_gpu * self.gpu_milli
+
+    @property
+    def shared(self) -> bool:
+        """Asks for part of one GPU."""
+        return self.num_gpu == 1 and self.gpu_milli < MILLI
+
+    @property
+    def shape(self) -> tuple[int, int, int, int, frozenset[str] | None, bool]:
+        """Everything placement depends on: jobs of one shape are interchangeable."""
+        return (
+            self.cpu_milli,
+            self.memory_mib,
+            self.num_gpu,
+            self.gpu_milli,
+            self.gpu_models,
+            self.nvlink,
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class Placement:
+    """Where a job runs: a node index and the GPU indices it takes there."""
+
+    node: int
+    gpus: tuple[int, ...]

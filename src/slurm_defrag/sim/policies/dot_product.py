@@ -1,0 +1,42 @@
+"""Dot product, as in the FGD artifact (``dot_product_score.go``, ``merge`` + ``max`` norm).
+
+Free and requested (CPU, total GPU) vectors are divided by the artifact's max spec; the
+score is int(100 * (1 - <free, request> / 2)): the node whose free resources align least
+with the request wins (the tightest packing), ties to the run's node ranking. Shared jobs
+take the GPU with the least room that fits (the artifact's ``best`` GPU rule with ``merge``).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from slurm_defrag.sim import gpus
+from slurm_defrag.sim.cluster import BoolArray, ClusterState
+from slurm_defrag.sim.model import JobSpec, Placement
+from slurm_defrag.sim.policies.base import (
+    MAX_SPEC_CPU,
+    MAX_SPEC_GPU,
+    PolicyContext,
+    argmax_ranked,
+    free_vectors,
+)
+
+
+class DotProduct:
+    name = "dot-product"
+
+    def __init__(self, ctx: PolicyContext) -> None:
+        self._rank = ctx.tie_rank
+
+    def choose(
+        self, state: ClusterState, job: JobSpec, feasible: BoolArray, rng: np.random.Generator
+    ) -> Placement | None:
+        cpu, gpu = free_vectors(state)
+        dot = (cpu / MAX_SPEC_CPU) * (job.cpu_milli / MAX_SPEC_CPU) + (gpu / MAX_SPEC_GPU) * (
+            job.total_milli / MAX_SPEC_GPU
+        )
+        score = np.trunc(100.0 * (1.0 - dot / 2.0))
+        node = argmax_ranked(score, feasible, self._rank)
+        if node is None:
+            return None
+        return Placement(node, gpus.tightest(state, node, job))

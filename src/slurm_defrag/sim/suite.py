@@ -1,0 +1,90 @@
+"""Whole experiments: load the trace, apply the overlay, run a grid, as the CLI and bench do."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import asdict, dataclass, field, replace
+from functools import partial
+
+from rich.console import Console
+
+from slurm_defrag.sim.defrag import DefragStep
+from slurm_defrag.sim.engine import EngineConfig
+from slurm_defrag.sim.experiment import run_grid
+from slurm_defrag.sim.model import JobSpec, NodeSpec
+from slurm_defrag.sim.planner_step import make_step
+from slurm_defrag.sim.protocol_a import ResultA, run_a
+from slurm_defrag.sim.protocol_b import ResultB, SettingsB, run_b
+from slurm_defrag.sim.timed_workload import scale_cluster
+from slurm_defrag.traces import openb
+from slurm_defrag.traces.overlay import apply_overlay, require_nvlink
+
+DEFAULT_POLICIES = ("random", "first-fit", "best-fit", "dot-product", "fgd", "packing")
+
+
+@dataclass(frozen=True)
+class Suite:
+    trace: str = "default"
+    node_list: str = "gpu"
+    overlay: str = "none"
+    nvlink_jobs: bool = False
+    policies: Sequence[str] = DEFAULT_POLICIES
+    seeds: Sequence[int] = tuple(range(42, 52))
+    defrag: Sequence[str] = ("none",)
+    # Protocol A
+    ratio: float = 1.3
+    shuffle: bool = True
+    # Protocol B
+    loads: Sequence[float] = (0.9, 1.2, 1.5)
+    scale: float = 0.125
+    horizon_h: float = 18.0
+    warmup_h: float = 6.0
+    max_runtime_h: float = 6.0
+    extra: dict[str, object] = field(default_factory=dict)
+
+    def settings(self) -> dict[str, object]:
+        return {k: list(v) if isinstance(v, tuple) else v for k, v in asdict(self).items()}
+
+
+def load(suite: Suite) -> tuple[list[NodeSpec], list[JobSpec]]:
+    nodes = apply_overlay(openb.load_nodes(suite.node_list), suite.overlay)
+    jobs = openb.load_pods(suite.trace)
+    return nodes, require_nvlink(jobs) if suite.nvlink_jobs else jobs
+
+
+def _steps(suite: Suite) -> list[DefragStep]:
+    return [make_step(name) for name in suite.defrag]
+
+
+def protocol_a(suite: Suite, console: Console | None = None) -> list[ResultA]:
+    nodes, jobs = load(suite)
+    steps = _steps(suite)
+    tasks, labels = [], []
+    for step in steps:
+        for policy in suite.policies:
+            for seed in suite.seeds:
+                tasks.append(
+                    partial(run_a, nodes, jobs, policy, seed, suite.ratio, suite.shuffle, step)
+                )
+                labels.append(f"A {policy} defrag={step.name} seed={seed}")
+    return run_grid(tasks, labels, console)
+
+
+def protocol_b(suite: Suite, console: Console | None = None) -> list[ResultB]:
+    nodes, jobs = load(suite)
+    nodes = scale_cluster(nodes, suite.scale)
+    base = SettingsB(
+        horizon=suite.horizon_h * 3600,
+        warmup=suite.warmup_h * 3600,
+        max_runtime=suite.max_runtime_h * 3600,
+        engine=EngineConfig(),
+    )
+    tasks, labels = [], []
+    for step in _steps(suite):
+        for load_ in suite.loads:
+            for policy in suite.policies:
+                for seed in suite.seeds:
+                    s = replace(base, load=load_)
+                    tasks.append(partial(run_b, nodes, jobs, policy, seed, s, step))
+                    labels.append(f"B load={load_} {policy} defrag={step.name} seed={seed}")
+    return run_grid(tasks, labels, console)
