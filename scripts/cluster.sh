@@ -11,7 +11,7 @@
 #   scripts/cluster.sh api       print the slurmrestd API version in use (e.g. v0.0.38)
 #
 # Environment: SLURM_SUITE=bookworm (Slurm 22.05, default) | trixie (Slurm 24.11);
-# DEBIAN_MIRROR; SLURMRESTD_PORT (6820); POSTGRES_PORT (55432); UP_TIMEOUT (180 s).
+# DEBIAN_MIRROR; SLURMRESTD_PORT (6820); POSTGRES_PORT (55432); UP_TIMEOUT (300 s).
 set -euo pipefail
 
 # Debian's docker.io client/daemon and docker-compose v1 live in /usr/bin; a newer,
@@ -29,7 +29,7 @@ DEBIAN_MIRROR=${DEBIAN_MIRROR:-http://deb.debian.org/debian}
 PROJECT=slurmdefrag-$SLURM_SUITE
 CTLD=$PROJECT-slurmctld
 NODES=(node01 node02 node03 node04)
-UP_TIMEOUT=${UP_TIMEOUT:-180}
+UP_TIMEOUT=${UP_TIMEOUT:-300}
 
 log() { echo "[cluster $(date +%T)] $*" >&2; }
 die() { log "ERROR: $*"; exit 1; }
@@ -52,7 +52,9 @@ ensure_tools() {
 ensure_dockerd() {
     "$DOCKER" info >/dev/null 2>&1 && return 0
     log "starting dockerd (log: /var/log/dockerd.log)"
-    nohup /usr/sbin/dockerd >/var/log/dockerd.log 2>&1 &
+    # own session: dockerd must outlive this script's process group (a caller that ends
+    # its job by killing the group would take dockerd, and every container, with it)
+    setsid nohup /usr/sbin/dockerd >>/var/log/dockerd.log 2>&1 </dev/null &
     for _ in $(seq 60); do
         "$DOCKER" info >/dev/null 2>&1 && return 0
         sleep 1
@@ -81,7 +83,9 @@ ensure_base_image() {
 build() {
     ensure_tools; ensure_dockerd; ensure_base_image
     log "building images (BASE_IMAGE=$BASE_IMAGE)"
-    compose build
+    # Two distinct images: slurm-defrag/slurm (every Slurm service shares it) and
+    # slurm-defrag/postgres, built side by side; `up` then finds them and builds nothing.
+    compose build --parallel slurmctld postgres
 }
 
 # slurmrestd serves several API versions; pick the newest one that answers a ping.
@@ -117,6 +121,11 @@ wait_ready() {
         sleep 3
     done
     log "nodes up after $((SECONDS - t0))s: $states"
+    # slurmctld only starts once slurmdbd has the accounting objects (entrypoint.sh)
+    [ -n "$(ctld sacctmgr -n -P show assoc where cluster=defrag user=defrag format=user)" ] \
+        || die "accounting (slurmdbd) is not set up; see: $0 logs slurmdbd"
+    log "accounting ready: QOS $(ctld sacctmgr -n -P show qos format=name | paste -sd, -)," \
+        "accounts $(ctld sacctmgr -n -P show account format=account | paste -sd, -)"
     until "$DOCKER" exec "$PROJECT-postgres" /usr/local/pgbin/pg_isready -q -h 127.0.0.1; do
         [ $((SECONDS - t0)) -ge "$UP_TIMEOUT" ] && die "postgres not ready"
         sleep 1
