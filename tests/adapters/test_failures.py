@@ -205,3 +205,44 @@ def test_version_output_without_version_is_parse_error(recordings: SimpleNamespa
     runner = recordings.ReplayRunner("22.05", {"scontrol --version": "slurm unknown\n"})
     with pytest.raises(SlurmParseError, match="scontrol --version"):
         recordings.cli("22.05", runner).snapshot()
+
+
+# -- slurmctld down, seen from a client host or slurmrestd (live findings, 22.05/24.11) ---
+
+
+def test_cli_inband_error_with_controller_cause_on_stderr_is_unavailable() -> None:
+    """22.05 ``squeue --json`` on a login node with slurmctld down: exit 0, JSON says only
+    "Failed while looking for jobs"; the cause is on stderr (ten repeated lines)."""
+    out = json.dumps({"errors": [{"description": "Failed while looking for jobs",
+                                  "error_number": -1}], "jobs": []})
+    err = "squeue: error: Unable to resolve \"slurmctld\"\n" * 10 + (
+        "squeue: error: Unable to establish control machine address\n")
+
+    def runner(argv: Sequence[str], timeout_s: float) -> subprocess.CompletedProcess[str]:
+        return subprocess.CompletedProcess(list(argv), 0, out, err)
+
+    backend = CliSlurm(SlurmSettings(backend="cli"), runner=runner)
+    with pytest.raises(SlurmUnavailableError) as info:
+        backend.run_json("squeue", "--json")
+    message = str(info.value)
+    assert "Unable to establish control machine address" in message
+    assert message.count("Unable to resolve") == 0  # only the last stderr line is shown
+
+
+@pytest.mark.parametrize(
+    ("status", "body"),
+    [
+        # 24.11: 502, the cause in "error", a generic "description"
+        (502, {"errors": [{"description": "Unable to query jobs",
+                           "error": "Unable to contact slurm controller (connect failure)"}]}),
+        # 22.05: 500 from the ping while slurmctld is down
+        (500, {"errors": [{"error": "slurmctld config is unable to load"}]}),
+        (503, None),
+    ],
+)
+def test_rest_slurmctld_down_is_unavailable(status: int, body: Any) -> None:
+    def handler(request: httpx.Request) -> httpx.Response:
+        return httpx.Response(status, json=body) if body else httpx.Response(status)
+
+    with pytest.raises(SlurmUnavailableError):
+        rest_with(handler).snapshot()  # type: ignore[attr-defined]

@@ -32,7 +32,7 @@ from slurm_defrag.slurm import openapi, scontrol_text
 from slurm_defrag.slurm.assemble import Parts, assemble
 from slurm_defrag.slurm.errors import SlurmParseError, SlurmRejectedError
 from slurm_defrag.slurm.mapping import Doc
-from slurm_defrag.slurm.runner import Runner, run, subprocess_runner
+from slurm_defrag.slurm.runner import Runner, run, run_capture, subprocess_runner
 from slurm_defrag.slurm.settings import SlurmSettings
 
 log = logging.getLogger(__name__)
@@ -66,10 +66,12 @@ class CliSlurm:
         return run(self._runner, s.command_prefix, args, s.command_timeout_s)
 
     def run_json(self, *args: str) -> Any:
-        return self.decode(self.run(*args), " ".join(args))
+        s = self.settings
+        out, err = run_capture(self._runner, s.command_prefix, args, s.command_timeout_s)
+        return self.decode(out, " ".join(args), err)
 
     @staticmethod
-    def decode(out: str, what: str) -> Any:
+    def decode(out: str, what: str, stderr: str = "") -> Any:
         """JSON output -> data; Slurm's in-band ``errors`` raise like a failed command."""
         try:
             data = json.loads(out)
@@ -77,7 +79,7 @@ class CliSlurm:
             raise SlurmParseError(
                 f"{what}: output is not JSON (line {exc.lineno} column {exc.colno}: {exc.msg})"
             ) from None
-        openapi.check_errors(data, what)
+        openapi.check_errors(data, what, stderr)
         return data
 
     def version(self) -> tuple[int, int]:

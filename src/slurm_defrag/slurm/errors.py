@@ -31,6 +31,9 @@ class SlurmParseError(SlurmError):
 # matched as substrings of stderr / REST error text / pyslurm RPCError messages.
 _UNAVAILABLE_HINTS = (
     "unable to contact slurm controller",
+    "unable to establish control machine address",  # client cannot even resolve slurmctld
+    "unable to resolve",
+    "slurmctld config is unable to load",  # slurmrestd up, slurmctld not (22.05)
     "connect failure",
     "connection refused",
     "communication connection failure",
@@ -52,13 +55,19 @@ def is_unavailable(message: str) -> bool:
     return any(hint in text for hint in _UNAVAILABLE_HINTS)
 
 
-def from_failure(what: str, message: str) -> SlurmError:
+def from_failure(what: str, message: str, stderr: str = "") -> SlurmError:
     """The error for a failed Slurm call: unavailable if the message says so, else rejected.
 
     ``what`` names the call (``squeue --json``, ``GET /slurm/v0.0.38/jobs``) so the one-line
-    message tells the operator what failed.
+    message tells the operator what failed. ``stderr`` is the client's stderr when the
+    failure was reported in-band (JSON ``errors`` with exit 0): the real cause is often only
+    there (22.05 ``squeue --json`` says "Failed while looking for jobs" and prints "Unable
+    to establish control machine address" on stderr). Its last line is shown.
     """
+    lines = [ln.strip() for ln in stderr.splitlines() if ln.strip()]
+    if lines:
+        message = f"{message} ({lines[-1]})"
     detail = " ".join(message.split()) or "no error message"
-    if is_unavailable(message):
+    if is_unavailable(message) or is_unavailable(stderr):
         return SlurmUnavailableError(f"Slurm unavailable: {what}: {detail}")
     return SlurmRejectedError(f"Slurm rejected {what}: {detail}")

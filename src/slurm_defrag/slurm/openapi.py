@@ -252,12 +252,25 @@ def family(data: Any, where: str) -> V0038:
     raise doc.error("meta.plugin", f"unknown schema {ptype or parser!r}")
 
 
-def check_errors(data: Any, what: str) -> None:
-    """Slurm reports failures inside the JSON too (``errors``); surface them."""
+def error_texts(data: Any) -> list[str]:
+    """The in-band ``errors`` of a Slurm JSON answer, one text each.
+
+    Both ``description`` and ``error`` are kept: 24.11 puts "Unable to query jobs" in one
+    and the cause, "Unable to contact slurm controller", in the other.
+    """
     errors = data.get("errors") if isinstance(data, dict) else None
-    if errors:
-        texts = [
-            str(e.get("description") or e.get("error") or e) if isinstance(e, dict) else str(e)
-            for e in errors
-        ]
-        raise from_failure(what, "; ".join(texts))
+    out = []
+    for e in errors or ():
+        if isinstance(e, dict):
+            parts = [str(e[k]) for k in ("description", "error") if e.get(k)]
+            out.append(": ".join(dict.fromkeys(parts)) or str(e))
+        else:
+            out.append(str(e))
+    return out
+
+
+def check_errors(data: Any, what: str, stderr: str = "") -> None:
+    """Slurm reports failures inside the JSON too (``errors``); surface them."""
+    texts = error_texts(data)
+    if texts:
+        raise from_failure(what, "; ".join(texts), stderr)

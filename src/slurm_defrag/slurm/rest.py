@@ -118,6 +118,11 @@ class RestSlurm:
             )
         if resp.status_code >= 400:
             detail = _error_text(data) or resp.text.strip() or resp.reason_phrase
+            if resp.status_code in (502, 503, 504):
+                # slurmrestd is up but cannot reach slurmctld (24.11 answers 502).
+                raise SlurmUnavailableError(
+                    f"Slurm unavailable: {what}: HTTP {resp.status_code}: {detail}"
+                )
             raise from_failure(what, f"HTTP {resp.status_code}: {detail}")
         if data is None:
             raise SlurmParseError(f"{what}: response is not JSON")
@@ -261,10 +266,4 @@ def _num(n: int) -> dict[str, Any]:
 
 
 def _error_text(data: Any) -> str:
-    errors = data.get("errors") if isinstance(data, dict) else None
-    if not errors:
-        return ""
-    return "; ".join(
-        str(e.get("description") or e.get("error") or e) if isinstance(e, dict) else str(e)
-        for e in errors
-    )
+    return "; ".join(openapi.error_texts(data))

@@ -50,6 +50,13 @@ _NOT_STARTED = frozenset({126, 127})
 
 def run(runner: Runner, prefix: Sequence[str], args: Sequence[str], timeout_s: float) -> str:
     """Run ``prefix + args``; return stdout or raise the matching Slurm error."""
+    return run_capture(runner, prefix, args, timeout_s)[0]
+
+
+def run_capture(
+    runner: Runner, prefix: Sequence[str], args: Sequence[str], timeout_s: float
+) -> tuple[str, str]:
+    """Like :func:`run`, but return (stdout, stderr) of a successful command."""
     argv = [*prefix, *args]
     what = " ".join(args)
     try:
@@ -72,4 +79,4 @@ def run(runner: Runner, prefix: Sequence[str], args: Sequence[str], timeout_s: f
                 + " ".join(message.split())
             )
         raise from_failure(what, message or f"exit status {result.returncode}")
-    return result.stdout or ""
+    return result.stdout or "", result.stderr or ""
