@@ -17,7 +17,9 @@ def frag(
     json_out: JsonOpt = False,
     mix: Annotated[
         Path | None,
-        typer.Option("--mix", help="Workload mix JSON to measure against (default: pending queue)."),
+        typer.Option(
+            "--mix", help="Workload mix JSON to measure against (default: pending queue)."
+        ),
     ] = None,
     max_nodes: Annotated[
         int, typer.Option("--max-nodes", min=1, help="Nodes shown in the map and per job.")
