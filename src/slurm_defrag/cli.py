@@ -14,7 +14,16 @@ from rich.console import Console
 from rich.text import Text
 
 from slurm_defrag import __version__
-from slurm_defrag.commands import frag, plan, plugins, simulate, snapshot
+from slurm_defrag.commands import (
+    db,
+    frag,
+    history,
+    plan,
+    plugins,
+    serve,
+    simulate,
+    snapshot,
+)
 from slurm_defrag.errors import DefragError
 
 app = typer.Typer(
@@ -27,9 +36,12 @@ app = typer.Typer(
 
 app.command()(frag.frag)
 app.command()(simulate.simulate)
-app.command()(snapshot.snapshot)
 app.command()(plan.plan)
+app.add_typer(db.app, name="db")
+app.command()(history.history)
+app.command()(snapshot.snapshot)
 app.add_typer(plugins.app, name="plugins")
+app.command()(serve.serve)
 
 
 @app.command()

@@ -23,7 +23,6 @@ The container defaults to ``slurmdefrag-$SLURM_SUITE-slurmctld`` (scripts/cluste
 
 from __future__ import annotations
 
-import importlib.util
 import os
 import re
 import shutil
@@ -46,17 +45,10 @@ BACKUP = f"{ETC}/slurm.conf.defrag-test-backup"
 
 
 def require(available: bool, what: str) -> None:
-    """tests/conftest.py's require(): fail under CI=true, skip elsewhere.
+    """tests/infra.py's require(): fail under CI=true, skip elsewhere."""
+    from infra import require as gate
 
-    Loaded by path: several conftest.py files share the module name ``conftest``.
-    """
-    path = ROOT / "tests" / "conftest.py"
-    spec = importlib.util.spec_from_file_location("_tests_root_conftest", path)
-    assert spec is not None
-    assert spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    module.require(available, what)
+    gate(available, what)
 
 
 # -- a stand-in for the service's trigger endpoint --------------------------------------

@@ -1,0 +1,59 @@
+"""``slurm-defrag serve``: the long-running service (see docs/service.md)."""
+
+from __future__ import annotations
+
+import logging
+import signal
+from pathlib import Path
+from types import FrameType
+from typing import Annotated
+
+import typer
+
+ConfigOpt = Annotated[
+    Path | None,
+    typer.Option("--config", "-c", help="Service settings (TOML). Environment variables "
+                 "SLURM_DEFRAG_* override it; see docs/service.md for every key."),
+]
+ModeOpt = Annotated[
+    str | None,
+    typer.Option("--mode", help="off | dry-run | enforce (overrides the config file)."),
+]
+OnceOpt = Annotated[
+    bool, typer.Option("--once", help="Run one cycle in the foreground and exit.")
+]
+
+
+def serve(config: ConfigOpt = None, mode: ModeOpt = None, once: OnceOpt = False) -> None:
+    """Run the defragmentation service: read, store, plan and (mode=enforce) act."""
+    from slurm_defrag.errors import InputError
+    from slurm_defrag.service import logs, settings, wiring
+
+    if mode is not None and mode not in ("off", "dry-run", "enforce"):
+        raise InputError(f"--mode must be off, dry-run or enforce, not {mode!r}")
+    s = settings.load(config, mode=mode)
+    logs.setup(s.log_level, s.log_json)
+    service, store = wiring.build(s)
+    log = logging.getLogger("slurm_defrag.service")
+    if once:
+        report = service.cycle.run()
+        service.lease.release()
+        store.close()
+        typer.echo(f"{report.outcome}: {report.detail}" + (
+            f" plans={report.plans}" if report.plans else ""))
+        return
+
+    def on_signal(signum: int, _frame: FrameType | None) -> None:
+        log.info("signal %s received", signal.Signals(signum).name)
+        service.stopped.set()
+
+    signal.signal(signal.SIGTERM, on_signal)
+    signal.signal(signal.SIGINT, on_signal)
+    service.start()
+    # The main thread only waits: cycles run in the scheduler's worker thread.
+    service.stopped.wait()
+    service.stopped.clear()
+    service.stop()
+    store.close()
+
+

@@ -1,0 +1,117 @@
+"""Every Slurm write, recorded: a decorator around any :class:`SlurmWriter`.
+
+The executor never calls ``record_command`` itself; it wraps the writer once at the wiring
+and says which plan step it is working on (:meth:`AuditingWriter.step`). The argv recorded
+is the ``scontrol`` command line the write stands for, whatever the backend (the REST and
+pyslurm backends issue the same change through other channels), so the audit reads the
+same everywhere. Failures are recorded too: exit code 1 with Slurm's message for a
+refusal, no exit code (NULL) when Slurm could not be reached.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from datetime import datetime
+from typing import Protocol
+
+from slurm_defrag.slurm.errors import SlurmError, SlurmUnavailableError
+from slurm_defrag.slurm.port import SlurmWriter
+
+
+class CommandLog(Protocol):
+    """Where commands go: :class:`slurm_defrag.store.plans.Plans` in production."""
+
+    def record_command(
+        self,
+        argv: Sequence[str],
+        *,
+        exit_code: int | None,
+        duration_s: float,
+        stdout: str = "",
+        stderr: str = "",
+        started_at: datetime | None = None,
+        plan_id: int | None = None,
+        step_id: int | None = None,
+        dry_run: bool = False,
+    ) -> int: ...
+
+
+class AuditingWriter:
+    """A :class:`SlurmWriter` that records each call in the command log, then delegates."""
+
+    def __init__(self, inner: SlurmWriter, log: CommandLog, *, dry_run: bool) -> None:
+        self.inner = inner
+        self.log = log
+        self.dry_run = dry_run
+        self._plan_id: int | None = None
+        self._step_id: int | None = None
+
+    @contextmanager
+    def step(self, plan_id: int | None, step_id: int | None) -> Iterator[None]:
+        """Attribute the commands issued inside the block to this plan step."""
+        saved = self._plan_id, self._step_id
+        self._plan_id, self._step_id = plan_id, step_id
+        try:
+            yield
+        finally:
+            self._plan_id, self._step_id = saved
+
+    def _call(self, argv: list[str], fn: object, *args: object, **kw: object) -> None:
+        started = time.perf_counter()
+        exit_code: int | None = 0
+        err = ""
+        try:
+            fn(*args, **kw)  # type: ignore[operator]
+        except SlurmUnavailableError as exc:
+            exit_code, err = None, str(exc)
+            raise
+        except SlurmError as exc:
+            exit_code, err = 1, str(exc)
+            raise
+        finally:
+            self.log.record_command(
+                argv, exit_code=exit_code, duration_s=time.perf_counter() - started,
+                stderr=err, plan_id=self._plan_id, step_id=self._step_id,
+                dry_run=self.dry_run,
+            )  # fmt: skip
+
+    def create_reservation(
+        self,
+        name: str,
+        nodes: Sequence[str],
+        users: Sequence[str],
+        accounts: Sequence[str],
+        start: datetime | None,
+        duration_s: int,
+    ) -> None:
+        argv = ["scontrol", "create", "reservation", f"ReservationName={name}",
+                f"Nodes={','.join(nodes)}",
+                "StartTime=" + ("now" if start is None else start.isoformat()),
+                f"Duration={max(1, -(-duration_s // 60))}", "Flags=IGNORE_JOBS"]
+        if users:
+            argv.append(f"Users={','.join(users)}")
+        if accounts:
+            argv.append(f"Accounts={','.join(accounts)}")
+        self._call(argv, self.inner.create_reservation, name, nodes, users, accounts, start,
+                   duration_s)
+
+    def delete_reservation(self, name: str) -> None:
+        self._call(["scontrol", "delete", f"ReservationName={name}"],
+                   self.inner.delete_reservation, name)
+
+    def requeue(self, job_id: str, reason: str) -> None:
+        # scontrol requeue takes no reason; the reason is kept in the audit row instead.
+        self._call(["scontrol", "requeue", job_id, f"# {reason}"], self.inner.requeue, job_id,
+                   reason)
+
+    def update_job(self, job_id: str, **fields: str) -> None:
+        self._call(["scontrol", "update", f"JobId={job_id}",
+                    *(f"{k}={v}" for k, v in fields.items())],
+                   self.inner.update_job, job_id, **fields)
+
+    def update_node(self, node: str, **fields: str) -> None:
+        self._call(["scontrol", "update", f"NodeName={node}",
+                    *(f"{k}={v}" for k, v in fields.items())],
+                   self.inner.update_node, node, **fields)

@@ -1,0 +1,228 @@
+"""One cycle of the service: lease, read, persist, advance or plan, act.
+
+Order, and why:
+
+1. the lease first: an instance that does not hold it takes no action and stores nothing
+   (two instances would store every snapshot twice); it says so once per cycle;
+2. one read of Slurm; if Slurm is unreachable the cycle ends there with one log line;
+3. persist the snapshot with its metrics (history is kept whatever the mode);
+4. ``mode = off`` or the kill switch ends the cycle here: no action at all;
+5. advance plans already in flight (they hold reservations: finishing them first frees
+   the cluster soonest); a cycle that advanced one does not plan, its snapshot is stale;
+6. plan on the snapshot and execute: for real in ``enforce``; in ``dry-run`` the same
+   executor runs against an in-memory copy of Slurm (descheduler's sandbox), so the plan,
+   its steps and its commands are stored exactly as they would be, and nothing changes.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+
+from pydantic import ValidationError
+
+from slurm_defrag.domain.cluster import ClusterSnapshot
+from slurm_defrag.domain.plan import Plan
+from slurm_defrag.metrics.compute import compute
+from slurm_defrag.policy.file import Policy
+from slurm_defrag.service.audit import AuditingWriter
+from slurm_defrag.service.executor import Executor, Hook
+from slurm_defrag.service.history import StoreHistory
+from slurm_defrag.service.killswitch import KillSwitch
+from slurm_defrag.service.packing import Packer
+from slurm_defrag.slurm.errors import SlurmError, SlurmUnavailableError
+from slurm_defrag.slurm.fake import FakeSlurm
+from slurm_defrag.slurm.port import SlurmReader, SlurmWriter
+from slurm_defrag.solver.planner import make_plan
+from slurm_defrag.store.lease import Lease
+from slurm_defrag.store.repo import Repository
+
+log = logging.getLogger(__name__)
+
+
+@dataclass
+class CycleReport:
+    """What the last cycle did, for /healthz and the tests."""
+
+    at: datetime
+    outcome: str
+    """``read-only`` | ``slurm-unavailable`` | ``off`` | ``idle`` | ``advanced`` | ``planned``
+    | ``error``"""
+    detail: str = ""
+    snapshot_id: int | None = None
+    plans: dict[int, str] = field(default_factory=dict)
+    """Plan database id -> status after this cycle."""
+
+
+class Cycle:
+    """Everything one cycle needs; :meth:`run` is the scheduler's job function."""
+
+    def __init__(
+        self,
+        *,
+        mode: str,
+        reader: SlurmReader,
+        writer: SlurmWriter,
+        repo: Repository,
+        policy: Policy,
+        lease: Lease,
+        killswitch: KillSwitch,
+        ttl_s: float,
+        clock: Callable[[], datetime] = lambda: datetime.now(UTC),
+        hook: Hook | None = None,
+        packing_bump: int | None = None,
+    ) -> None:
+        self.mode = mode
+        self.reader = reader
+        self.repo = repo
+        self.policy = policy
+        self.lease = lease
+        self.killswitch = killswitch
+        self.ttl_s = ttl_s
+        self.clock = clock
+        self.hook = hook
+        self.history = StoreHistory(repo.plans)
+        self.executor = Executor(
+            reader, AuditingWriter(writer, repo.plans, dry_run=False), repo.plans, policy,
+            mode="enforce", ttl_s=ttl_s, history=self.history, clock=clock, hook=hook,
+            stop=self._stop,
+        )  # fmt: skip
+        self.packer = Packer(self.executor.writer, repo.plans, packing_bump or 0)
+        self.packing = packing_bump is not None
+        """Packing wanted; when False, weights changed earlier are restored."""
+        self.last: CycleReport | None = None
+
+    def _stop(self) -> str | None:
+        if not self.lease.held:
+            return "lease lost"
+        return self.killswitch.engaged()
+
+    def run(self) -> CycleReport:
+        """One cycle; never raises (a failing cycle is logged and the next one runs)."""
+        try:
+            report = self._run()
+        except Exception as exc:  # the scheduler must keep going
+            log.exception("cycle failed: %s", exc)
+            report = CycleReport(self.clock(), "error", str(exc))
+        self.last = report
+        return report
+
+    def _run(self) -> CycleReport:
+        now = self.clock()
+        if not self.lease.acquire():
+            log.info("cycle: %s; taking no action", self.lease.describe())
+            return CycleReport(now, "read-only", self.lease.describe())
+        try:
+            snapshot = self.reader.snapshot()
+        except SlurmUnavailableError as exc:
+            log.warning("cycle: %s; no action this cycle", exc)
+            return CycleReport(now, "slurm-unavailable", str(exc))
+        sid = self.repo.save_snapshot(snapshot, compute(snapshot))
+        if self.mode == "off" or (why := self.killswitch.engaged()):
+            why = "mode=off" if self.mode == "off" else why
+            log.info("cycle: snapshot #%d stored; %s: no action", sid, why)
+            return CycleReport(now, "off", why or "", sid)
+        report = CycleReport(now, "idle", snapshot_id=sid)
+        try:
+            self._act(snapshot, sid, report)
+            if self.mode == "enforce":
+                self._pack(snapshot)
+        except SlurmUnavailableError as exc:
+            log.warning("cycle: %s; plans stay as they are until Slurm answers", exc)
+            report.outcome, report.detail = "slurm-unavailable", str(exc)
+        except SlurmError as exc:
+            log.error("cycle: %s", exc)
+            report.outcome, report.detail = "error", str(exc)
+        return report
+
+    def _act(self, snapshot: ClusterSnapshot, sid: int, report: CycleReport) -> None:
+        now = report.at
+        if self.mode == "enforce":
+            open_plans = self.executor.open_plans()
+            for rec in open_plans:
+                report.plans[rec.id] = self.executor.advance(rec.id)
+            if open_plans:
+                report.outcome = "advanced"
+                return
+        plan = make_plan(snapshot, self.policy, history=self.history, now=now)
+        if self.mode == "enforce":
+            pid = self.executor.admit(plan, sid)
+            if pid is not None:
+                report.outcome = "planned"
+                report.plans[pid] = self.executor.advance(pid)
+        else:
+            pid = self._dry_run(plan, sid)
+            if pid is not None:
+                report.outcome = "planned"
+                report.plans[pid] = self.repo.plans.get(pid).status
+        if report.outcome == "idle":
+            report.detail = plan.reason or plan.status
+            log.info("cycle: snapshot #%d; no plan: %s", sid, report.detail)
+
+    def _pack(self, snapshot: ClusterSnapshot) -> None:
+        if self.packing:
+            self.packer.apply(snapshot)
+        else:
+            self.packer.restore()  # packing was switched off: put the weights back
+
+    def shutdown(self) -> None:
+        """On a clean stop: restore packing weights if we hold the lease and may act."""
+        if not self.lease.held or self.killswitch.engaged():
+            return
+        try:
+            self.packer.restore()
+        except SlurmError as exc:
+            log.error("packing: weights not restored at shutdown: %s", exc)
+
+    def _dry_run(self, plan: Plan, sid: int) -> int | None:
+        """Run ``plan`` to its first wait on a sandbox copy of Slurm and store it all."""
+        if plan.status != "ok" or not plan.actions:
+            return None
+        if self._same_as_last_dry_run(plan):
+            log.info("cycle: dry-run plan %s is the same as the last one stored; skipped",
+                     plan.plan_id)
+            return None
+        sandbox = FakeSlurm(self.repo.load_snapshot(sid), clock=self.clock)
+        executor = Executor(
+            sandbox, AuditingWriter(sandbox, self.repo.plans, dry_run=True), self.repo.plans,
+            self.policy, mode="dry-run", ttl_s=self.ttl_s, history=self.history,
+            clock=self.clock, hook=None, stop=self._stop,
+        )  # fmt: skip
+        for stale in executor.open_plans():
+            # A dry-run plan is opened and closed within one cycle; an open one means the
+            # process died in between. Its sandbox is gone, so it cannot be resumed.
+            self.repo.plans.update(stale.id, status="aborted", note="dry-run interrupted")
+        pid = executor.admit(plan, sid)
+        if pid is None:
+            return None
+        status = executor.advance(pid)
+        if status == "applying":
+            waiting = next(s for s in self.repo.plans.steps(pid) if s.state == "running")
+            self.repo.plans.update(
+                pid, status="done",
+                note=f"dry-run: nothing changed in Slurm; would wait at step {waiting.seq + 1} "
+                     f"{waiting.action} for Slurm to act",
+            )  # fmt: skip
+        log.info("cycle: dry-run plan %s stored as #%d: %s", plan.plan_id, pid,
+                 plan.explanation)
+        return pid
+
+    def _same_as_last_dry_run(self, plan: Plan) -> bool:
+        last = next((p for p in self.repo.plans.recent(limit=20)
+                     if p.mode == "dry-run" and p.status == "done"), None)
+        if last is None:
+            return False
+        try:
+            old = Plan.model_validate(last.inputs.get("plan"))
+        except ValidationError:  # written by another version: just store the new one
+            return False
+        return _key(old) == _key(plan)
+
+
+def _key(plan: Plan) -> tuple[object, ...]:
+    return (
+        tuple((t.job_id, tuple((p.node, p.gpus) for p in t.placements)) for t in plan.served),
+        tuple(v.job_id for v in plan.victims),
+    )

@@ -1,0 +1,135 @@
+"""The running service: APScheduler job, lease renewal, HTTP endpoint, clean shutdown.
+
+Synchronous on purpose (STYLE: BackgroundScheduler, no asyncio): a cycle is a handful of
+Slurm commands and never sleeps, since waits are steps that the next cycle looks at again.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import threading
+import time
+from datetime import UTC, datetime
+from typing import Any
+
+from apscheduler.schedulers.background import (  # type: ignore[import-untyped]
+    BackgroundScheduler,
+)
+
+from slurm_defrag.service.executor import Hook
+from slurm_defrag.service.http import ControlServer
+from slurm_defrag.service.killswitch import KillSwitch
+from slurm_defrag.service.loop import Cycle
+from slurm_defrag.service.settings import ServiceSettings
+from slurm_defrag.store.lease import Lease
+
+log = logging.getLogger(__name__)
+
+CYCLE_JOB = "cycle"
+
+
+def crash_hook(spec: str | None) -> Hook | None:
+    """The ``test_crash_after`` hook: exit 137 at once, like ``kill -9``, at that step."""
+    if not spec:
+        return None
+    kind, _, phase = spec.partition(":")
+    phase = phase or "acted"
+
+    def hook(k: str, ph: str) -> None:
+        if (k, ph) == (kind, phase):
+            log.warning("test_crash_after=%s: exiting with status 137 now", spec)
+            logging.shutdown()
+            os._exit(137)
+
+    return hook
+
+
+class Service:
+    """Owns the scheduler and the HTTP server around one :class:`Cycle`."""
+
+    def __init__(self, settings: ServiceSettings, cycle: Cycle, lease: Lease) -> None:
+        self.settings = settings
+        self.cycle = cycle
+        self.lease = lease
+        self.started_at = datetime.now(UTC)
+        self.scheduler = BackgroundScheduler(timezone=UTC)
+        self.http: ControlServer | None = None
+        self.stopped = threading.Event()
+        self._last_done: float | None = None  # time.monotonic() when a cycle last ended
+
+    def start(self) -> None:
+        s = self.settings
+        # Bind first: a taken port must stop the service before any cycle runs.
+        if s.http_port:
+            self.http = ControlServer(s.http_host, s.http_port, self.trigger, self.health)
+        self.scheduler.add_job(
+            self._run_cycle, "interval", seconds=s.interval_s, id=CYCLE_JOB,
+            # One cycle at a time; a backlog of missed runs becomes one run, and a run
+            # late by more than the grace time is skipped (the next one is due soon).
+            max_instances=1, coalesce=True, misfire_grace_time=int(s.misfire_grace_s),
+            next_run_time=datetime.now(UTC),
+        )  # fmt: skip
+        self.scheduler.add_job(
+            self._renew, "interval", seconds=max(1.0, s.lease_ttl_s / 3), id="lease",
+            max_instances=1, coalesce=True,
+        )  # fmt: skip
+        self.scheduler.start()
+        if self.http is not None:
+            self.http.start()
+        log.info("serving: mode=%s, every %g s, plan TTL %g s, holder %s", s.mode,
+                 s.interval_s, s.plan_ttl_s, s.holder_id)
+
+    def _run_cycle(self) -> None:
+        self.cycle.run()
+        self._last_done = time.monotonic()
+
+    def _renew(self) -> None:
+        # Between cycles only renew a grant we have; taking the lease is the cycle's job.
+        if self.lease.held and not self.lease.renew():
+            log.warning("lease lost: %s", self.lease.describe())
+
+    def trigger(self) -> None:
+        """Run a cycle as soon as the current one (if any) is over."""
+        job = self.scheduler.get_job(CYCLE_JOB)
+        if job is not None:
+            job.modify(next_run_time=datetime.now(UTC))
+            self.scheduler.wakeup()
+            log.info("cycle triggered over HTTP")
+
+    def health(self) -> tuple[bool, dict[str, Any]]:
+        last = self.cycle.last
+        # Unhealthy when cycles stopped happening (hung Slurm command, dead scheduler), not
+        # when they report problems: those are in last_cycle for the operator to read.
+        age_limit = 3 * self.settings.interval_s + 60
+        done = self._last_done
+        fresh = done is None or time.monotonic() - done < age_limit
+        ok = bool(self.scheduler.running) and fresh
+        return ok, {
+            "ok": ok,
+            "mode": self.settings.mode,
+            "lease": self.lease.describe(),
+            "started_at": self.started_at.isoformat(),
+            "last_cycle": None if last is None else {
+                "at": last.at.isoformat(), "outcome": last.outcome, "detail": last.detail,
+                "snapshot_id": last.snapshot_id, "plans": last.plans,
+            },
+            "kill_switch": KillSwitch(self.settings.kill_switch_file).engaged(),
+        }
+
+    def stop(self) -> None:
+        """Graceful stop: finish the running cycle's step, restore packing weights, give the
+        lease up.
+
+        A cycle never blocks for long (waits are steps looked at again), so waiting for it
+        is bounded by one Slurm command per step. Plans in flight stay recorded and are
+        resumed (or rolled back at their TTL) by the next instance.
+        """
+        log.info("stopping: waiting for the current cycle to finish")
+        if self.http is not None:
+            self.http.close()
+        self.scheduler.shutdown(wait=True)
+        self.cycle.shutdown()  # packing weights back, while we still hold the lease
+        self.lease.release()
+        self.stopped.set()
+        log.info("stopped")

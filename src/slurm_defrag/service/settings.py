@@ -1,0 +1,151 @@
+"""Service settings: a TOML file, then ``SLURM_DEFRAG_*`` environment variables on top.
+
+Groups nest the existing settings: ``[slurm]`` is :class:`SlurmSettings` (environment
+``SLURM_DEFRAG_SLURM__BACKEND`` here, with the double underscore of nested settings),
+``[solver]`` overrides the policy file's ``[solver]`` table when given.
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+import tomllib
+from pathlib import Path
+from typing import Annotated, Literal
+
+from pydantic import Field, ValidationError
+from pydantic_settings import (
+    BaseSettings,
+    PydanticBaseSettingsSource,
+    SettingsConfigDict,
+    TomlConfigSettingsSource,
+)
+
+from slurm_defrag.errors import InputError
+from slurm_defrag.slurm.settings import SlurmSettings
+from slurm_defrag.solver.settings import SolverSettings
+
+Mode = Literal["off", "dry-run", "enforce"]
+
+CONFIG_ENV = "SLURM_DEFRAG_CONFIG"
+
+
+def _holder() -> str:
+    return f"{socket.gethostname()}:{os.getpid()}"
+
+
+class ServiceSettings(BaseSettings):
+    model_config = SettingsConfigDict(
+        env_prefix="SLURM_DEFRAG_", env_nested_delimiter="__", extra="forbid"
+    )
+
+    mode: Mode = "dry-run"
+    """``off``: read and store only; ``dry-run``: plans made, executed against an
+    in-memory copy of Slurm and stored, nothing changed; ``enforce``: plans applied.
+    Default ``dry-run`` so a fresh install never acts by surprise."""
+
+    interval_s: Annotated[float, Field(gt=0)] = 60.0
+    """Seconds between cycles. Default 60 s."""
+
+    misfire_grace_s: Annotated[float, Field(gt=0)] = 30.0
+    """A cycle that could not start on time (previous one still running) still runs if
+    late by at most this many seconds; later ones are coalesced into one. Default 30 s."""
+
+    plan_ttl_s: Annotated[float, Field(gt=0)] = 900.0
+    """Seconds a plan may stay in flight (victims leaving, target starting) before it is
+    rolled back. Also the reservation's duration. Default 900 s (15 min)."""
+
+    policy: Path | None = None
+    """Policy file (TOML/YAML, ``docs/policy.md``). Default: the built-in default policy."""
+
+    db_url: str | None = None
+    """Database URL (``sqlite:///PATH`` or ``postgresql+psycopg://...``). Default: the
+    store's default (``SLURM_DEFRAG_DB_URL`` or the embedded SQLite file)."""
+
+    slurm: SlurmSettings = Field(default_factory=SlurmSettings)
+    """How to reach Slurm (``[slurm]`` table): backend, command prefix, topology."""
+
+    solver: SolverSettings | None = None
+    """Solver settings overriding the policy's ``[solver]`` table. Default: the policy's."""
+
+    kill_switch_file: Path | None = Path("/etc/slurm-defrag/STOP")
+    """While this file exists the service takes no action (it still reads and stores).
+    Default ``/etc/slurm-defrag/STOP``; ``""`` in TOML is not allowed, omit to keep it."""
+
+    packing: bool = False
+    """Steer new small jobs onto nodes already in use by raising the ``Weight`` of GPU
+    nodes whose GPUs are all free (enforce mode). Original weights are recorded and put
+    back when this is switched off or the service stops. Default off."""
+
+    packing_weight_bump: Annotated[int, Field(ge=1, le=1_000_000)] = 1000
+    """Added to a whole-free node's original weight while packing. Default 1000."""
+
+    lease_ttl_s: Annotated[float, Field(gt=0)] = 30.0
+    """Leader lease lifetime in seconds; a dead leader is replaced after at most this.
+    Renewed at every cycle and every ``lease_ttl_s / 3``. Default 30 s."""
+
+    holder_id: str = Field(default_factory=_holder)
+    """This instance's name in the lease. Default ``<hostname>:<pid>``."""
+
+    http_host: str = "127.0.0.1"
+    """Address of the trigger/health endpoint. Default 127.0.0.1 (local only: the
+    slurmctld epilog runs on the same host)."""
+
+    http_port: Annotated[int, Field(ge=0, le=65535)] = 8787
+    """Port of ``POST /trigger`` and ``GET /healthz``; 0 disables the server. Default 8787."""
+
+    log_json: bool = False
+    """One JSON object per log line (for journald/Loki). Default: plain text lines."""
+
+    log_level: Literal["DEBUG", "INFO", "WARNING", "ERROR"] = "INFO"
+    """Log level. Default INFO."""
+
+    test_crash_after: str | None = None
+    """Tests only: ``<step kind>`` (e.g. ``requeue``) or ``<kind>:recorded`` makes the
+    process exit with status 137 right after that step acted on Slurm (before or after
+    it is recorded done), as ``kill -9`` would. Default: none."""
+
+    @classmethod
+    def settings_customise_sources(
+        cls,
+        settings_cls: type[BaseSettings],
+        init_settings: PydanticBaseSettingsSource,
+        env_settings: PydanticBaseSettingsSource,
+        dotenv_settings: PydanticBaseSettingsSource,
+        file_secret_settings: PydanticBaseSettingsSource,
+    ) -> tuple[PydanticBaseSettingsSource, ...]:
+        # Precedence, strongest first: constructor (CLI options), environment, TOML file.
+        toml = os.environ.get(CONFIG_ENV)
+        sources: list[PydanticBaseSettingsSource] = [init_settings, env_settings]
+        if toml:
+            sources.append(TomlConfigSettingsSource(settings_cls, toml_file=Path(toml)))
+        return tuple(sources)
+
+
+def load(config: Path | None = None, **overrides: object) -> ServiceSettings:
+    """Settings from ``config`` (TOML), the environment and ``overrides`` (non-None).
+
+    Raises :class:`InputError` naming every bad key at once.
+    """
+    given = {k: v for k, v in overrides.items() if v is not None}
+    old = os.environ.get(CONFIG_ENV)
+    if config is not None:
+        if not config.is_file():
+            raise InputError(f"config file {config} does not exist")
+        os.environ[CONFIG_ENV] = str(config)
+    try:
+        return ServiceSettings(**given)  # type: ignore[arg-type]
+    except tomllib.TOMLDecodeError as exc:
+        raise InputError(f"{config}: not valid TOML: {exc}") from None
+    except ValidationError as exc:
+        errs = [
+            ".".join(str(p) for p in e["loc"]) + ": " + e["msg"].removeprefix("Value error, ")
+            for e in exc.errors(include_url=False)
+        ]
+        raise InputError(f"{config or 'settings'}: " + "; ".join(errs)) from None
+    finally:
+        if config is not None:
+            if old is None:
+                os.environ.pop(CONFIG_ENV, None)
+            else:
+                os.environ[CONFIG_ENV] = old

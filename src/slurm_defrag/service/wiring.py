@@ -1,0 +1,40 @@
+"""Composition root: settings -> store, Slurm backend, policy, lease, cycle, service.
+
+The only place that knows the mode's consequences for wiring: ``enforce`` hands the real
+backend to the executor as its writer; ``dry-run`` does too, but the cycle then runs the
+executor on a sandbox (see :mod:`.loop`), and ``off`` never reaches the executor.
+"""
+
+from __future__ import annotations
+
+from slurm_defrag.policy.file import Policy, default_policy, load_policy
+from slurm_defrag.service.killswitch import KillSwitch
+from slurm_defrag.service.loop import Cycle
+from slurm_defrag.service.runner import Service, crash_hook
+from slurm_defrag.service.settings import ServiceSettings
+from slurm_defrag.slurm.backends import open_backend
+from slurm_defrag.store.database import Store
+from slurm_defrag.store.lease import Lease
+from slurm_defrag.store.repo import Repository
+
+
+def policy_of(settings: ServiceSettings) -> Policy:
+    policy = load_policy(settings.policy) if settings.policy else default_policy()
+    if settings.solver is not None:
+        policy = policy.model_copy(update={"solver": settings.solver})
+    return policy
+
+
+def build(settings: ServiceSettings) -> tuple[Service, Store]:
+    """Everything the service needs, opened and checked (schema, policy) before it starts."""
+    store = Store.open(settings.db_url)
+    backend = open_backend(settings.slurm)
+    lease = Lease(store, settings.holder_id, ttl_s=settings.lease_ttl_s)
+    cycle = Cycle(
+        mode=settings.mode, reader=backend, writer=backend, repo=Repository(store),
+        policy=policy_of(settings), lease=lease,
+        killswitch=KillSwitch(settings.kill_switch_file), ttl_s=settings.plan_ttl_s,
+        hook=crash_hook(settings.test_crash_after),
+        packing_bump=settings.packing_weight_bump if settings.packing else None,
+    )  # fmt: skip
+    return Service(settings, cycle, lease), store

@@ -1,0 +1,1 @@
+"""Alembic migration environment, shipped inside the package (see migrations/README.md)."""

@@ -1,0 +1,53 @@
+"""Fixtures for the service tests: the course scenario on FakeSlurm, SQLite, a fake clock."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from service_helpers import CycleFactory, FakeClock, open_store
+
+from slurm_defrag.policy.file import Policy, default_policy
+from slurm_defrag.service.executor import Hook
+from slurm_defrag.service.killswitch import KillSwitch
+from slurm_defrag.service.loop import Cycle
+from slurm_defrag.slurm.fake import FakeSlurm
+from slurm_defrag.store.database import Store
+from slurm_defrag.store.lease import Lease
+from slurm_defrag.store.repo import Repository
+from slurm_defrag.synth import EPOCH, course_scenario
+
+
+@pytest.fixture
+def clock() -> FakeClock:
+    return FakeClock(EPOCH)
+
+
+@pytest.fixture
+def fake(clock: FakeClock) -> FakeSlurm:
+    return FakeSlurm(course_scenario(), clock=clock)
+
+
+@pytest.fixture
+def store(tmp_path: Path) -> Iterator[Store]:
+    s = open_store(tmp_path / "defrag.db")
+    yield s
+    s.close()
+
+
+@pytest.fixture
+def make_cycle(fake: FakeSlurm, store: Store, clock: FakeClock, tmp_path: Path) -> CycleFactory:
+    """A new service instance on the same database and Slurm (as after a restart)."""
+
+    def make(mode: str = "enforce", *, holder: str = "test:1", hook: Hook | None = None,
+             policy: Policy | None = None, ttl_s: float = 900.0,
+             reader: object = None, packing_bump: int | None = None) -> Cycle:
+        return Cycle(
+            mode=mode, reader=reader or fake, writer=fake, repo=Repository(store),  # type: ignore[arg-type]
+            policy=policy or default_policy(), lease=Lease(store, holder, ttl_s=30),
+            killswitch=KillSwitch(tmp_path / "STOP"), ttl_s=ttl_s, clock=clock, hook=hook,
+            packing_bump=packing_bump,
+        )
+
+    return make

@@ -1,0 +1,95 @@
+"""The running service: APScheduler job options, /trigger, /healthz, clean stop."""
+
+from __future__ import annotations
+
+import json
+import time
+import urllib.error
+import urllib.request
+from pathlib import Path
+
+import pytest
+from service_helpers import CycleFactory
+
+from slurm_defrag.service.runner import CYCLE_JOB, Service, crash_hook
+from slurm_defrag.service.settings import ServiceSettings
+
+
+def _get(url: str) -> tuple[int, dict[str, object]]:
+    try:
+        with urllib.request.urlopen(url, timeout=5) as r:
+            return r.status, json.loads(r.read())
+    except urllib.error.HTTPError as e:
+        return e.code, json.loads(e.read())
+
+
+def test_scheduler_trigger_and_health(make_cycle: CycleFactory, tmp_path: Path) -> None:
+    cycle = make_cycle("off")
+    settings = ServiceSettings(mode="off", interval_s=3600, http_port=0,
+                               kill_switch_file=tmp_path / "STOP")
+    # http_port=0 disables the server; start one on a free port by hand instead.
+    service = Service(settings, cycle, cycle.lease)
+    service.start()
+    try:
+        job = service.scheduler.get_job(CYCLE_JOB)
+        assert (job.max_instances, job.coalesce, job.misfire_grace_time) == (1, True, 30)
+        deadline = time.monotonic() + 10
+        while cycle.last is None and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert cycle.last is not None
+        first = cycle.last
+        from slurm_defrag.service.http import ControlServer
+
+        http = ControlServer("127.0.0.1", 0, service.trigger, service.health)
+        http.start()
+        base = f"http://127.0.0.1:{http.port}"
+        code, body = _get(base + "/healthz")
+        assert code == 200
+        assert body["mode"] == "off"
+        assert isinstance(body["last_cycle"], dict)
+        assert body["last_cycle"]["outcome"] == "off"
+        req = urllib.request.Request(base + "/trigger", method="POST")
+        with urllib.request.urlopen(req, timeout=5) as r:
+            assert r.status == 202
+        deadline = time.monotonic() + 10
+        while cycle.last is first and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert cycle.last is not first  # the interval is an hour: the trigger ran it
+        assert _get(base + "/nope")[0] == 404
+        http.close()
+    finally:
+        service.stop()
+    assert not cycle.lease.held  # released on stop, a standby takes over at once
+
+
+def test_crash_hook_parses_its_spec() -> None:
+    assert crash_hook(None) is None
+    hook = crash_hook("requeue")
+    assert hook is not None
+    hook("reserve", "acted")  # not this step: nothing happens
+    hook("requeue", "recorded")  # not this phase
+
+
+@pytest.mark.parametrize("spec", ["requeue", "requeue:recorded"])
+def test_crash_hook_exits_137(spec: str) -> None:
+    import subprocess
+    import sys
+
+    kind, _, phase = spec.partition(":")
+    code = (f"from slurm_defrag.service.runner import crash_hook\n"
+            f"crash_hook({spec!r})({kind!r}, {(phase or 'acted')!r})\n")
+    assert subprocess.run([sys.executable, "-c", code], check=False).returncode == 137
+
+
+def test_a_taken_port_is_one_clear_error() -> None:
+    import socket
+
+    from slurm_defrag.errors import InputError
+    from slurm_defrag.service.http import ControlServer
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        s.listen()
+        port = s.getsockname()[1]
+        with pytest.raises(InputError, match=f"cannot listen on 127.0.0.1:{port}"):
+            ControlServer("127.0.0.1", port, lambda: None, lambda: (True, {}))

@@ -1,0 +1,189 @@
+"""Safety on FakeSlurm + SQLite: dry-run, protections on a fresh read, limits, kill switch,
+the lease, Slurm unreachable."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from service_helpers import CycleFactory, FakeClock, slurm_schedules
+
+from slurm_defrag.domain.cluster import ClusterSnapshot, JobState
+from slurm_defrag.domain.plan import Plan
+from slurm_defrag.policy.file import default_policy, parse_policy
+from slurm_defrag.policy.limits import InMemoryPreemptionHistory
+from slurm_defrag.service.audit import AuditingWriter
+from slurm_defrag.service.executor import Executor
+from slurm_defrag.slurm.errors import SlurmUnavailableError
+from slurm_defrag.slurm.fake import FakeSlurm
+from slurm_defrag.solver.planner import make_plan
+from slurm_defrag.store.database import Store
+from slurm_defrag.store.plans import Plans
+from slurm_defrag.synth import course_scenario
+
+
+def test_dry_run_stores_the_same_plan_and_changes_nothing(
+    make_cycle: CycleFactory, fake: FakeSlurm, store: Store
+) -> None:
+    before = fake.snapshot()
+    report = make_cycle("dry-run").run()
+    assert report.outcome == "planned"
+    assert fake.calls == []
+    assert fake.snapshot() == before
+    (rec,) = Plans(store.engine).recent()
+    assert rec.mode == "dry-run"
+    assert rec.status == "done"
+    assert "nothing changed in Slurm" in rec.note
+    stored = Plan.model_validate(rec.inputs["plan"])
+    direct = make_plan(course_scenario(), default_policy())
+    assert (stored.victims, stored.targets, stored.actions) == (
+        direct.victims, direct.targets, direct.actions)
+    # Same path as enforce: same steps and commands, recorded as dry-run.
+    cmds = Plans(store.engine).commands(plan_id=rec.id)
+    assert [c.argv[1] for c in cmds] == ["create", "requeue", "update"]
+    assert all(c.dry_run for c in cmds)
+    # An unchanged cluster does not store the same dry-run plan every cycle.
+    assert make_cycle("dry-run").run().outcome == "idle"
+    assert len(Plans(store.engine).recent()) == 1
+
+
+def _admitted(store: Store, fake: FakeSlurm, clock: FakeClock,
+              policy_text: dict[str, object] | None = None) -> tuple[Executor, int]:
+    policy = parse_policy({"version": 1, **(policy_text or {})})
+    plans = Plans(store.engine)
+    ex = Executor(fake, AuditingWriter(fake, plans, dry_run=False), plans, policy,
+                  mode="enforce", ttl_s=900, history=InMemoryPreemptionHistory(), clock=clock)
+    pid = ex.admit(make_plan(fake.snapshot(), default_policy()))
+    assert pid is not None or policy_text
+    return ex, pid or 0
+
+
+def _set_job(fake: FakeSlurm, job_id: str, **fields: object) -> None:
+    fake.jobs[job_id].update(fields)
+
+
+def test_requeue_0_seen_on_the_fresh_read_stops_and_rolls_back(
+    store: Store, fake: FakeSlurm, clock: FakeClock
+) -> None:
+    ex, pid = _admitted(store, fake, clock)
+    _set_job(fake, "104", requeue=False)  # changed after the plan was made
+    assert ex.advance(pid) == "aborted"
+    assert fake.jobs["104"]["state"] == JobState.RUNNING
+    assert not any(c[0] == "requeue" for c in fake.calls)
+    assert not [r for r in fake.reservations if r.startswith("defrag-")]
+    note = Plans(store.engine).get(pid).note
+    assert "job 104 is protected now: Requeue=0" in note
+
+
+def test_protection_from_the_policy_is_rechecked(
+    store: Store, fake: FakeSlurm, clock: FakeClock
+) -> None:
+    # The plan was made under the default policy; the executor's policy protects QOS prod
+    # and the victim's QOS is prod on the fresh read.
+    ex, pid = _admitted(store, fake, clock, {"protections": {"qos": ["prod"]}})
+    _set_job(fake, "104", qos="prod")
+    assert ex.advance(pid) == "aborted"
+    assert "QOS=prod" in Plans(store.engine).get(pid).note
+    assert fake.jobs["104"]["state"] == JobState.RUNNING
+
+
+def test_limits_are_enforced_by_the_executor(
+    store: Store, fake: FakeSlurm, clock: FakeClock
+) -> None:
+    _, pid = _admitted(store, fake, clock, {"limits": {"max_victims_per_plan": 0}})
+    assert pid == 0  # refused at admission
+    (rec,) = Plans(store.engine).recent()
+    assert rec.status == "aborted"
+    assert "max_victims_per_plan" in rec.note
+    assert fake.calls == []
+
+
+def test_kill_switch_file_stops_all_action_within_one_cycle(
+    make_cycle: CycleFactory, fake: FakeSlurm, clock: FakeClock, store: Store,
+    tmp_path: Path,
+) -> None:
+    cycle = make_cycle()
+    cycle.run()  # a plan in flight, waiting for 110 to start
+    calls = len(fake.calls)
+    (tmp_path / "STOP").touch()
+    (rec,) = Plans(store.engine).recent()
+    slurm_schedules(fake, Plan.model_validate(rec.inputs["plan"]))
+    clock.tick(60)
+    report = cycle.run()
+    assert report.outcome == "off"
+    assert "kill switch" in report.detail
+    assert len(fake.calls) == calls  # not even the release of the started job
+    assert Plans(store.engine).get(rec.id).open
+    (tmp_path / "STOP").unlink()
+    assert cycle.run().plans == {rec.id: "done"}
+
+
+def test_mode_off_only_reads_and_stores(make_cycle: CycleFactory, fake: FakeSlurm,
+                                       store: Store) -> None:
+    report = make_cycle("off").run()
+    assert (report.outcome, report.detail) == ("off", "mode=off")
+    assert report.snapshot_id is not None
+    assert fake.calls == []
+    assert Plans(store.engine).recent() == []
+
+
+def test_only_the_lease_holder_acts(make_cycle: CycleFactory, fake: FakeSlurm,
+                                    store: Store, caplog: object) -> None:
+    a = make_cycle(holder="a:1")
+    b = make_cycle(holder="b:2")
+    assert a.run().outcome == "planned"
+    calls = len(fake.calls)
+    second = b.run()
+    assert second.outcome == "read-only"
+    assert "lease held by a:1" in second.detail
+    assert len(fake.calls) == calls
+    assert len(Plans(store.engine).recent()) == 1
+
+
+class _Down:
+    name = "down"
+
+    def snapshot(self) -> ClusterSnapshot:
+        raise SlurmUnavailableError("Slurm unavailable: squeue --json: connection refused")
+
+
+def test_slurm_down_means_no_action_and_one_log_line(
+    make_cycle: CycleFactory, fake: FakeSlurm, store: Store, caplog: object
+) -> None:
+    import logging
+
+    import pytest
+
+    assert isinstance(caplog, pytest.LogCaptureFixture)
+    with caplog.at_level(logging.INFO, logger="slurm_defrag.service"):
+        report = make_cycle(reader=_Down()).run()
+    assert report.outcome == "slurm-unavailable"
+    lines = [r for r in caplog.records if r.name.startswith("slurm_defrag.service")]
+    assert len(lines) == 1
+    assert "no action this cycle" in lines[0].getMessage()
+    assert fake.calls == []
+    # When Slurm is back, normal work resumes.
+    assert make_cycle().run().outcome == "planned"
+
+
+def test_a_dry_run_interrupted_by_a_crash_is_closed(
+    make_cycle: CycleFactory, fake: FakeSlurm, store: Store
+) -> None:
+    # An open dry-run plan in the database, as a kill -9 in the middle of a cycle leaves it.
+    plans = Plans(store.engine)
+    stale = plans.create("test", "dry-run", {"plan": {}, "nodes": ["node01"]})
+    assert make_cycle("dry-run").run().outcome == "planned"
+    assert (plans.get(stale).status, plans.get(stale).note) == ("aborted", "dry-run interrupted")
+    assert fake.calls == []
+
+
+def test_two_plans_never_hold_the_same_node(
+    store: Store, fake: FakeSlurm, clock: FakeClock
+) -> None:
+    ex, first = _admitted(store, fake, clock)
+    assert ex.advance(first) == "applying"
+    # A second plan for the same block (e.g. from another snapshot) is refused.
+    again = make_plan(course_scenario(), default_policy())
+    assert ex.admit(again) is None
+    refused = Plans(store.engine).recent()[0]
+    assert refused.status == "aborted"
+    assert "node01 are in another open plan" in refused.note

@@ -1,0 +1,74 @@
+"""Plans, steps and Slurm commands: the audit trail of what was proposed and done."""
+
+from __future__ import annotations
+
+import pytest
+
+from slurm_defrag.metrics.compute import compute
+from slurm_defrag.store.database import Store
+from slurm_defrag.store.errors import NotFound
+from slurm_defrag.store.plans import NewStep
+from slurm_defrag.store.repo import Repository
+from slurm_defrag.synth import course_scenario
+
+
+def test_plan_lifecycle(store: Store) -> None:
+    repo = Repository(store)
+    snap = course_scenario()
+    sid = repo.save_snapshot(snap, compute(snap))
+    pid = repo.plans.create(
+        snap.cluster, "dry-run", {"policy": "free-nvlink-block", "max_requeues": 2},
+        snapshot_id=sid, solver_status="OPTIMAL", objective=3.0, bound=3.0, solve_time_s=0.2,
+        holder="host:1",
+        steps=[NewStep("requeue", "104"), NewStep("reserve", "node01", {"gpus": [4, 5, 6]})],
+    )  # fmt: skip
+    plan = repo.plans.get(pid)
+    assert (plan.mode, plan.status, plan.open, plan.objective) == ("dry-run", "open", True, 3.0)
+    assert plan.inputs["max_requeues"] == 2
+    assert repo.plans.recent(open_only=True)[0].id == pid
+
+    steps = repo.plans.steps(pid)
+    assert [(s.seq, s.action, s.target, s.state) for s in steps] == [
+        (0, "requeue", "104", "pending"),
+        (1, "reserve", "node01", "pending"),
+    ]
+    assert steps[1].args == {"gpus": [4, 5, 6]}
+    (extra,) = repo.plans.add_steps(pid, [NewStep("drain", "node04")])
+    assert repo.plans.steps(pid)[-1].seq == 2
+
+    running = repo.plans.set_step_state(steps[0].id, "running")
+    assert running.started_at is not None
+    assert running.finished_at is None
+    cid = repo.plans.record_command(
+        ["scontrol", "requeue", "104"], exit_code=0, duration_s=0.05, stdout="",
+        plan_id=pid, step_id=steps[0].id,
+    )  # fmt: skip
+    repo.plans.record_command(
+        ["squeue", "--json"], exit_code=None, duration_s=30.0, stderr="timeout"
+    )
+    done = repo.plans.set_step_state(steps[0].id, "done")
+    assert done.finished_at is not None
+    failed = repo.plans.set_step_state(extra, "failed", "node busy")
+    assert failed.error == "node busy"
+
+    cmds = repo.plans.commands(plan_id=pid)
+    assert [(c.id, c.argv, c.exit_code) for c in cmds] == [(cid, ["scontrol", "requeue", "104"], 0)]
+    assert repo.plans.commands()[-1].exit_code is None
+
+    closed = repo.plans.update(pid, status="done", note="2 of 3 steps")
+    assert closed.closed_at is not None
+    assert not closed.open
+    assert repo.plans.recent(open_only=True) == []
+
+
+def test_plan_errors(store: Store) -> None:
+    plans = Repository(store).plans
+    with pytest.raises(ValueError, match="mode must be one of dry-run, enforce"):
+        plans.create("c", "yolo", {})
+    pid = plans.create("c", "enforce", {})
+    with pytest.raises(ValueError, match="status must be one of"):
+        plans.update(pid, status="weird")
+    with pytest.raises(NotFound, match="no plan 424242"):
+        plans.get(424242)
+    with pytest.raises(NotFound, match="no plan step 99"):
+        plans.set_step_state(99, "done")

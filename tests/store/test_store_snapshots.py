@@ -1,0 +1,151 @@
+"""Snapshots in and out of the database: exact round trips, and only changes are written."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta, timezone
+from itertools import pairwise
+from types import ModuleType
+
+import pytest
+from sqlalchemy import func, select
+
+from slurm_defrag.domain.cluster import ClusterSnapshot
+from slurm_defrag.metrics.compute import compute
+from slurm_defrag.store.database import Store
+from slurm_defrag.store.errors import NotFound
+from slurm_defrag.store.models import GpuAllocation, GroupMetric, JobState, NodeMetric, NodeState
+from slurm_defrag.store.repo import Repository
+from slurm_defrag.synth import course_scenario, random_cluster
+
+
+def _count(store: Store, table: type) -> int:
+    with store.engine.connect() as conn:
+        return int(conn.execute(select(func.count()).select_from(table)).scalar_one())
+
+
+def _save(repo: Repository, snap: ClusterSnapshot) -> int:
+    return repo.save_snapshot(snap, compute(snap))
+
+
+def test_round_trip_is_exact(store: Store) -> None:
+    repo = Repository(store)
+    course = course_scenario()
+    mixed = random_cluster(40, seed=7)
+    ids = [_save(repo, course), _save(repo, mixed)]
+    assert repo.load_snapshot(ids[0]) == course
+    assert repo.load_snapshot(ids[1]) == mixed
+    assert repo.load_snapshot(ids[1]).model_dump_json() == mixed.model_dump_json()
+    assert repo.latest() == mixed
+    assert repo.latest(course.cluster) == course
+    assert repo.latest("no-such-cluster") is None
+
+
+def test_evolving_cluster_writes_only_changes(store: Store, churn_module: ModuleType) -> None:
+    sim = churn_module.Churn(60, seed=3, ends_per_min=1, arrivals_per_min=1)
+    repo = Repository(store)
+    snaps = [sim.step() for _ in range(12)]
+    ids = [_save(repo, s) for s in snaps]
+    # Every stored snapshot comes back exactly, including ones in the middle of intervals.
+    for sid, snap in zip(ids, snaps, strict=True):
+        assert repo.load_snapshot(sid) == snap
+    # Exactly one row per node or job version: the first snapshot, then only what changed.
+    node_versions = len(snaps[0].nodes) + sum(
+        sum(a.node_by_name.get(n.name) != n for n in b.nodes) for a, b in pairwise(snaps)
+    )
+    # (Jobs are compared by id, not put in sets: a Job with default ``gpus`` is unhashable.)
+    job_versions = len(snaps[0].jobs) + sum(
+        sum(a.job_by_id.get(j.id) != j for j in b.jobs) for a, b in pairwise(snaps)
+    )
+    assert _count(store, NodeState) == node_versions
+    assert _count(store, JobState) == job_versions
+    assert node_versions < len(snaps) * len(snaps[0].nodes) / 3  # vs. storing everything
+    groups = (
+        1
+        + len({p for n in snaps[0].nodes for p in n.partitions})
+        + len({n.gpu_model for n in snaps[0].nodes})
+    )
+    assert _count(store, GroupMetric) == groups * len(snaps)
+
+
+def test_restarted_writer_continues_from_the_database(
+    store: Store, churn_module: ModuleType
+) -> None:
+    sim = churn_module.Churn(30, seed=5)
+    first = [sim.step() for _ in range(3)]
+    for s in first:
+        _save(Repository(store), s)  # a new Repository each time: nothing cached
+    repo = Repository(store)
+    later = [sim.step() for _ in range(3)]
+    ids = [_save(repo, s) for s in later]
+    assert [repo.load_snapshot(i) for i in ids] == later
+    with store.engine.connect() as conn:  # exactly one open version per GPU held now
+        open_allocs = conn.execute(
+            select(func.count()).where(GpuAllocation.to_snapshot.is_(None))
+        ).scalar_one()
+    assert open_allocs == sum(j.gpu_count for j in later[-1].running_gpu_jobs())
+
+
+def test_node_order_and_taken_at_offset_survive(store: Store) -> None:
+    base = random_cluster(12, seed=2)
+    odd = base.model_copy(
+        update={
+            "nodes": tuple(reversed(base.nodes)),
+            "jobs": tuple(reversed(base.jobs)),
+            "taken_at": datetime(2026, 3, 1, 9, 30, tzinfo=timezone(timedelta(hours=-5))),
+        }
+    )
+    odd = ClusterSnapshot.model_validate(odd.model_dump())
+    naive = ClusterSnapshot.model_validate(
+        {**base.model_dump(), "taken_at": datetime(2026, 3, 1, 15, 0)}
+    )
+    repo = Repository(store)
+    a, b = _save(repo, odd), _save(repo, naive)
+    back_a, back_b = repo.load_snapshot(a), repo.load_snapshot(b)
+    assert back_a == odd
+    assert [n.name for n in back_a.nodes] == [n.name for n in odd.nodes]
+    assert back_a.taken_at.utcoffset() == timedelta(hours=-5)
+    assert back_b == naive
+    assert back_b.taken_at.tzinfo is None
+
+
+def test_job_that_leaves_and_returns(store: Store) -> None:
+    """A requeued job id that vanished and comes back reuses its identity row."""
+    snap = course_scenario()
+    without = snap.model_copy(
+        update={"jobs": snap.jobs[1:], "taken_at": snap.taken_at + timedelta(minutes=1)}
+    )
+    again = snap.model_copy(update={"taken_at": snap.taken_at + timedelta(minutes=2)})
+    repo = Repository(store)
+    ids = [
+        _save(repo, s) for s in (snap, ClusterSnapshot.model_validate(without.model_dump()), again)
+    ]
+    assert repo.load_snapshot(ids[2]) == again
+    assert len(repo.load_snapshot(ids[1]).jobs) == len(snap.jobs) - 1
+
+
+def test_metrics_intervals_follow_node_changes(store: Store, churn_module: ModuleType) -> None:
+    sim = churn_module.Churn(40, seed=9)
+    repo = Repository(store)
+    for _ in range(5):
+        _save(repo, sim.step())
+    with store.engine.connect() as conn:
+        open_rows = conn.execute(
+            select(func.count()).where(NodeMetric.to_snapshot.is_(None))
+        ).scalar_one()
+        bad = conn.execute(
+            select(func.count()).where(
+                NodeMetric.to_t.is_not(None), NodeMetric.to_t < NodeMetric.from_t
+            )
+        ).scalar_one()
+    assert open_rows == 40  # exactly one current row per node
+    assert bad == 0
+
+
+def test_errors(store: Store) -> None:
+    repo = Repository(store)
+    with pytest.raises(NotFound, match="no snapshot 999"):
+        repo.load_snapshot(999)
+    snap = course_scenario()
+    other = snap.model_copy(update={"taken_at": datetime(2020, 1, 1, tzinfo=UTC)})
+    with pytest.raises(ValueError, match="not computed from this snapshot"):
+        repo.save_snapshot(snap, compute(other))
