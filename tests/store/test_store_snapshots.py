@@ -7,6 +7,8 @@ from itertools import pairwise
 from types import ModuleType
 
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 from sqlalchemy import func, select
 
 from slurm_defrag.domain.cluster import ClusterSnapshot
@@ -16,6 +18,7 @@ from slurm_defrag.store.errors import NotFound
 from slurm_defrag.store.models import GpuAllocation, GroupMetric, JobState, NodeMetric, NodeState
 from slurm_defrag.store.repo import Repository
 from slurm_defrag.synth import course_scenario, random_cluster
+from strategies import snapshots
 
 
 def _count(store: Store, table: type) -> int:
@@ -149,3 +152,20 @@ def test_errors(store: Store) -> None:
     other = snap.model_copy(update={"taken_at": datetime(2020, 1, 1, tzinfo=UTC)})
     with pytest.raises(ValueError, match="not computed from this snapshot"):
         repo.save_snapshot(snap, compute(other))
+
+
+@settings(max_examples=30, deadline=None,
+          suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
+@given(snaps=st.lists(snapshots(), min_size=1, max_size=3))
+def test_round_trip_property(store: Store, snaps: list[ClusterSnapshot]) -> None:
+    """Any snapshot written and read back equals the original, also when written after
+    other, unrelated snapshots of the same cluster name (the dedupe must not leak rows
+    of one into another)."""
+    repo = Repository(store)
+    stamped = [
+        s.model_copy(update={"taken_at": s.taken_at + timedelta(minutes=i + 1)})
+        for i, s in enumerate(snaps)
+    ]
+    ids = [_save(repo, s) for s in stamped]
+    for i, s in zip(ids, stamped, strict=True):
+        assert repo.load_snapshot(i) == s
