@@ -287,12 +287,23 @@ def test_time_from_blocked_to_running(fresh: Scenario) -> None:
     try:
         _fragment(sc, check_pending=False)
         t_id = sc.jobs["T"]
-        _wait("T running", lambda: _show(t_id).get("JobState") == "RUNNING", 120, 0.5)
+        seen: dict[str, str] = {}
+
+        def t_running() -> bool:
+            # Keep the text seen while T runs: T is short and may have ended (and lost its
+            # GRES detail lines) by the time the service is stopped below.
+            job = _show(t_id)
+            if job.get("JobState") != "RUNNING":
+                return False
+            seen["running"] = job["_text"]
+            return True
+
+        _wait("T running", t_running, 120, 0.5)
         blocked_to_running = time.monotonic() - sc.t_submitted
         _wait("plan done", lambda: [p[2] for p in _plans(sc)] == ["done"], 60)
     finally:
         assert _stop(service) == [0]
-    assert "IDX:5-7" in _show(t_id)["_text"]
+    assert "IDX:5-7" in seen["running"], seen["running"]
     store = Store.open(sc.db_url)
     try:
         plans = Plans(store.engine)
