@@ -12,14 +12,16 @@ import importlib.util
 import os
 import subprocess
 import sys
+import time
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
 from types import ModuleType
 
 import pytest
+import sqlalchemy.exc
 from sqlalchemy import create_engine, text
-from sqlalchemy.engine import make_url
+from sqlalchemy.engine import Engine, make_url
 
 from infra import require
 from slurm_defrag.store import migrate
@@ -65,9 +67,24 @@ def pg_url(pg_server: str | None) -> Iterator[str]:
         require(False, f"PostgreSQL at {pg_server} ({e.__class__.__name__})")
     url = make_url(pg_server).set(database=name).render_as_string(hide_password=False)
     yield url
-    with admin.connect() as conn:
-        conn.execute(text(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)'))
+    _drop_database(admin, name)
     admin.dispose()
+
+
+def _drop_database(admin: Engine, name: str) -> None:
+    """Drop a scratch database, tolerating an autovacuum worker connected to it.
+
+    WITH (FORCE) terminates other sessions, but the unprivileged test role may not signal an
+    autovacuum worker (owned by the superuser): retry briefly, then leave the database to the
+    throwaway server (scripts/postgres.sh) rather than fail a test that passed.
+    """
+    for _ in range(20):
+        try:
+            with admin.connect() as conn:
+                conn.execute(text(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)'))
+            return
+        except (sqlalchemy.exc.OperationalError, sqlalchemy.exc.ProgrammingError):
+            time.sleep(0.25)
 
 
 @pytest.fixture
