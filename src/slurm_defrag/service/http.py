@@ -1,8 +1,11 @@
-"""``POST /trigger`` (run a cycle now) and ``GET /healthz`` on a local port.
+"""The service's local HTTP endpoint: ``POST /trigger``, ``GET /healthz`` and read-only pages.
 
 The slurmctld epilog calls ``/trigger`` when a job ends, so freed GPUs are used at once
-instead of at the next interval. Standard library only: two routes do not justify a web
-framework, and the server runs in one daemon thread beside the scheduler.
+instead of at the next interval. Other features (Prometheus ``/metrics``, the web page)
+add read-only ``GET`` routes through :class:`Response`-returning callables; this module
+only routes, so each feature stays in its own module. Standard library only: a handful of
+routes do not justify a web framework, and the server runs in daemon threads beside the
+scheduler.
 """
 
 from __future__ import annotations
@@ -10,42 +13,73 @@ from __future__ import annotations
 import json
 import logging
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
+from urllib.parse import parse_qs, urlsplit
 
 from slurm_defrag.errors import InputError
 
 log = logging.getLogger(__name__)
 
 
+@dataclass(frozen=True)
+class Response:
+    status: int
+    body: bytes
+    content_type: str = "application/json"
+
+    @classmethod
+    def json(cls, body: Any, status: int = 200) -> Response:
+        return cls(status, json.dumps(body, default=str).encode())
+
+
+Query = Mapping[str, list[str]]
+Page = Callable[[Query], Response]
+"""A read-only GET route: query parameters in, response out. It must not change state."""
+
+
 class ControlServer:
-    """Serves the two routes until :meth:`close`; ``port`` 0 picks a free port."""
+    """Serves the routes until :meth:`close`; ``port`` 0 picks a free port."""
 
     def __init__(self, host: str, port: int, trigger: Callable[[], None],
-                 health: Callable[[], tuple[bool, dict[str, Any]]]) -> None:
+                 health: Callable[[], tuple[bool, dict[str, Any]]],
+                 pages: Mapping[str, Page] | None = None) -> None:
+        routes: dict[str, Page] = dict(pages or {})
+
+        def healthz(_: Query) -> Response:
+            ok, body = health()
+            return Response.json(body, 200 if ok else 503)
+
+        routes["/healthz"] = healthz
+
         class Handler(BaseHTTPRequestHandler):
             def do_POST(self) -> None:
                 if self.path.rstrip("/") != "/trigger":
-                    self._send(404, {"error": "not found"})
+                    self._send(Response.json({"error": "not found"}, 404))
                     return
                 trigger()
-                self._send(202, {"triggered": True})
+                self._send(Response.json({"triggered": True}, 202))
 
             def do_GET(self) -> None:
-                if self.path.rstrip("/") != "/healthz":
-                    self._send(404, {"error": "not found"})
+                url = urlsplit(self.path)
+                page = routes.get(url.path.rstrip("/") or "/")
+                if page is None:
+                    self._send(Response.json({"error": "not found"}, 404))
                     return
-                ok, body = health()
-                self._send(200 if ok else 503, body)
+                try:
+                    self._send(page(parse_qs(url.query)))
+                except Exception:  # a broken page must not kill the server thread
+                    log.exception("http: GET %s failed", url.path)
+                    self._send(Response.json({"error": "internal error"}, 500))
 
-            def _send(self, code: int, body: dict[str, Any]) -> None:
-                data = json.dumps(body, default=str).encode()
-                self.send_response(code)
-                self.send_header("Content-Type", "application/json")
-                self.send_header("Content-Length", str(len(data)))
+            def _send(self, resp: Response) -> None:
+                self.send_response(resp.status)
+                self.send_header("Content-Type", resp.content_type)
+                self.send_header("Content-Length", str(len(resp.body)))
                 self.end_headers()
-                self.wfile.write(data)
+                self.wfile.write(resp.body)
 
             def log_message(self, format: str, *args: Any) -> None:
                 log.debug("http: " + format, *args)
@@ -65,7 +99,7 @@ class ControlServer:
 
     def start(self) -> None:
         self._thread.start()
-        log.info("trigger/health endpoint on http://%s:%d",
+        log.info("HTTP endpoint on http://%s:%d",
                  self._server.server_address[0], self.port)
 
     def close(self) -> None:

@@ -18,7 +18,7 @@ from apscheduler.schedulers.background import (  # type: ignore[import-untyped]
 )
 
 from slurm_defrag.service.executor import Hook
-from slurm_defrag.service.http import ControlServer
+from slurm_defrag.service.http import ControlServer, Page
 from slurm_defrag.service.killswitch import KillSwitch
 from slurm_defrag.service.loop import Cycle
 from slurm_defrag.service.settings import ServiceSettings
@@ -48,8 +48,11 @@ def crash_hook(spec: str | None) -> Hook | None:
 class Service:
     """Owns the scheduler and the HTTP server around one :class:`Cycle`."""
 
-    def __init__(self, settings: ServiceSettings, cycle: Cycle, lease: Lease) -> None:
+    def __init__(self, settings: ServiceSettings, cycle: Cycle, lease: Lease,
+                 pages: dict[str, Page] | None = None) -> None:
         self.settings = settings
+        self.pages = dict(pages or {})
+        """Read-only GET routes beside /trigger and /healthz (metrics, web page)."""
         self.cycle = cycle
         self.lease = lease
         self.started_at = datetime.now(UTC)
@@ -62,7 +65,8 @@ class Service:
         s = self.settings
         # Bind first: a taken port must stop the service before any cycle runs.
         if s.http_port:
-            self.http = ControlServer(s.http_host, s.http_port, self.trigger, self.health)
+            self.http = ControlServer(s.http_host, s.http_port, self.trigger, self.health,
+                                      self.pages)
         self.scheduler.add_job(
             self._run_cycle, "interval", seconds=s.interval_s, id=CYCLE_JOB,
             # One cycle at a time; a backlog of missed runs becomes one run, and a run
