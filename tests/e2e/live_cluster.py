@@ -8,12 +8,15 @@ time: helpers never touch objects they did not create, except where a test says 
 
 from __future__ import annotations
 
+import fcntl
 import os
 import re
 import shutil
 import subprocess
 import sys
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 from slurm_defrag.slurm.cli import CliSlurm
@@ -163,3 +166,21 @@ def slurm_defrag(*args: str, timeout: float = 300) -> subprocess.CompletedProces
     return subprocess.run(
         [*argv, *args], capture_output=True, text=True, timeout=timeout, check=False, env=env
     )
+
+
+@contextmanager
+def exclusive_cluster() -> Iterator[None]:
+    """Hold the cluster of this ``SLURM_SUITE`` for one scenario.
+
+    Scenarios that need exact GPU placements (course scenario, fault injection, the
+    simulator cross-check) would be broken by another run's jobs on the same nodes. In CI
+    the live tests run one after another, so the lock is free; on a shared development
+    machine it makes concurrent runs take turns instead of failing each other.
+    """
+    path = Path(f"/tmp/slurmdefrag-{SUITE}.lock")
+    with path.open("a") as fh:
+        fcntl.flock(fh, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(fh, fcntl.LOCK_UN)
