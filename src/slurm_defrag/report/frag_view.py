@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
-from rich.console import Console, Group
+from rich.console import Console
 from rich.table import Table
 
 from slurm_defrag.domain.cluster import ClusterSnapshot
-from slurm_defrag.metrics.report import BLOCK_SIZES, FragReport, GroupMetrics
-from slurm_defrag.report.gpu_map import LEGEND, gpu_map
+from slurm_defrag.metrics.report import BLOCK_SIZES, FragReport, GroupMetrics, PendingStatus
+from slurm_defrag.report.gpu_map import fragmented_map
 
 
 def _scope_table(title: str, groups: list[GroupMetrics]) -> Table:
@@ -31,13 +31,18 @@ def _scope_table(title: str, groups: list[GroupMetrics]) -> Table:
     return t
 
 
+def request_text(p: PendingStatus) -> str:
+    """A pending job's GPU request in a few words, e.g. ``1x3 nvlink`` or ``6 any a100``."""
+    shape = f"{p.nodes}x{p.gpus_per_node}" if p.gpus_per_node else f"{p.gpus} any"
+    return shape + (f" {p.gpu_model}" if p.gpu_model else "") + (" nvlink" if p.nvlink else "")
+
+
 def _pending_table(report: FragReport, max_nodes: int) -> Table:
     t = Table(title="Pending GPU jobs", title_justify="left")
     for col in ("job", "request", "status", "why", "per node"):
         t.add_column(col, overflow="fold")
     for p in report.pending:
-        shape = f"{p.nodes}x{p.gpus_per_node}" if p.gpus_per_node else f"{p.gpus} any"
-        req = shape + (f" {p.gpu_model}" if p.gpu_model else "") + (" nvlink" if p.nvlink else "")
+        req = request_text(p)
         status = p.status + (f" ({p.reason})" if p.reason else "")
         style = "bold red" if p.status == "falsely-starved" else ""
         lines = [f"{d.node}: {d.verdict.value}: {d.detail}" for d in p.diagnosis[:max_nodes]]
@@ -63,9 +68,4 @@ def render(console: Console, snapshot: ClusterSnapshot, report: FragReport, max_
                   "spatial/topology/configuration. FGD: expected unusable free GPUs.[/dim]")
     if report.pending:
         console.print(_pending_table(report, max_nodes))
-    nodes = sorted(report.nodes, key=lambda m: (-m.counts.unusable.total, -m.counts.fgd, m.node))
-    shown = {m.node for m in nodes[:max_nodes]}
-    chosen = [n for n in snapshot.nodes if n.name in shown]
-    title = "GPU map" if len(chosen) == len(report.nodes) else (
-        f"GPU map: the {len(chosen)} most fragmented of {len(report.nodes)} nodes")
-    console.print(Group(gpu_map(snapshot, chosen, title), LEGEND))
+    console.print(fragmented_map(snapshot, report, max_nodes))

@@ -10,11 +10,13 @@ from __future__ import annotations
 
 import zlib
 
+from rich.console import Group
 from rich.table import Table
 from rich.text import Text
 
 from slurm_defrag.domain.cluster import UNKNOWN_OWNER, ClusterSnapshot, Node
 from slurm_defrag.domain.topology import indices_of
+from slurm_defrag.metrics.report import FragReport
 
 _PALETTE = (
     "bright_blue", "magenta", "cyan", "bright_red", "blue", "bright_magenta", "red",
@@ -81,3 +83,19 @@ LEGEND = Text.assemble(
     " free, in largest free NVLink block  ", ("·", "bold yellow"), " free, stranded  ",
     ("x", "dim"), " node takes no new work  ", ("▒", "grey50"), " busy, job not visible",
 )
+
+
+def fragmented_map(
+    snapshot: ClusterSnapshot, report: FragReport, max_nodes: int | None = None
+) -> Group:
+    """The GPU map with its legend; over ``max_nodes`` nodes, only the most fragmented.
+
+    Most fragmented = most unusable free GPUs, then highest FGD; the rows keep the
+    snapshot's node order so neighbours stay neighbours.
+    """
+    ranked = sorted(report.nodes, key=lambda m: (-m.counts.unusable.total, -m.counts.fgd, m.node))
+    shown = {m.node for m in ranked[:max_nodes]}
+    chosen = [n for n in snapshot.nodes if n.name in shown]
+    title = "GPU map" if len(chosen) == len(report.nodes) else (
+        f"GPU map: the {len(chosen)} most fragmented of {len(report.nodes)} nodes")
+    return Group(gpu_map(snapshot, chosen, title), LEGEND)
