@@ -1,0 +1,122 @@
+"""What the service tells an observer (the Prometheus exporter) while it works.
+
+The cycle and the executor call these methods where the events happen; they never import
+a metrics library, so the core runs the same with no observer at all (:data:`NO_OBSERVER`).
+Slurm errors are counted at the Slurm boundary instead, by wrapping the backend once in
+the wiring (:class:`ObservedSlurm`): every read and write of every step passes there, and
+the dry-run sandbox (not Slurm) does not.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from datetime import datetime
+from typing import TYPE_CHECKING, Literal, Protocol, TypeVar
+
+from slurm_defrag.domain.cluster import ClusterSnapshot
+from slurm_defrag.domain.plan import Plan
+from slurm_defrag.metrics.report import FragReport
+from slurm_defrag.slurm.backends import SlurmBackend
+from slurm_defrag.slurm.errors import SlurmError, SlurmParseError, SlurmUnavailableError
+
+if TYPE_CHECKING:
+    from slurm_defrag.service.loop import CycleReport
+
+PlanOutcome = Literal["done", "refused", "rolled-back", "failed"]
+"""How a plan ended: carried out; refused at admission (limit, node in another plan);
+rolled back cleanly; rolled back with an undo step failing."""
+
+SlurmErrorKind = Literal["unavailable", "rejected", "parse"]
+
+
+class Observer(Protocol):
+    def measured(self, report: FragReport) -> None:
+        """The metrics of the snapshot this cycle just read."""
+
+    def planned(self, plan: Plan) -> None:
+        """The planner returned ``plan`` (with or without actions)."""
+
+    def plan_closed(self, mode: str, outcome: PlanOutcome) -> None:
+        """A plan of ``mode`` (enforce / dry-run) reached its end."""
+
+    def requeued(self, mode: str, lost_gpu_seconds: float) -> None:
+        """A victim was requeued (in the sandbox for dry-run); its run so far is lost."""
+
+    def cycle_done(self, report: CycleReport, duration_s: float) -> None:
+        """A cycle ended (whatever its outcome) after ``duration_s`` seconds."""
+
+    def slurm_error(self, kind: SlurmErrorKind) -> None:
+        """A Slurm call failed."""
+
+
+class NullObserver:
+    """Observes nothing: the default, and what ``slurm-defrag plan`` or tests get."""
+
+    def measured(self, report: FragReport) -> None:
+        pass
+
+    def planned(self, plan: Plan) -> None:
+        pass
+
+    def plan_closed(self, mode: str, outcome: PlanOutcome) -> None:
+        pass
+
+    def requeued(self, mode: str, lost_gpu_seconds: float) -> None:
+        pass
+
+    def cycle_done(self, report: CycleReport, duration_s: float) -> None:
+        pass
+
+    def slurm_error(self, kind: SlurmErrorKind) -> None:
+        pass
+
+
+NO_OBSERVER: Observer = NullObserver()
+
+
+def error_kind(exc: SlurmError) -> SlurmErrorKind:
+    if isinstance(exc, SlurmUnavailableError):
+        return "unavailable"
+    if isinstance(exc, SlurmParseError):
+        return "parse"
+    return "rejected"
+
+
+_R = TypeVar("_R")
+
+
+class ObservedSlurm:
+    """A Slurm backend (reader and writer) that reports each failed call, then re-raises."""
+
+    def __init__(self, inner: SlurmBackend, on_error: Callable[[SlurmErrorKind], None]) -> None:
+        self.inner = inner
+        self.name = inner.name
+        self.on_error = on_error
+
+    def _call(self, fn: Callable[..., _R], *args: object, **kw: object) -> _R:
+        try:
+            return fn(*args, **kw)
+        except SlurmError as exc:
+            self.on_error(error_kind(exc))
+            raise
+
+    def snapshot(self) -> ClusterSnapshot:
+        return self._call(self.inner.snapshot)
+
+    def create_reservation(self, name: str, nodes: Sequence[str], users: Sequence[str],
+                           accounts: Sequence[str], start: datetime | None,
+                           duration_s: int) -> None:
+        self._call(self.inner.create_reservation, name, nodes, users, accounts, start,
+                   duration_s)
+
+    def delete_reservation(self, name: str) -> None:
+        self._call(self.inner.delete_reservation, name)
+
+    def requeue(self, job_id: str, reason: str) -> None:
+        self._call(self.inner.requeue, job_id, reason)
+
+    def update_job(self, job_id: str, **fields: str) -> None:
+        self._call(self.inner.update_job, job_id, **fields)
+
+    def update_node(self, node: str, **fields: str) -> None:
+        self._call(self.inner.update_node, node, **fields)

@@ -1,0 +1,304 @@
+"""Prometheus /metrics of the service on FakeSlurm + SQLite, the course example.
+
+examples/course.json: 4 nodes x 8 A100 in partition ``batch`` (node03 A100 80GB), 9 GPUs
+free, job 110 (3 NVLink GPUs) falsely starved (spatial); the plan requeues job 104.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import urllib.request
+from pathlib import Path
+
+import pytest
+import yaml
+from prometheus_client import CONTENT_TYPE_LATEST
+from prometheus_client.parser import text_string_to_metric_families
+from service_helpers import CycleFactory, FakeClock, open_store, slurm_schedules
+
+from infra import EXAMPLES, ROOT
+from slurm_defrag.domain.plan import Plan
+from slurm_defrag.metrics.compute import compute
+from slurm_defrag.service import wiring
+from slurm_defrag.service.history import StoreHistory
+from slurm_defrag.service.http import ControlServer
+from slurm_defrag.service.loop import Cycle
+from slurm_defrag.service.observer import ObservedSlurm, error_kind
+from slurm_defrag.service.prometheus import Exporter
+from slurm_defrag.service.runner import Service
+from slurm_defrag.service.settings import ServiceSettings
+from slurm_defrag.slurm.errors import (
+    SlurmError,
+    SlurmParseError,
+    SlurmRejectedError,
+    SlurmUnavailableError,
+)
+from slurm_defrag.slurm.fake import FakeSlurm
+from slurm_defrag.snapshot_file import load_snapshot
+from slurm_defrag.store.database import Store
+from slurm_defrag.store.plans import Plans
+
+Samples = dict[tuple[str, frozenset[tuple[str, str]]], float]
+
+
+@pytest.fixture
+def fake(clock: FakeClock) -> FakeSlurm:
+    """The course example from its file (overrides conftest's synth copy: same content)."""
+    return FakeSlurm(load_snapshot(EXAMPLES / "course.json"), clock=clock)
+
+
+def samples(text: str) -> Samples:
+    return {(s.name, frozenset(s.labels.items())): s.value
+            for fam in text_string_to_metric_families(text) for s in fam.samples}
+
+
+def scrape(exporter: Exporter) -> Samples:
+    resp = exporter.page({})
+    assert resp.status == 200
+    assert resp.content_type.startswith("text/plain; version=")
+    return samples(resp.body.decode())
+
+
+def value(got: Samples, name: str, **labels: str) -> float:
+    return got[("slurm_defrag_" + name, frozenset(labels.items()))]
+
+
+def series(got: Samples, name: str) -> dict[frozenset[tuple[str, str]], float]:
+    return {labels: v for (n, labels), v in got.items() if n == "slurm_defrag_" + name}
+
+
+def observed(make_cycle: CycleFactory, fake: FakeSlurm, store: Store, mode: str,
+             **kw: object) -> tuple[Cycle, Exporter]:
+    exporter = Exporter(StoreHistory(Plans(store.engine)))
+    cycle = make_cycle(mode, observer=exporter,
+                       reader=ObservedSlurm(fake, exporter.slurm_error), **kw)
+    return cycle, exporter
+
+
+def test_gauges_equal_the_snapshot_figures(make_cycle: CycleFactory, fake: FakeSlurm,
+                                           store: Store) -> None:
+    cycle, exporter = observed(make_cycle, fake, store, "dry-run")
+    assert series(scrape(exporter), "free_gpus") == {}  # no snapshot read yet
+    assert cycle.run().outcome == "planned"
+    got = scrape(exporter)
+    snapshot = fake.snapshot()
+    report = compute(snapshot)
+    # One partition: each (batch, model) group is the model's group of `frag`.
+    models = {m.name: m for m in report.models}
+    assert set(series(got, "free_gpus")) == {
+        frozenset({("partition", "batch"), ("gpu_model", m)}) for m in models}
+    for name, m in models.items():
+        key = {"partition": "batch", "gpu_model": name}
+        c = m.counts
+        assert value(got, "gpus", **key) == c.gpus
+        assert value(got, "free_gpus", **key) == c.free
+        assert value(got, "free_unavailable_gpus", **key) == c.free_unavailable
+        assert value(got, "largest_free_nvlink_block_gpus", **key) == m.largest_free_block
+        assert value(got, "fgd_gpus", **key) == pytest.approx(c.fgd)
+        for dim in ("spatial", "topology", "configuration"):
+            assert value(got, "unusable_gpus", **key, dimension=dim) == getattr(c.unusable, dim)
+    assert sum(series(got, "free_gpus").values()) == 9  # the course's 9 free GPUs
+    assert sum(series(got, "free_gpus").values()) == sum(
+        bin(mask).count("1") for mask in snapshot.free_masks.values())
+    (job,) = report.falsely_starved
+    assert (job.job_id, job.reason) == ("110", "spatial")
+    assert series(got, "falsely_starved_jobs") == {frozenset(
+        {("partition", "batch"), ("gpu_model", job.gpu_model or "any"), ("reason", "spatial")}
+    ): 1}
+    assert value(got, "snapshot_timestamp_seconds") == snapshot.taken_at.timestamp()
+
+
+def test_counters_of_a_dry_run_cycle(make_cycle: CycleFactory, fake: FakeSlurm,
+                                     store: Store) -> None:
+    cycle, exporter = observed(make_cycle, fake, store, "dry-run")
+    cycle.run()
+    got = scrape(exporter)
+    (rec,) = Plans(store.engine).recent()
+    plan = Plan.model_validate(rec.inputs["plan"])
+    assert [v.job_id for v in plan.victims] == ["104"]
+    assert value(got, "plans_total", mode="dry-run", outcome="done") == 1
+    assert value(got, "plans_total", mode="enforce", outcome="done") == 0
+    assert value(got, "victims_requeued_total", mode="dry-run") == 1
+    # The sandbox's clock is the planner's: the executor loses what the planner priced.
+    assert value(got, "victim_gpu_seconds_lost_total", mode="dry-run") == pytest.approx(
+        plan.victims[0].lost_gpu_hours * 3600)
+    assert value(got, "cycles_total", outcome="planned") == 1
+    assert value(got, "cycles_total", outcome="error") == 0
+    assert value(got, "cycle_duration_seconds_count") == 1
+    assert value(got, "solve_duration_seconds_count") == 1
+    assert value(got, "solve_duration_seconds_sum") == pytest.approx(plan.solver.runtime_s)
+    assert value(got, "last_cycle_timestamp_seconds") > 0
+    assert value(got, "preemptions_last_hour") == 0  # dry-run requeues are not preemptions
+    assert sum(series(got, "slurm_errors_total").values()) == 0
+
+
+def test_enforce_counts_the_preemption(make_cycle: CycleFactory, fake: FakeSlurm,
+                                       clock: FakeClock, store: Store) -> None:
+    cycle, exporter = observed(make_cycle, fake, store, "enforce")
+    for _ in range(6):
+        cycle.run()
+        (rec,) = Plans(store.engine).recent()
+        slurm_schedules(fake, Plan.model_validate(rec.inputs["plan"]))
+        clock.tick(60)
+        if not Plans(store.engine).get(rec.id).open:
+            break
+    got = scrape(exporter)
+    assert Plans(store.engine).get(rec.id).status == "done"
+    assert value(got, "plans_total", mode="enforce", outcome="done") == 1
+    assert value(got, "victims_requeued_total", mode="enforce") == 1
+    assert value(got, "victim_gpu_seconds_lost_total", mode="enforce") > 0
+    assert value(got, "preemptions_last_hour") == 1
+    assert value(got, "cycles_total", outcome="advanced") >= 1
+
+
+def test_refused_plan_is_counted(make_cycle: CycleFactory, fake: FakeSlurm,
+                                 store: Store) -> None:
+    from slurm_defrag.policy.file import default_policy
+
+    policy = default_policy()
+    # The planner plans with max_victims_per_plan = 1; the executor re-checks with 0.
+    cycle, exporter = observed(make_cycle, fake, store, "enforce")
+    cycle.executor.policy = policy.model_copy(
+        update={"limits": policy.limits.model_copy(update={"max_victims_per_plan": 0})})
+    cycle.run()
+    assert value(scrape(exporter), "plans_total", mode="enforce", outcome="refused") == 1
+
+
+class _Failing:
+    name = "failing"
+
+    def __init__(self, exc: SlurmError) -> None:
+        self.exc = exc
+
+    def snapshot(self) -> None:
+        raise self.exc
+
+
+@pytest.mark.parametrize(("exc", "kind"), [
+    (SlurmUnavailableError("Slurm unavailable: squeue: connect failure"), "unavailable"),
+    (SlurmRejectedError("Slurm rejected squeue: Invalid user"), "rejected"),
+    (SlurmParseError("squeue --json: jobs[0].gres_detail: not a list"), "parse"),
+])
+def test_slurm_errors_by_kind(make_cycle: CycleFactory, fake: FakeSlurm, store: Store,
+                              exc: SlurmError, kind: str) -> None:
+    exporter = Exporter(StoreHistory(Plans(store.engine)))
+    reader = ObservedSlurm(_Failing(exc), exporter.slurm_error)  # type: ignore[arg-type]
+    cycle = make_cycle("dry-run", observer=exporter, reader=reader)
+    outcome = cycle.run().outcome
+    got = scrape(exporter)
+    assert error_kind(exc) == kind
+    assert series(got, "slurm_errors_total") == {
+        frozenset({("kind", k)}): float(k == kind) for k in ("unavailable", "rejected", "parse")}
+    assert value(got, "cycles_total", outcome=outcome) == 1
+    assert outcome == ("slurm-unavailable" if kind == "unavailable" else "error")
+
+
+def test_slurm_write_errors_are_counted_and_raised(fake: FakeSlurm, store: Store) -> None:
+    exporter = Exporter(StoreHistory(Plans(store.engine)))
+    backend = ObservedSlurm(fake, exporter.slurm_error)
+    backend.update_node("node01", Weight="5")  # succeeds: nothing counted
+    with pytest.raises(SlurmRejectedError):
+        backend.requeue("no-such-job", "test")
+    got = scrape(exporter)
+    assert value(got, "slurm_errors_total", kind="rejected") == 1
+    assert value(got, "slurm_errors_total", kind="unavailable") == 0
+    assert backend.name == fake.name
+
+
+def test_standby_exports_no_cluster_figures(make_cycle: CycleFactory, fake: FakeSlurm,
+                                            store: Store, tmp_path: Path) -> None:
+    leader, _ = observed(make_cycle, fake, store, "off")
+    standby, exporter = observed(make_cycle, fake, store, "off", holder="test:2")
+    exporter.measured(compute(fake.snapshot()))  # as if it had been the leader before
+    leader.run()
+    assert standby.run().outcome == "read-only"
+    settings = ServiceSettings(mode="off", http_port=0, kill_switch_file=tmp_path / "STOP")
+    exporter.watch(Service(settings, standby, standby.lease))
+    got = scrape(exporter)
+    assert series(got, "free_gpus") == {}  # the leader's figures are the current ones
+    assert value(got, "lease_held") == 0
+    assert value(got, "mode", mode="off") == 1
+    assert value(got, "mode", mode="enforce") == 0
+    assert value(got, "kill_switch_engaged") == 0
+    assert value(got, "cycles_total", outcome="read-only") == 1
+
+
+def test_metrics_route_over_http_and_in_the_wiring(tmp_path: Path, fake: FakeSlurm,
+                                                   make_cycle: CycleFactory,
+                                                   store: Store) -> None:
+    cycle, exporter = observed(make_cycle, fake, store, "off")
+    cycle.run()
+    http = ControlServer("127.0.0.1", 0, lambda: None, lambda: (True, {}),
+                         {"/metrics": exporter.page})
+    http.start()
+    try:
+        with urllib.request.urlopen(f"http://127.0.0.1:{http.port}/metrics", timeout=5) as r:
+            assert r.headers["Content-Type"] == CONTENT_TYPE_LATEST
+            got = samples(r.read().decode())
+    finally:
+        http.close()
+    assert sum(series(got, "free_gpus").values()) == 9
+
+    db = tmp_path / "wired.db"
+    open_store(db).close()
+    for on in (True, False):
+        settings = ServiceSettings(db_url=f"sqlite:///{db}", metrics=on, http_port=0,
+                                   kill_switch_file=tmp_path / "STOP")
+        service, wired = wiring.build(settings)
+        wired.close()
+        assert ("/metrics" in service.pages) is on
+        assert isinstance(service.cycle.reader, ObservedSlurm) is on
+
+
+# -- the dashboard, the alert rules and the docs use only series the exporter has --------
+
+CONTRIB = ROOT / "contrib"
+NAME = re.compile(r"\bslurm_defrag_[a-z0-9_]+")
+
+
+def exposed_names(make_cycle: CycleFactory, fake: FakeSlurm, store: Store,
+                  tmp_path: Path) -> set[str]:
+    """Every sample name of a service that has planned (so every family has a sample)."""
+    cycle, exporter = observed(make_cycle, fake, store, "dry-run")
+    cycle.run()
+    settings = ServiceSettings(http_port=0, kill_switch_file=tmp_path / "STOP")
+    exporter.watch(Service(settings, cycle, cycle.lease))
+    return {name for name, _ in scrape(exporter)}
+
+
+def dashboard_exprs() -> list[str]:
+    board = json.loads((CONTRIB / "grafana" / "slurm-defrag.json").read_text())
+    return [t["expr"] for p in board["panels"] for t in p.get("targets", [])]
+
+
+def alert_exprs() -> list[str]:
+    rules = yaml.safe_load((CONTRIB / "prometheus" / "alerts.yml").read_text())
+    return [r["expr"] for g in rules["groups"] for r in g["rules"]]
+
+
+def test_dashboard_and_alerts_use_exposed_series(make_cycle: CycleFactory, fake: FakeSlurm,
+                                                 store: Store, tmp_path: Path) -> None:
+    names = exposed_names(make_cycle, fake, store, tmp_path)
+    exprs = dashboard_exprs()
+    rules = alert_exprs()
+    assert len(exprs) >= 10
+    assert len(rules) >= 5
+    used = {n for e in exprs + rules for n in NAME.findall(e)}
+    assert used - names == set()
+    # The dashboard covers the issue's figures.
+    for family in ("free_gpus", "unusable_gpus", "largest_free_nvlink_block_gpus", "fgd_gpus",
+                   "falsely_starved_jobs", "plans_total", "victims_requeued_total",
+                   "victim_gpu_seconds_lost_total", "cycle_duration_seconds_bucket",
+                   "solve_duration_seconds_bucket", "slurm_errors_total"):
+        assert "slurm_defrag_" + family in used, family
+
+
+def test_docs_list_every_series(make_cycle: CycleFactory, fake: FakeSlurm, store: Store,
+                                tmp_path: Path) -> None:
+    names = exposed_names(make_cycle, fake, store, tmp_path)
+    families = {re.sub(r"_(bucket|sum|count)$", "", n) for n in names
+                if not n.endswith("_created")}
+    documented = set(NAME.findall((ROOT / "docs" / "observability.md").read_text()))
+    assert families - documented == set()
+    assert documented - families - names == set()
