@@ -7,6 +7,8 @@
 #   scripts/cluster.sh exec CMD  run CMD in the slurmctld container (sbatch, scontrol, ...)
 #   scripts/cluster.sh logs [SERVICE...]
 #   scripts/cluster.sh build     (re)build the base image if missing, then the images
+#   scripts/cluster.sh defrag up|stop|logs   the slurm-defrag service container (compose
+#                                profile "defrag"; `up` does not start it)
 #   scripts/cluster.sh token [USER] [LIFESPAN]   print a JWT for slurmrestd (default root)
 #   scripts/cluster.sh api       print the slurmrestd API version in use (e.g. v0.0.38)
 #
@@ -86,6 +88,28 @@ build() {
     # Two distinct images: slurm-defrag/slurm (every Slurm service shares it) and
     # slurm-defrag/postgres, built side by side; `up` then finds them and builds nothing.
     compose build --parallel slurmctld postgres
+    build_defrag
+}
+
+# The service image is built FROM the Slurm image (same munge key and slurm.conf), so after
+# it. pip inside the build must trust what this host trusts (a TLS-inspecting proxy in front
+# of PyPI): the host's extra CA certificates go into the build context.
+build_defrag() {
+    local ca=$ROOT/docker/defrag/extra-ca
+    find "$ca" -name '*.crt' -delete
+    if compgen -G '/usr/local/share/ca-certificates/*.crt' >/dev/null; then
+        cp /usr/local/share/ca-certificates/*.crt "$ca/"
+    fi
+    log "building the slurm-defrag service image"
+    compose --profile defrag build defrag
+}
+
+# Service containers (the compose one and the tests' one-offs) share slurmctld's network
+# namespace: remove them before the cluster.
+remove_defrag() {
+    local ids
+    mapfile -t ids < <("$DOCKER" ps -aq --filter "name=^$PROJECT-defrag")
+    [ ${#ids[@]} -eq 0 ] || "$DOCKER" rm -f "${ids[@]}" >/dev/null
 }
 
 # slurmrestd serves several API versions; pick the newest one that answers a ping.
@@ -149,13 +173,21 @@ up)
     wait_ready
     log "cluster $PROJECT up in $((SECONDS - t0))s; try: scripts/cluster.sh exec sinfo"
     ;;
-down)     ensure_dockerd; compose down -v --remove-orphans ;;
+down)     ensure_dockerd; remove_defrag; compose down -v --remove-orphans ;;
 build)    build ;;
 status)   compose ps; ctld sinfo -N -o '%N %t %G %P' || true ;;
 logs)     compose logs --no-color "$@" ;;
 exec)     [ $# -gt 0 ] || die "usage: $0 exec CMD..."
           if [ -t 0 ]; then "$DOCKER" exec -it "$CTLD" "$@"; else ctld "$@"; fi ;;
+defrag)   case ${1:-up} in
+          # --no-deps: never recreate slurmctld or postgres under running jobs
+          up)   compose --profile defrag up -d --no-deps defrag ;;
+          stop) compose --profile defrag stop defrag ;;
+          logs) compose --profile defrag logs --no-color defrag ;;
+          build) ensure_dockerd; build_defrag ;;
+          *)    die "usage: $0 defrag up|stop|logs|build" ;;
+          esac ;;
 token)    token "$@" ;;
 api)      api_version ;;
-*)        die "unknown command '$cmd' (up|down|status|exec|logs|build|token|api)" ;;
+*)        die "unknown command '$cmd' (up|down|status|exec|logs|build|defrag|token|api)" ;;
 esac

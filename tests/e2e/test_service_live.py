@@ -1,4 +1,9 @@
-"""Live: ``slurm-defrag serve`` against the compose Slurm cluster (scripts/cluster.sh up).
+"""Live: the slurm-defrag service in its own container against the compose Slurm cluster.
+
+The service runs as the compose ``defrag`` service does (docker/defrag/, beside slurmctld in
+its network namespace, cli backend, the compose PostgreSQL, user ``defrag`` = Slurm
+Operator), one container per instance, started by :mod:`service_container`. Each scenario
+gets a scratch database.
 
 The course scenario with real jobs, all as root, all short sleeps:
 
@@ -7,31 +12,52 @@ The course scenario with real jobs, all as root, all short sleeps:
 * T asks for 3 a100 GPUs (an NVLink block on these NVSwitch nodes): 4 a100 GPUs are free,
   no node has 3, so T waits. The planner's minimal plan requeues V (1 GPU) on node01.
 
-Then, in order: ``serve --once --mode dry-run`` changes nothing in Slurm and stores the
-plan; the service in enforce mode is started with ``test_crash_after = "requeue"`` and dies
-(exit 137) right after the requeue; a restarted instance plus a second instance on the same
-database finish the plan (only one acts); T runs on exactly GPUs 5-7 of node01, the
-reservation is gone, V is requeued and every job ends COMPLETED. SIGTERM stops the service
-cleanly. Everything made here is cleaned up (jobs cancelled, ``defrag-*`` reservations of
-our plans deleted).
+Then, in order: the service in dry-run mode changes nothing in Slurm and stores the plan;
+the service in enforce mode is started with ``test_crash_after = "requeue"`` and dies
+(exit 137) right after the requeue; a restarted instance plus a second container on the
+same database finish the plan (only one acts: the lease); T runs on exactly GPUs 5-7 of
+node01, the reservation is gone, V is requeued and every job ends COMPLETED. SIGTERM
+(``docker stop``) stops the service cleanly. Everything made here is cleaned up (jobs
+cancelled, ``defrag-*`` reservations of our plans deleted, containers and databases
+removed).
+
+The host-process helpers (``_new_scenario``, ``_write_config``, ``_start``, ``_stop``: the
+service as a process on this host, Slurm through ``docker exec``) stay for local debugging
+and for tests that import them.
 """
 
 from __future__ import annotations
 
 import json
 import os
+import re
 import signal
 import socket
 import subprocess
 import sys
 import time
-import urllib.request
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import pytest
-from live_cluster import CTLD, DOCKER, GRES_CONF, cluster_is_up, ctld, job_states, sbatch
+from live_cluster import (
+    CTLD,
+    DOCKER,
+    GRES_CONF,
+    cluster_is_up,
+    ctld,
+    exclusive_cluster,
+    job_states,
+    sbatch,
+)
+from service_container import (
+    Database,
+    ServiceContainer,
+    free_port,
+    image_ready,
+    scratch_database,
+)
 
 from infra import require
 from slurm_defrag.domain.plan import Plan
@@ -53,6 +79,9 @@ class Scenario:
     db_url: str = ""
     port: int = 0
     prefix: list[str] = field(default_factory=lambda: [DOCKER, "exec", CTLD])
+    db: Database | None = None
+    """the scratch database of a container scenario (``db_url`` is its host address)"""
+    services: list[ServiceContainer] = field(default_factory=list)
 
     def ids(self) -> list[str]:
         return list(self.jobs.values())
@@ -102,6 +131,8 @@ def _plans(sc: Scenario) -> list[tuple[int, str, str, str, Plan]]:
 
 
 def _cleanup(sc: Scenario) -> None:
+    for svc in sc.services:
+        svc.remove()
     # Only our jobs: if the cluster was recreated meanwhile, the ids may be someone else's.
     ours = [j for j in sc.ids() if _show(j).get("JobName", "").startswith("svc-e2e-")]
     if ours:
@@ -112,6 +143,8 @@ def _cleanup(sc: Scenario) -> None:
                 ctld("scontrol", "delete", f"ReservationName={plan.reservation}", check=False)
         except Exception:  # the database may not exist if setup failed early
             pass
+    if sc.db is not None:
+        sc.db.drop()
 
 
 def _write_config(sc: Scenario, policy_extra: str = "", **extra: object) -> Path:
@@ -142,11 +175,36 @@ def _new_scenario(workdir: Path) -> Scenario:
     return sc
 
 
-def _require_idle() -> None:
+def _require_idle(wait_s: float = 180) -> None:
+    """node01 and node02 idle (foreign jobs may still be ending: wait for them a while)."""
     require(cluster_is_up(), "the compose Slurm cluster (scripts/cluster.sh up)")
-    states = ctld("sinfo", "-h", "-N", "-n", "node01,node02", "-o", "%N %t")
-    busy = [ln for ln in set(states.splitlines()) if ln.split()[1] != "idle"]
+    deadline = time.monotonic() + wait_s
+    while True:
+        states = ctld("sinfo", "-h", "-N", "-n", "node01,node02", "-o", "%N %t")
+        busy = [ln for ln in set(states.splitlines()) if ln.split()[1] != "idle"]
+        if not busy or time.monotonic() > deadline:
+            break
+        time.sleep(3)
     require(not busy, f"idle node01 and node02 (now: {sorted(busy)})")
+
+
+def _container_scenario(workdir: Path) -> Scenario:
+    """A scenario whose service runs in containers, on a scratch PostgreSQL database."""
+    require(image_ready(), "the service image (scripts/cluster.sh build)")
+    db = scratch_database()
+    return Scenario(workdir=workdir, db=db, db_url=db.host_url)
+
+
+# Fast settings for the scenario tests: a cycle every 4 s, a dead leader replaced after 8 s.
+FAST: dict[str, object] = {"interval_s": 4, "lease_ttl_s": 8, "plan_ttl_s": 240}
+
+
+def _service(sc: Scenario, tag: str, **settings: object) -> ServiceContainer:
+    """Start a service container for ``sc`` (cleaned up with it)."""
+    assert sc.db is not None
+    svc = ServiceContainer.start(tag, sc.db, **settings)
+    sc.services.append(svc)
+    return svc
 
 
 def _fragment(sc: Scenario, *, check_pending: bool = True) -> None:
@@ -166,21 +224,25 @@ def _fragment(sc: Scenario, *, check_pending: bool = True) -> None:
 
 @pytest.fixture(scope="module")
 def scenario(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Scenario]:
-    """The fragmented cluster, shared by the dry-run and the crash tests (in that order)."""
-    _require_idle()
-    sc = _new_scenario(tmp_path_factory.mktemp("service"))
-    try:
-        _fragment(sc)
-        yield sc
-    finally:
-        _cleanup(sc)
+    """The fragmented cluster, shared by the dry-run and the crash tests (in that order);
+    the cluster is held (exclusive_cluster) from fragmenting to clean-up."""
+    require(cluster_is_up(), "the compose Slurm cluster (scripts/cluster.sh up)")
+    with exclusive_cluster():
+        _require_idle()
+        sc = _container_scenario(tmp_path_factory.mktemp("service"))
+        try:
+            _fragment(sc)
+            yield sc
+        finally:
+            _cleanup(sc)
 
 
 @pytest.fixture
 def fresh(tmp_path: Path) -> Iterator[Scenario]:
-    """A scenario of its own (a fresh database), fragmented by the test when it wants."""
+    """A container scenario of its own (a fresh database), fragmented by the test when it
+    wants."""
     require(cluster_is_up(), "the compose Slurm cluster (scripts/cluster.sh up)")
-    sc = _new_scenario(tmp_path)
+    sc = _container_scenario(tmp_path)
     try:
         yield sc
     finally:
@@ -192,25 +254,9 @@ def _env(**extra: str) -> dict[str, str]:
     return {**env, **extra}
 
 
-def test_dry_run_changes_nothing_and_stores_the_plan(scenario: Scenario) -> None:
-    before = _state()
-    proc = subprocess.run([*SERVE, "--config", str(scenario.config), "--mode", "dry-run",
-                           "--once"], capture_output=True, text=True, timeout=180,
-                          env=_env())
-    assert proc.returncode == 0, proc.stderr
-    assert proc.stdout.startswith("planned"), proc.stdout + proc.stderr
-    assert _state() == before
-    ((_, mode, status, note, plan),) = _plans(scenario)
-    assert (mode, status) == ("dry-run", "done")
-    assert "nothing changed in Slurm" in note
-    assert [v.job_id for v in plan.victims] == [scenario.jobs["V"]]
-    (target,) = plan.served
-    assert target.job_id == scenario.jobs["T"]
-    assert [(p.node, p.gpus) for p in target.placements] == [("node01", (5, 6, 7))]
-
-
 def _start(sc: Scenario, log: Path, config: Path | None = None,
            **env: str) -> subprocess.Popen[bytes]:
+    """Host mode: ``slurm-defrag serve`` as a process on this host."""
     return subprocess.Popen([*SERVE, "--config", str(config or sc.config)], env=_env(**env),
                             stdout=subprocess.DEVNULL, stderr=log.open("wb"))
 
@@ -222,24 +268,48 @@ def _stop(*procs: subprocess.Popen[bytes]) -> list[int]:
     return [p.wait(timeout=60) for p in procs]
 
 
+def _mount_dir(path: Path) -> Path:
+    """``path`` readable by the service user inside the container (pytest's are 0700)."""
+    path.chmod(0o755)
+    return path
+
+
+def test_dry_run_changes_nothing_and_stores_the_plan(scenario: Scenario) -> None:
+    before = _state()
+    svc = _service(scenario, "dryrun", mode="dry-run", interval_s=300)
+    _wait("the dry-run plan", lambda: len(_plans(scenario)) >= 1, 120)
+    health = svc.health()
+    assert health is not None
+    assert health["mode"] == "dry-run"
+    assert svc.stop() == 0, svc.logs()
+    assert _state() == before
+    ((_, mode, status, note, plan),) = _plans(scenario)
+    assert (mode, status) == ("dry-run", "done")
+    assert "nothing changed in Slurm" in note
+    assert [v.job_id for v in plan.victims] == [scenario.jobs["V"]]
+    (target,) = plan.served
+    assert target.job_id == scenario.jobs["T"]
+    assert [(p.node, p.gpus) for p in target.placements] == [("node01", (5, 6, 7))]
+    assert "dry-run plan" in svc.logs()
+
+
 def test_enforce_frees_the_block_survives_a_crash_and_one_instance_acts(
     scenario: Scenario,
 ) -> None:
     sc = scenario
     t_id, v_id = sc.jobs["T"], sc.jobs["V"]
-    crashing = _start(sc, sc.workdir / "crash.log", SLURM_DEFRAG_TEST_CRASH_AFTER="requeue")
-    try:
-        assert crashing.wait(timeout=120) == 137, (sc.workdir / "crash.log").read_text()
-    finally:
-        if crashing.poll() is None:
-            crashing.kill()
+    a = _service(sc, "a", mode="enforce", **FAST, test_crash_after="requeue")
+    assert a.wait_exit(120) == 137, a.logs()
     enforce = [p for p in _plans(sc) if p[1] == "enforce"]
     ((pid, _, status, _, plan),) = enforce
     assert status == "applying"  # killed mid-plan: reservation held, V requeued
     assert plan.reservation in ctld("scontrol", "show", "reservation")
 
-    a = _start(sc, sc.workdir / "a.log")
-    b = _start(sc, sc.workdir / "b.log", SLURM_DEFRAG_HTTP_PORT=str(_free_port()))
+    # The crashed instance comes back as a new container (without the crash setting), and
+    # a second instance on the same database beside it; the dead holder's lease must
+    # expire (8 s) before either may act.
+    a.restart(test_crash_after=None)
+    b = _service(sc, "b", mode="enforce", **FAST, http_port=free_port())
     try:
         _wait("T running", lambda: _show(t_id).get("JobState") == "RUNNING", 150)
         blocked_to_running = time.monotonic() - sc.t_submitted
@@ -251,19 +321,15 @@ def test_enforce_frees_the_block_survives_a_crash_and_one_instance_acts(
         # The job kept running after its reservation ended (ResvOverRun=0 would kill it).
         time.sleep(5)
         assert _show(t_id).get("JobState") == "RUNNING"
-        logs = [(sc.workdir / n).read_text() for n in ("a.log", "b.log")]
-        assert any("read-only" in text for text in logs), logs
-        with urllib.request.urlopen(f"http://127.0.0.1:{sc.port}/healthz", timeout=5) as r:
-            health = json.loads(r.read())
+        health = a.health()
+        assert health is not None
         assert health["mode"] == "enforce"
-        req = urllib.request.Request(f"http://127.0.0.1:{sc.port}/trigger", method="POST")
-        with urllib.request.urlopen(req, timeout=5) as r:
-            assert r.status == 202
+        assert a.trigger() == 202
     finally:
-        for p in (a, b):
-            p.send_signal(signal.SIGTERM)
-        codes = [p.wait(timeout=60) for p in (a, b)]
-    assert codes == [0, 0]
+        codes = [a.stop(), b.stop()]
+    logs = [a.logs(), b.logs()]
+    assert codes == [0, 0], "\n---\n".join(text[-3000:] for text in logs)
+    assert any("read-only" in text for text in logs), logs
     assert _show(v_id).get("Restarts") == "1"
     # Every job runs to completion, the requeued victim included (it reruns after T).
     _wait("all jobs COMPLETED",
@@ -280,45 +346,55 @@ def test_enforce_frees_the_block_survives_a_crash_and_one_instance_acts(
 
 
 def test_time_from_blocked_to_running(fresh: Scenario) -> None:
-    """The benchmark (docs/benchmarks.md "Service"): no crash, the service already running."""
-    _require_idle()
+    """The benchmark (docs/benchmarks.md "Service"): no crash, the service already running
+    in its container with the settings of docker/defrag/service.toml — the default
+    interval (60 s) and lease (30 s) — in enforce mode. No epilog is installed here, so
+    only the interval drives the cycles."""
     sc = fresh
-    service = _start(sc, sc.workdir / "svc.log")
-    try:
-        _fragment(sc, check_pending=False)
-        t_id = sc.jobs["T"]
-        seen: dict[str, str] = {}
+    with exclusive_cluster():
+        _require_idle()
+        service = _service(sc, "timing", mode="enforce")
+        try:
+            service.wait_healthy()
+            # what the service says it uses ("serving: mode=enforce, every 60 s, ...")
+            interval = re.search(r"serving: .*every ([0-9.]+) s", service.logs())
+            assert interval is not None, service.logs()
+            interval_s = float(interval[1])
+            _fragment(sc, check_pending=False)
+            t_id = sc.jobs["T"]
+            seen: dict[str, str] = {}
 
-        def t_running() -> bool:
-            # Keep the text seen while T runs: T is short and may have ended (and lost its
-            # GRES detail lines) by the time the service is stopped below.
-            job = _show(t_id)
-            if job.get("JobState") != "RUNNING":
-                return False
-            seen["running"] = job["_text"]
-            return True
+            def t_running() -> bool:
+                # Keep the text seen while T runs: T is short and may have ended (and lost
+                # its GRES detail lines) by the time the service is stopped below.
+                job = _show(t_id)
+                if job.get("JobState") != "RUNNING":
+                    return False
+                seen["running"] = job["_text"]
+                return True
 
-        _wait("T running", t_running, 120, 0.5)
-        blocked_to_running = time.monotonic() - sc.t_submitted
-        _wait("plan done", lambda: [p[2] for p in _plans(sc)] == ["done"], 60)
-    finally:
-        assert _stop(service) == [0]
-    assert "IDX:5-7" in seen["running"], seen["running"]
-    store = Store.open(sc.db_url)
-    try:
-        plans = Plans(store.engine)
-        (rec,) = plans.recent()
-        steps = {s.action: s for s in plans.steps(rec.id)}
-        span = {k: round((s.finished_at - rec.created_at).total_seconds(), 1)  # type: ignore[operator]
-                for k, s in steps.items()}
-        solve_s = rec.solve_time_s
-    finally:
-        store.close()
-    _wait("all jobs COMPLETED",
-          lambda: all(_show(j).get("JobState") == "COMPLETED" for j in sc.ids()), 420, 5)
-    result = {"blocked_to_running_s": round(blocked_to_running, 1), "solve_s": solve_s,
-              "steps_done_after_admission_s": span}
-    print(f"\nservice live timing: {json.dumps(result)}")
+            _wait("T running", t_running, 330, 0.5)
+            blocked_to_running = time.monotonic() - sc.t_submitted
+            _wait("plan done", lambda: [p[2] for p in _plans(sc)] == ["done"], 200)
+        finally:
+            assert service.stop() == 0, service.logs()
+        assert "IDX:5-7" in seen["running"], seen["running"]
+        store = Store.open(sc.db_url)
+        try:
+            plans = Plans(store.engine)
+            (rec,) = plans.recent()
+            steps = {s.action: s for s in plans.steps(rec.id)}
+            span = {k: round((s.finished_at - rec.created_at).total_seconds(), 1)  # type: ignore[operator]
+                    for k, s in steps.items()}
+            solve_s = rec.solve_time_s
+        finally:
+            store.close()
+        _wait("all jobs COMPLETED",
+              lambda: all(_show(j).get("JobState") == "COMPLETED" for j in sc.ids()), 420, 5)
+    result = {"interval_s": interval_s, "blocked_to_running_s": round(blocked_to_running, 1),
+              "solve_s": solve_s, "steps_done_after_admission_s": span}
+    (sc.workdir / "timing.json").write_text(json.dumps(result))
+    print(f"\nservice live timing (container): {json.dumps(result)}")
 
 
 def _weights() -> dict[str, int]:
@@ -330,47 +406,54 @@ def test_packing_weights_applied_and_restored_on_sigterm(fresh: Scenario) -> Non
     sc = fresh
     before = _weights()
     # Enforce mode for packing, but a policy that can neither requeue nor drain: other
-    # people's jobs on the shared cluster are never touched by this test.
-    config = _write_config(sc, "[limits]\nmax_victims_per_plan = 0\n[drain]\nenabled = false\n",
-                           packing=True, packing_weight_bump=1000)
-    service = _start(sc, sc.workdir / "pack.log", config)
+    # people's jobs on the shared cluster are never touched by this test. Node weights
+    # need Slurm Admin rights (docker/README.md "Privileges"): this instance runs as root.
+    policy = _mount_dir(sc.workdir) / "policy.toml"
+    policy.write_text("version = 1\n[limits]\nmax_victims_per_plan = 0\n"
+                      "[drain]\nenabled = false\n")
+    service = _service(sc, "packing", user="root", mode="enforce", **FAST, packing=True,
+                       packing_weight_bump=1000, policy="/etc/slurm-defrag/test/policy.toml",
+                       files={"/etc/slurm-defrag/test": sc.workdir})
     try:
         # Idle nodes (no GPU in use, not reserved or drained) get original + 1000.
-        _wait("weights raised", lambda: any(w >= 1000 for w in _weights().values()), 60)
+        _wait("weights raised", lambda: any(w >= 1000 for w in _weights().values()), 90)
     finally:
-        codes = _stop(service)
+        code = service.stop()
         after = _weights()
         for node, w in before.items():  # never leave the cluster changed, even on failure
             if after.get(node) != w:
                 ctld("scontrol", "update", f"NodeName={node}", f"Weight={w}", check=False)
-    assert codes == [0]
-    assert after == before, (sc.workdir / "pack.log").read_text()
-    assert "original weights of" in (sc.workdir / "pack.log").read_text()
+    log = service.logs()
+    assert code == 0, log
+    assert after == before, log
+    assert "original weights of" in log
 
 
 def test_slurm_unreachable_no_action_one_line_per_cycle(fresh: Scenario) -> None:
     """slurmctld unreachable, as the service sees it: every Slurm command fails with the
     client's own message. Simulated at the command boundary (a wrapper in the command
-    prefix) so the shared cluster keeps running for everyone else."""
+    prefix, inside the service container) so the shared cluster keeps running for
+    everyone else."""
     sc = fresh
-    down = sc.workdir / "down"
+    mounted = "/etc/slurm-defrag/test"
+    down = _mount_dir(sc.workdir) / "down"
     wrapper = sc.workdir / "slurm-or-down.sh"
     wrapper.write_text(
         "#!/bin/sh\n"
-        f'if [ -e "{down}" ]; then\n'
+        f'if [ -e "{mounted}/down" ]; then\n'
         '  echo "slurm_load_jobs error: Unable to contact slurm controller (connect failure)" >&2\n'
         "  exit 1\nfi\n"
-        f'exec {DOCKER} exec {CTLD} "$@"\n'
+        'exec "$@"\n'
     )
     wrapper.chmod(0o755)
-    sc.prefix = [str(wrapper)]
-    config = _write_config(sc, mode="dry-run", interval_s=2)
     down.touch()
-    log = sc.workdir / "down.log"
-    service = _start(sc, log, config)
+    service = _service(sc, "unreachable", mode="dry-run", interval_s=2,
+                       slurm__command_prefix=[f"{mounted}/slurm-or-down.sh"],
+                       files={mounted: sc.workdir})
     try:
-        time.sleep(9)
-        lines = log.read_text().splitlines()
+        service.wait_healthy()
+        time.sleep(7)
+        lines = service.logs().splitlines()
         cycles = [ln for ln in lines if "no action this cycle" in ln]
         assert len(cycles) >= 2, lines
         assert all("Unable to contact slurm controller" in ln for ln in cycles)
@@ -378,6 +461,6 @@ def test_slurm_unreachable_no_action_one_line_per_cycle(fresh: Scenario) -> None
         assert [ln for ln in lines if "slurm_defrag.service.loop" in ln] == cycles
         down.unlink()
         _wait("a normal cycle",
-              lambda: "snapshot #" in log.read_text() or "dry-run plan" in log.read_text(), 60)
+              lambda: "snapshot #" in service.logs() or "dry-run plan" in service.logs(), 60)
     finally:
-        assert _stop(service) == [0]
+        assert service.stop() == 0
