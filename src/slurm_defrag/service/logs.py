@@ -23,8 +23,22 @@ class JsonFormatter(logging.Formatter):
         return json.dumps(out)
 
 
+class SkippedRunFilter(logging.Filter):
+    """Drops APScheduler's "skipped: maximum number of running instances reached".
+
+    One cycle at a time is the design (``max_instances = 1``). When Slurm is slow — a hung
+    slurmctld makes every command wait for its timeout — a cycle outlasts the interval and
+    APScheduler would warn at every tick, burying the one line per cycle that names the
+    cause (``cycle: Slurm unavailable: ...; no action this cycle``).
+    """
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return "maximum number of running instances reached" not in record.getMessage()
+
+
 def setup(level: str, as_json: bool) -> None:
     handler = logging.StreamHandler(sys.stderr)
+    handler.addFilter(SkippedRunFilter())
     # No timestamp in text mode: journald adds its own; JSON carries one for other sinks.
     handler.setFormatter(JsonFormatter() if as_json else
                          logging.Formatter("%(levelname)s %(name)s: %(message)s"))
