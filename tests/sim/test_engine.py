@@ -83,3 +83,41 @@ def test_snapshot_view_reports_shared_gpus_as_busy_and_whole_jobs_as_jobs() -> N
     assert [(j.id, j.request.gpus if j.request else 0) for j in snap.pending_gpu_jobs()] == [
         ("2", 4)
     ]
+
+
+def test_snapshot_view_carries_cpus_and_memory() -> None:
+    from slurm_defrag.sim.defrag import RunningJob
+    from slurm_defrag.sim.model import Placement
+    from slurm_defrag.sim.snapshot_view import to_snapshot
+
+    s = ClusterState([node("a", 4, cpu=32_000, mem=100_000)])
+    whole, cpu_only = job("w", num=2, cpu=6_500, mem=10_000), job("c", num=0, milli=0, cpu=8_000)
+    s.allocate(whole, Placement(0, (0, 1)))
+    s.allocate(cpu_only, Placement(0, ()))
+    running = {0: RunningJob(whole, Placement(0, (0, 1)), 1.0),
+               1: RunningJob(cpu_only, Placement(0, ()), 1.0)}
+    view = DefragView(10.0, s, running, [(2, job("p", num=2, cpu=2_500, mem=5_000))], 1)
+    snap = to_snapshot(view)
+    a = snap.node_by_name["a"]
+    # 32 - 14.5 CPUs free = 17.5 -> 17 whole CPUs; memory exact.
+    assert (a.cpus, a.cpus_free, a.memory_mb, a.memory_free_mb) == (32, 17, 100_000, 82_000)
+    held = snap.job_by_id["0"]
+    assert (held.cpus_per_node, held.memory_mb_per_node) == (6, 10_000)  # a victim frees >= 6
+    asked = snap.job_by_id["2"]
+    assert (asked.cpus_per_node, asked.memory_mb_per_node) == (3, 5_000)  # a target needs <= 3
+
+
+def test_backfill_plans_with_time_limits() -> None:
+    # "a" runs a 100 s job on 4 of 8 GPUs; "big" (8 GPUs) waits for it. "small" (4 GPUs,
+    # 50 s) fits now and ends before "big" could start -- unless its time limit says it
+    # might run 200 s, which would delay "big": then backfill must not start it.
+    def first_start(limit: float | None) -> float | None:
+        jobs = [job("run", num=4, duration=100.0), job("big", num=8, submit=1.0),
+                job("small", num=4, submit=2.0, duration=50.0, time_limit=limit)]
+        stats = _engine(jobs, [node("a", 8)], None, EngineConfig(bf_interval=5.0)).run()
+        return stats.records[2].first_start
+
+    assert first_start(None) == 6.0  # first backfill pass: 5 s after "big" blocked
+    late = first_start(200.0)
+    assert late is not None
+    assert late >= 100.0

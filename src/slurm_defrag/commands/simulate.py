@@ -67,7 +67,8 @@ def simulate(
         bool, typer.Option("--nvlink-jobs/--any-gpus", help="Multi-GPU jobs need one NVLink block.")
     ] = False,
     defrag: Annotated[
-        str, typer.Option("--defrag", help="Comma list of defrag steps: none, planner.")
+        str,
+        typer.Option("--defrag", help="Comma list of defrag steps: none, planner, planner-large."),
     ] = "none",
     out: Annotated[
         Path | None, typer.Option("--out", help="Folder for results JSON and PNG plots.")

@@ -19,14 +19,16 @@ from collections.abc import Iterator, Mapping
 from datetime import datetime
 from enum import StrEnum
 from functools import cached_property
-from typing import Annotated, Final, Literal
+from typing import Annotated, Any, Final, Literal
 
 from pydantic import (
     BaseModel,
     ConfigDict,
     Field,
     PlainSerializer,
+    SerializerFunctionWrapHandler,
     field_validator,
+    model_serializer,
     model_validator,
 )
 
@@ -54,6 +56,27 @@ GPU_MEMORY_GB: dict[str, float] = {
 
 # Sets serialise sorted so that snapshot JSON is stable (diffable, hashable in the store).
 IndexSet = Annotated[frozenset[int], PlainSerializer(sorted, return_type=list[int])]
+
+
+
+def _omit_defaults(
+    model: BaseModel, handler: SerializerFunctionWrapHandler, optional: Mapping[str, object]
+) -> dict[str, Any]:
+    """Dump ``model`` without the ``optional`` fields that hold their default.
+
+    CPU and memory fields came after schema version 1 files were written: leaving them out
+    when unset keeps those files (and the store's node bodies) byte-identical.
+    """
+    data: dict[str, Any] = handler(model)
+    for key, default in optional.items():
+        if key in data and data[key] == default:
+            del data[key]
+    return data
+
+
+_NODE_HOST_DEFAULTS: Final = {"cpus": None, "cpus_alloc": 0, "memory_mb": None,
+                              "memory_alloc_mb": 0}
+_JOB_HOST_DEFAULTS: Final = {"cpus_per_node": 0, "memory_mb_per_node": 0}
 
 UNKNOWN_OWNER = "?"
 """Owner of a GPU that the node reports busy but no job in the snapshot holds."""
@@ -126,6 +149,22 @@ class Node(_Frozen):
     features: tuple[str, ...] = ()
     weight: int | None = None
     reason: str = ""
+    cpus: Annotated[int, Field(ge=0)] | None = Field(
+        default=None, description="CPUs Slurm schedules on the node (CPUTot); None = not tracked"
+    )
+    cpus_alloc: Annotated[int, Field(ge=0)] = Field(
+        default=0, description="CPUs allocated to jobs (CPUAlloc), GPU jobs or not"
+    )
+    memory_mb: Annotated[int, Field(ge=0)] | None = Field(
+        default=None, description="schedulable memory (RealMemory, MB); None = not tracked"
+    )
+    memory_alloc_mb: Annotated[int, Field(ge=0)] = Field(
+        default=0, description="memory allocated to jobs (AllocMem, MB)"
+    )
+
+    @model_serializer(mode="wrap")
+    def _dump(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
+        return _omit_defaults(self, handler, _NODE_HOST_DEFAULTS)
 
     @field_validator("state", mode="before")
     @classmethod
@@ -144,6 +183,19 @@ class Node(_Frozen):
         if self.gpu_count and not self.gpu_model:
             raise ValueError("gpu_model is required when gpu_count > 0")
         return self
+
+    @property
+    def cpus_free(self) -> int | None:
+        """CPUs not allocated (None when the node's CPUs are not tracked).
+
+        Never negative: an oversubscribed node (``OverSubscribe=FORCE``) has none free.
+        """
+        return None if self.cpus is None else max(0, self.cpus - self.cpus_alloc)
+
+    @property
+    def memory_free_mb(self) -> int | None:
+        """Memory not allocated, MB (None when not tracked)."""
+        return None if self.memory_mb is None else max(0, self.memory_mb - self.memory_alloc_mb)
 
     @property
     def drained(self) -> bool:
@@ -266,6 +318,16 @@ class Job(_Frozen):
     request: GpuRequest | None = Field(default=None, description="GPU request (pending jobs)")
     comment: str = ""
     admin_comment: str = ""
+    cpus_per_node: Annotated[int, Field(ge=0)] = Field(
+        default=0, description="CPUs held (running) or needed (pending) on each node; 0 = unknown"
+    )
+    memory_mb_per_node: Annotated[int, Field(ge=0)] = Field(
+        default=0, description="memory held or needed on each node, MB; 0 = unknown"
+    )
+
+    @model_serializer(mode="wrap")
+    def _dump(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
+        return _omit_defaults(self, handler, _JOB_HOST_DEFAULTS)
 
     @field_validator("gpus", mode="after")
     @classmethod

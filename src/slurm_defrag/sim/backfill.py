@@ -5,8 +5,9 @@ time limits and lets lower-priority jobs start now only if they do not delay tho
 Here one job is planned (EASY backfill, Slurm's ``bf_max_job_test``-style depth for the
 rest): for each node that could ever host it, release that node's running jobs in order
 of their expected end until the job fits; the earliest such time is the *shadow time* and
-that node is reserved. Expected end = start + run time (perfect estimates; real users
-over-estimate, which makes backfill less effective than here).
+that node is reserved. Expected end = start + :attr:`JobSpec.estimate` (the run time
+unless a time limit is set: perfect estimates by default; real users over-estimate, which
+makes backfill less effective than here).
 """
 
 from __future__ import annotations
@@ -61,7 +62,7 @@ def reserve(
         when = now
         if not ok:
             ends = sorted(
-                (running[i].start + running[i].job.duration, i) for i in on_node.get(node, ())
+                (running[i].start + running[i].job.estimate, i) for i in on_node.get(node, ())
             )
             for end, i in ends:  # release in order of expected end, cheapest first
                 if best is not None and end >= best.start:

@@ -55,6 +55,8 @@ class JobRecord:
     end: float | None = None
     requeues: int = 0
     lost_gpu_h: float = 0.0
+    placement: Placement | None = None
+    """Where the job last started (the cross-check against real Slurm compares it)."""
 
 
 @dataclass
@@ -163,6 +165,7 @@ class Engine:
         rec = self.stats.records[jid]
         if rec.first_start is None:
             rec.first_start = self.now
+        rec.placement = where
         self._push(self.now + job.duration, _END, jid, self.token[jid])
 
     def _stop(self, jid: int) -> RunningJob:
@@ -226,7 +229,7 @@ class Engine:
             if tested >= self.cfg.bf_max_job_test:
                 break
             job = self.jobs[jid]
-            late = res is not None and self.now + job.duration > res.start
+            late = res is not None and self.now + job.estimate > res.start
             key = (job.shape, late)
             if key in failed:
                 continue

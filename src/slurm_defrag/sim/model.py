@@ -49,6 +49,8 @@ class JobSpec:
     priority: int = 0
     nvlink: bool = False
     """The job's GPUs must form one free NVLink block (``num_gpu >= 2``)."""
+    time_limit: float | None = None
+    """What backfill plans with (Slurm's time limit); None: the exact run time."""
 
     def __post_init__(self) -> None:
         if self.num_gpu < 0 or not 0 <= self.gpu_milli <= MILLI:
@@ -57,6 +59,11 @@ class JobSpec:
             raise ValueError(f"job {self.name}: num_gpu and gpu_milli must both be zero or not")
         if self.num_gpu > 1 and self.gpu_milli != MILLI:
             raise ValueError(f"job {self.name}: a multi-GPU job must take whole GPUs")
+
+    @property
+    def estimate(self) -> float:
+        """Run time the scheduler expects: the time limit if set, else the run time."""
+        return self.duration if self.time_limit is None else self.time_limit
 
     @property
     def total_milli(self) -> int:

@@ -18,9 +18,13 @@ from typing import Any
 from slurm_defrag.errors import InputError
 from slurm_defrag.sim.defrag import DefragPlan, DefragStep, DefragView, NoDefrag
 from slurm_defrag.sim.model import Placement
+from slurm_defrag.sim.protocol_b import LARGE_GPUS
 from slurm_defrag.sim.snapshot_view import to_snapshot
 
-STEPS = ("none", "planner")
+STEPS = ("none", "planner", "planner-large")
+"""``planner``: every pending whole-GPU job at the head of the queue is a target.
+``planner-large``: only jobs of at least 4 GPUs are, and running jobs that large are never
+victims -- the setting for Protocol B's large-job goal."""
 
 
 def _find_planner() -> Callable[..., Any] | None:
@@ -44,9 +48,9 @@ def planner_available() -> bool:
 class PlannerStep:
     """Calls the planner each cycle (see module docstring)."""
 
-    name = "planner"
+    name: str = "planner"
 
-    def __init__(self, max_targets: int = 10) -> None:
+    def __init__(self, max_targets: int = 10, min_gpus: int = 1) -> None:
         fn = _find_planner()
         if fn is None:
             raise InputError(
@@ -54,14 +58,28 @@ class PlannerStep:
                 "use --defrag none"
             )
         self._plan = fn
-        self._policy = importlib.import_module("slurm_defrag.policy.file").default_policy()
+        policy = importlib.import_module("slurm_defrag.policy.file").default_policy()
+        # No drains: the simulator's backfill already holds a node for the blocked head job
+        # (a drain by another name), and a drain plan starts nothing now.
+        self._policy = policy.model_copy(
+            update={"drain": policy.drain.model_copy(update={"enabled": False})})
         self.max_targets = max_targets
+        self.min_gpus = min_gpus
+        """Only pending jobs with at least this many GPUs are targets (4: large jobs); running
+        jobs that large are never victims (trading one large job for another only churns)."""
 
     def plan(self, view: DefragView) -> DefragPlan:
-        snapshot = to_snapshot(view, self.max_targets)
-        if not any(j.request is not None for j in snapshot.jobs):
+        keep = self.min_gpus if self.min_gpus > 1 else None
+        snapshot = to_snapshot(view, self.max_targets, self.min_gpus, keep)
+        # The caller chooses the targets, as an operator's --target would: the first pending
+        # jobs of at least min_gpus GPUs in queue order, not the strategies' pick.
+        targets = [j.id for j in snapshot.jobs if j.request is not None]
+        if not targets:
             return DefragPlan()
-        plan = self._plan(snapshot, self._policy)
+        limits = self._policy.limits.model_copy(
+            update={"max_victims_per_plan": view.max_requeues})
+        policy = self._policy.model_copy(update={"limits": limits})
+        plan = self._plan(snapshot, policy, targets=targets)
         index = {spec.name: i for i, spec in enumerate(view.state.nodes)}
         requeue = tuple(int(v.job_id) for v in plan.victims)
         place: dict[int, Placement] = {}
@@ -77,4 +95,8 @@ def make_step(name: str) -> DefragStep:
         return NoDefrag()
     if name == "planner":
         return PlannerStep()
+    if name == "planner-large":
+        step = PlannerStep(min_gpus=LARGE_GPUS)
+        step.name = name
+        return step
     raise InputError(f"--defrag {name!r}: choose from {', '.join(STEPS)}")

@@ -5,8 +5,9 @@ Limits of the translation, because the snapshot model has whole GPUs only:
 
 * a GPU shared by fractional jobs is reported busy by an unknown owner (``gpus_used``):
   the planner sees it as immovable, and fractional jobs are never victims or targets;
-* CPU and memory are not in the snapshot; placements that break them are refused by the
-  simulator when it applies the plan.
+* CPU and memory are in whole CPUs and MiB: a node's free CPUs are rounded down, a
+  target's CPUs up and a victim's down, so a plan never counts on CPUs that are not
+  there; CPU-only and fractional jobs hold their CPUs immovably (``cpus_alloc``).
 
 Job ids are the simulator's job indices as strings; node names are the trace's.
 """
@@ -36,8 +37,18 @@ def at(seconds: float) -> datetime:
     return EPOCH + timedelta(seconds=seconds)
 
 
-def to_snapshot(view: DefragView, max_targets: int = 10) -> ClusterSnapshot:
-    """The view as a snapshot; the first ``max_targets`` whole-GPU pending jobs are included."""
+def _one_model(models: frozenset[str] | None) -> str | None:
+    """A snapshot request names one GPU type; a job accepting several is shown as "any" (the
+    simulator refuses a planned placement on a type the job does not accept)."""
+    return next(iter(models)) if models is not None and len(models) == 1 else None
+
+
+def to_snapshot(
+    view: DefragView, max_targets: int = 10, min_gpus: int = 1, keep_gpus: int | None = None
+) -> ClusterSnapshot:
+    """The view as a snapshot with the first ``max_targets`` pending jobs that take at least
+    ``min_gpus`` whole GPUs (queue order). Running jobs with ``keep_gpus`` GPUs or more are
+    shown with ``Requeue=0`` (never victims)."""
     state = view.state
     whole_on: dict[int, set[int]] = {}
     jobs: list[Job] = []
@@ -55,6 +66,9 @@ def to_snapshot(view: DefragView, max_targets: int = 10) -> ClusterSnapshot:
                     start_time=at(r.start),
                     time_limit_s=int(r.job.duration) + 1,
                     gpus={state.nodes[r.where.node].name: frozenset(r.where.gpus)},
+                    cpus_per_node=r.job.cpu_milli // MILLI,
+                    memory_mb_per_node=r.job.memory_mib,
+                    requeue=keep_gpus is None or r.job.num_gpu < keep_gpus,
                 )
             )
     nodes: list[Node] = []
@@ -75,9 +89,14 @@ def to_snapshot(view: DefragView, max_targets: int = 10) -> ClusterSnapshot:
                 gpu_count=spec.gpus,
                 topology=spec.topology,
                 gpus_used=shared,
+                cpus=spec.cpu_milli // MILLI,
+                cpus_alloc=spec.cpu_milli // MILLI - int(state.cpu_left[n]) // MILLI,
+                memory_mb=spec.memory_mib,
+                memory_alloc_mb=spec.memory_mib - int(state.mem_left[n]),
             )
         )
-    whole = [(jid, j) for jid, j in view.pending if j.num_gpu and j.gpu_milli == MILLI]
+    whole = [(jid, j) for jid, j in view.pending
+             if j.num_gpu >= max(1, min_gpus) and j.gpu_milli == MILLI]
     for jid, j in whole[:max_targets]:
         jobs.append(
             Job(
@@ -89,7 +108,10 @@ def to_snapshot(view: DefragView, max_targets: int = 10) -> ClusterSnapshot:
                 priority=j.priority,
                 submit_time=at(j.submit),
                 time_limit_s=int(j.duration) + 1,
-                request=GpuRequest(gpus_per_node=j.num_gpu, nvlink=j.nvlink),
+                request=GpuRequest(gpus_per_node=j.num_gpu, nvlink=j.nvlink,
+                                   gpu_model=_one_model(j.gpu_models)),
+                cpus_per_node=-(-j.cpu_milli // MILLI),
+                memory_mb_per_node=j.memory_mib,
             )
         )
     return ClusterSnapshot(

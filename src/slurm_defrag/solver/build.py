@@ -73,9 +73,10 @@ def to_problem(
     budget: Budget,
     now: datetime,
 ) -> Indexed:
-    jobs_used = sorted({j for o in cands.options for j in o.victims})
+    kept = [o for o in cands.options if _host_fits(snapshot, specs[o.target].job, o, table)]
+    jobs_used = sorted({j for o in kept for j in o.victims})
     job_new = {j: i for i, j in enumerate(jobs_used)}
-    node_set = {o.node for o in cands.options}
+    node_set = {o.node for o in kept}
     by_id = snapshot.job_by_id
     for j in jobs_used:
         for name in by_id[table.ids[j]].gpus:
@@ -89,7 +90,8 @@ def to_problem(
         node = snapshot.nodes[n]
         dom = snapshot.domain_of(node)
         node_data.append(NodeData(node.name, node.gpu_count, snapshot.free_masks[node.name],
-                                  dom_idx[dom.name] if dom is not None else None))
+                                  dom_idx[dom.name] if dom is not None else None,
+                                  node.cpus_free, node.memory_free_mb))
     users = tuple(sorted({by_id[table.ids[j]].user for j in jobs_used}))
     user_idx = {u: i for i, u in enumerate(users)}
     job_data = []
@@ -99,14 +101,16 @@ def to_problem(
             (node_new[table.node_index[name]], _mask(idx)) for name, idx in job.gpus.items()))
         c = table.costs[j]
         job_data.append(JobData(job.id, user_idx[job.user], table.cost_milli[j],
-                                to_milli(c.lost_gpu_hours), gpus))
+                                to_milli(c.lost_gpu_hours), gpus, job.cpus_per_node,
+                                job.memory_mb_per_node))
     options = tuple(
         OptionData(o.target, node_new[o.node], o.mask, o.kind,
                    tuple(sorted(job_new[j] for j in o.victims)), o.busy,
                    o.cost if o.kind == "drain" else 0, o.wait_s, o.blockers)
-        for o in cands.options
+        for o in kept
     )
-    targets = tuple(TargetData(s.job.id, s.value, s.nodes, s.item.gpus_per_node, s.same_domain)
+    targets = tuple(TargetData(s.job.id, s.value, s.nodes, s.item.gpus_per_node, s.same_domain,
+                               s.job.cpus_per_node, s.job.memory_mb_per_node)
                     for s in specs)
     limits = LimitData(
         max_victims=budget.victims,
@@ -116,7 +120,21 @@ def to_problem(
     data = ProblemData(targets, tuple(node_data), tuple(job_data), users, options, limits,
                        domains)
     return Indexed(data, tuple(snapshot.nodes[n].name for n in nodes_used),
-                   tuple(table.ids[j] for j in jobs_used), tuple(cands.options))
+                   tuple(table.ids[j] for j in jobs_used), tuple(kept))
+
+
+def _host_fits(snapshot: ClusterSnapshot, target: Job, option: RawOption, table: JobTable) -> bool:
+    """Could the node give the target's CPUs and memory once the option's victims (or, for a
+    drain, its blockers) are gone? Untracked resources always fit; the model then checks
+    that shares on one node do not together ask for more."""
+    node = snapshot.nodes[option.node]
+    freed = [snapshot.job_by_id[table.ids[j]] for j in option.victims]
+    freed += [snapshot.job_by_id[b] for b in option.blockers if b in snapshot.job_by_id]
+    cpus, mem = node.cpus_free, node.memory_free_mb
+    if cpus is not None and cpus + sum(j.cpus_per_node for j in freed) < target.cpus_per_node:
+        return False
+    return mem is None or mem + sum(j.memory_mb_per_node for j in freed) >= (
+        target.memory_mb_per_node)
 
 
 def _mask(idx: frozenset[int]) -> int:

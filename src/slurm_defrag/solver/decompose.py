@@ -7,9 +7,9 @@ checking the combined result (see :mod:`slurm_defrag.solver.planner`).
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
-from slurm_defrag.solver.problem import JobData, LimitData, OptionData, ProblemData
+from slurm_defrag.solver.problem import LimitData, OptionData, ProblemData
 
 
 @dataclass(frozen=True)
@@ -61,9 +61,8 @@ def _part(data: ProblemData, targets: list[int]) -> Part:
     sub = ProblemData(
         targets=tuple(data.targets[t] for t in targets),
         nodes=tuple(data.nodes[n] for n in nodes),
-        jobs=tuple(JobData(data.jobs[j].job_id, u_new[data.jobs[j].user], data.jobs[j].cost,
-                           data.jobs[j].lost,
-                           tuple((n_new[n], m) for n, m in data.jobs[j].gpus))
+        jobs=tuple(replace(data.jobs[j], user=u_new[data.jobs[j].user],
+                           gpus=tuple((n_new[n], m) for n, m in data.jobs[j].gpus))
                    for j in jobs),
         users=tuple(data.users[u] for u in users),
         options=tuple(

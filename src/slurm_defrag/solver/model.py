@@ -66,6 +66,7 @@ class _Constraints:
         self._shares_per_target()
         self._one_share_per_node()
         self._gpu_use()
+        self._host_capacity()
         self._no_gratuitous_requeue()
         self._drained_node_exclusive()
         self._same_domain()
@@ -124,6 +125,34 @@ class _Constraints:
                                                         self._v.requeue[owner])
                 else:
                     self._m.add(sum(using) <= self._v.requeue[owner])
+
+    def _host_capacity(self) -> None:
+        """Shares taken on a node fit its free CPUs and memory plus what victims free.
+
+        Slurm starts a job only where its CPUs and memory fit too, so a block of free GPUs
+        on a node whose CPUs are all taken is no use. Drains wait for their blockers and
+        host no other share, so only requeue options count here.
+        """
+        on_node: dict[int, list[int]] = {}
+        for j, job in enumerate(self._d.jobs):
+            for n, _ in job.gpus:
+                on_node.setdefault(n, []).append(j)
+        for n, node in enumerate(self._d.nodes):
+            opts = [o for o in self._d.node_options[n]
+                    if self._d.options[o].kind is OptionKind.REQUEUE]
+            targets = [self._d.targets[self._d.options[o].target] for o in opts]
+            holders = [self._d.jobs[j] for j in on_node.get(n, [])]
+            self._fits(node.cpus_free, opts, [t.cpus for t in targets],
+                       on_node.get(n, []), [j.cpus for j in holders])
+            self._fits(node.memory_free, opts, [t.memory for t in targets],
+                       on_node.get(n, []), [j.memory for j in holders])
+
+    def _fits(self, free: int | None, opts: list[int], asks: list[int], jobs: list[int],
+              held: list[int]) -> None:
+        if free is None or sum(asks) <= free:
+            return  # never binds
+        self._m.add(sum(a * self._v.take[o] for o, a in zip(opts, asks, strict=True))
+                    <= free + sum(h * self._v.requeue[j] for j, h in zip(jobs, held, strict=True)))
 
     def _no_gratuitous_requeue(self) -> None:
         """A job is requeued only for a block that is taken: victims are minimal even when

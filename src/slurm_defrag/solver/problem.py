@@ -37,6 +37,10 @@ class TargetData:
     gpus_per_node: int
     same_domain: bool = False
     """All shares inside one multi-node NVLink domain."""
+    cpus: int = 0
+    """CPUs each share needs on its node (0: none asked or not known)."""
+    memory: int = 0
+    """Memory each share needs on its node, MB."""
 
     def __post_init__(self) -> None:
         if self.value <= 0:
@@ -51,6 +55,10 @@ class NodeData:
     gpu_count: int
     free_mask: int
     domain: int | None = None
+    cpus_free: int | None = None
+    """CPUs not allocated now (None: the node's CPUs are not tracked, never binding)."""
+    memory_free: int | None = None
+    """Memory not allocated now, MB (None: not tracked)."""
 
     def __post_init__(self) -> None:
         if self.free_mask >> self.gpu_count:
@@ -69,6 +77,10 @@ class JobData:
     """Unweighted GPU-hours of work lost (milli), what the GPU-hour limit counts."""
     gpus: tuple[tuple[int, int], ...]
     """(node index, GPU mask) for every node the job holds GPUs on."""
+    cpus: int = 0
+    """CPUs it holds on each of those nodes (freed when it is requeued)."""
+    memory: int = 0
+    """Memory it holds on each of those nodes, MB."""
 
     def __post_init__(self) -> None:
         if self.cost < 0 or self.lost < 0:

@@ -1,0 +1,368 @@
+"""Cross-check: the same small trace on the compose cluster's real Slurm and in the simulator.
+
+    SLURM_SUITE=trixie SLURMRESTD_PORT=6821 POSTGRES_PORT=55442 \\
+        .venv/bin/python bench/crosscheck_slurm.py [--jobs 60] [--seed 7] [--replay RUN.json]
+
+A seeded trace of whole-GPU jobs (1/2/4/8 GPUs, any type or one of the cluster's types,
+1-4 CPUs per GPU, run times of tens of seconds, Poisson arrivals) is submitted to the
+cluster's slurmctld (``sbatch --wrap "sleep <run>"`` as root) while holding
+:func:`exclusive_cluster`; each job's node and GPU indices are read from ``scontrol show
+job -d`` as soon as it runs. The simulator then runs the jobs with the submit and run
+times Slurm recorded, their time limits, the ``first-fit`` (cons_tres) policy and Slurm's
+``bf_interval``, on the same nodes (read from ``sinfo``): end to end (it queues and
+backfills itself) and decision by decision (each job placed on the cluster as Slurm had
+allocated it when the job started). Printed: the share of jobs on the same node and on
+the same node and GPU indices, and every job that differs. The raw run is saved to
+``--out`` (``<suite>-seed<N>-run.json``) for ``--replay``. A foreign job running during
+the trace voids the run (it is retried).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import re
+import sys
+import time
+from dataclasses import asdict, dataclass
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests" / "e2e"))
+
+from live_cluster import SUITE, ctld, exclusive_cluster, sbatch
+
+from slurm_defrag.domain.gres import gpu_indices
+from slurm_defrag.sim.cluster import ClusterState
+from slurm_defrag.sim.engine import Engine, EngineConfig
+from slurm_defrag.sim.model import MILLI, JobSpec, NodeSpec, Placement
+from slurm_defrag.sim.policies.base import PlacementPolicy, PolicyContext
+from slurm_defrag.sim.policies.registry import build
+
+GPU_TYPES = ("a100", "a100-80g", "h100")
+GPU_COUNTS = (1, 2, 4, 8)
+GPU_COUNT_P = (0.45, 0.3, 0.15, 0.1)
+ACTIVE = {"PENDING", "RUNNING", "COMPLETING", "CONFIGURING"}
+STARTED = {"RUNNING", "COMPLETING", "COMPLETED", "FAILED", "TIMEOUT", "NODE_FAIL"}
+ENDED = {"COMPLETED", "FAILED", "CANCELLED", "TIMEOUT", "NODE_FAIL", "OUT_OF_MEMORY"}
+
+
+@dataclass(frozen=True)
+class TraceJob:
+    gpus: int
+    gpu_type: str | None
+    cpus: int
+    offset_s: float
+    run_s: int
+
+
+@dataclass
+class Observed:
+    job_id: str
+    node: str
+    gpus: tuple[int, ...]
+    submit: float
+    start: float
+    end: float | None = None
+    scheduler: str = ""
+    """Which slurmctld pass started it: ``Main`` or ``Backfill``."""
+
+
+class ForeignJob(RuntimeError):
+    """Another job ran on the cluster during the trace: its placements are not comparable."""
+
+
+def make_trace(
+    n: int, seed: int, run_s: tuple[int, int] = (20, 90), load: float = 1.3, gpus: int = 32
+) -> list[TraceJob]:
+    """``n`` jobs whose offered GPU load is ``load`` x the cluster's ``gpus`` (queues form)."""
+    rng = np.random.default_rng(seed)
+    counts = rng.choice(GPU_COUNTS, size=n, p=GPU_COUNT_P)
+    runs = rng.integers(run_s[0], run_s[1] + 1, size=n)
+    mean_work = float(np.dot(GPU_COUNTS, GPU_COUNT_P)) * float(np.mean(run_s))
+    gap = mean_work / (load * gpus)
+    t = 0.0
+    out: list[TraceJob] = []
+    for k in range(n):
+        typ = None if rng.random() < 0.5 else str(rng.choice(GPU_TYPES))
+        cpus = int(counts[k]) * int(rng.integers(1, 5))
+        out.append(TraceJob(int(counts[k]), typ, cpus, round(t, 1), int(runs[k])))
+        t += float(rng.exponential(gap))
+    return out
+
+
+# -- real Slurm ---------------------------------------------------------------------------
+
+_FIELD = re.compile(r"(\w+)=(\S*)")
+def _stamp(text: str) -> float:
+    return datetime.fromisoformat(text).timestamp()
+
+
+def _jobs_now() -> list[dict[str, str]]:
+    """``scontrol show job -d -o`` for every job slurmctld still knows, one dict each."""
+    out = ctld("scontrol", "show", "job", "-d", "-o", check=False)
+    rows = []
+    for line in out.splitlines():
+        if line.startswith("JobId="):
+            rows.append(dict(_FIELD.findall(line)))
+    return rows
+
+
+def wait_quiet(timeout_s: float = 600) -> None:
+    """Wait until no job is pending or running (other people's work ends first)."""
+    deadline = time.monotonic() + timeout_s
+    while any(r.get("JobState") in ACTIVE for r in _jobs_now()):
+        if time.monotonic() > deadline:
+            raise ForeignJob("the cluster did not become quiet")
+        time.sleep(3)
+
+
+def _record(rows: list[dict[str, str]], mine: set[str], seen: dict[str, Observed]) -> None:
+    """Note where our jobs run and when they end; raise ForeignJob on anyone else's."""
+    for row in rows:
+        jid, state = row["JobId"], row.get("JobState", "")
+        if jid not in mine:
+            if state in ACTIVE:
+                raise ForeignJob(f"job {jid} ({row.get('JobName')}) of someone else is {state}")
+            continue
+        if int(row.get("Restarts", "0")):
+            raise ForeignJob(f"job {jid} was requeued by someone else")
+        if jid not in seen and state in STARTED:
+            seen[jid] = Observed(
+                jid, row["NodeList"], tuple(sorted(gpu_indices(row.get("GRES")))),
+                _stamp(row["SubmitTime"]), _stamp(row["StartTime"]),
+                scheduler=row.get("Scheduler", ""),
+            )
+        if state in ENDED and jid in seen and seen[jid].end is None:
+            seen[jid].end = _stamp(row["EndTime"])
+
+
+def limit_minutes(job: TraceJob) -> int:
+    """The job's ``--time`` (Slurm's unit is minutes); backfill plans with it."""
+    return math.ceil((job.run_s + 5) / 60)
+
+
+def _submit(job: TraceJob, name: str) -> str:
+    gres = f"gpu:{job.gpu_type}:{job.gpus}" if job.gpu_type else f"gpu:{job.gpus}"
+    job_id: str = sbatch("-J", name, f"--gres={gres}", "-c", str(job.cpus),
+                         "-t", str(limit_minutes(job)), "-o", "/dev/null",
+                         wrap=f"sleep {job.run_s}")
+    return job_id
+
+
+def run_live(
+    trace: list[TraceJob], tag: str, poll_s: float = 0.5, timeout_s: float = 1800
+) -> list[Observed]:
+    """Submit ``trace`` at its offsets and record where each job ran; raises ForeignJob."""
+    ids: list[str] = []
+    seen: dict[str, Observed] = {}
+    t0 = time.monotonic()
+    try:
+        while len(ids) < len(trace) or any(i not in seen or seen[i].end is None for i in ids):
+            if time.monotonic() - t0 > timeout_s:
+                raise TimeoutError(f"trace {tag} did not finish within {timeout_s:g} s")
+            while len(ids) < len(trace) and time.monotonic() - t0 >= trace[len(ids)].offset_s:
+                ids.append(_submit(trace[len(ids)], f"xc-{tag}-{len(ids)}"))
+            _record(_jobs_now(), set(ids), seen)
+            time.sleep(poll_s)
+    except BaseException:
+        if ids:  # leave nothing of ours behind on an aborted attempt
+            ctld("scancel", *ids, check=False)
+        raise
+    return [seen[i] for i in ids]
+
+
+def cluster_nodes() -> list[NodeSpec]:
+    """The cluster's nodes as the simulator sees them, in Slurm's node order (``sinfo``)."""
+    nodes: dict[str, NodeSpec] = {}
+    for line in ctld("sinfo", "-N", "-h", "-o", "%N %c %m %w %G").splitlines():
+        name, cpus, mem, weight, gres = line.split()
+        m = re.match(r"gpu:([^:(]+):(\d+)", gres)
+        if m is None:
+            raise ValueError(f"node {name}: no typed GPU GRES in {gres!r}")
+        nodes[name] = NodeSpec(name, int(cpus) * MILLI, int(mem), int(m[2]), m[1],
+                               weight=int(weight))
+    return [nodes[k] for k in sorted(nodes)]
+
+
+# -- simulator ----------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Replayed:
+    node: str | None
+    gpus: tuple[int, ...]
+
+
+def sim_jobs(trace: list[TraceJob], observed: list[Observed]) -> list[JobSpec]:
+    """The trace as simulator jobs, with the submit and run times Slurm recorded."""
+    t0 = min(o.submit for o in observed)
+    return [
+        JobSpec(
+            f"xc-{k}", cpu_milli=j.cpus * MILLI, memory_mib=0, num_gpu=j.gpus, gpu_milli=MILLI,
+            gpu_models=frozenset({j.gpu_type}) if j.gpu_type else None,
+            submit=o.submit - t0, duration=(o.end or o.start) - o.start,
+            time_limit=60.0 * limit_minutes(j),
+        )
+        for k, (j, o) in enumerate(zip(trace, observed, strict=True))
+    ]
+
+
+def _first_fit(state: ClusterState) -> PlacementPolicy:
+    return build("first-fit", PolicyContext(state, (), np.arange(state.size, dtype=np.int64)))
+
+
+def _named(nodes: list[NodeSpec], where: Placement | None) -> Replayed:
+    return Replayed(nodes[where.node].name, where.gpus) if where else Replayed(None, ())
+
+
+def replay(jobs: list[JobSpec], nodes: list[NodeSpec], bf_interval: float) -> list[Replayed]:
+    """End to end: the simulator schedules the trace itself (queue, backfill, placement)."""
+    state = ClusterState(nodes)
+    cfg = EngineConfig(bf_interval=bf_interval, bf_max_job_test=500)
+    stats = Engine(state, jobs, _first_fit(state), np.random.default_rng(0), config=cfg).run()
+    return [_named(nodes, r.placement) for r in stats.records]
+
+
+def same_state(
+    jobs: list[JobSpec], observed: list[Observed], nodes: list[NodeSpec]
+) -> list[Replayed]:
+    """Decision by decision: where the policy puts each job, at the moment Slurm started it,
+    on the cluster as Slurm had allocated it then (jobs started earlier, or in the same
+    second with a lower id, and not yet ended)."""
+    index = {n.name: i for i, n in enumerate(nodes)}
+    out = []
+    for k, (job, o) in enumerate(zip(jobs, observed, strict=True)):
+        state = ClusterState(nodes)
+        for i, (other, p) in enumerate(zip(jobs, observed, strict=True)):
+            before = p.start < o.start or (p.start == o.start and i < k)
+            if i != k and before and (p.end or math.inf) > o.start:
+                state.allocate(other, Placement(index[p.node], p.gpus))
+        feasible = state.feasible(job)
+        choice = _first_fit(state).choose(state, job, feasible, np.random.default_rng(0))
+        out.append(_named(nodes, choice))
+    return out
+
+
+# -- comparison ---------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Result:
+    suite: str
+    slurm_version: str
+    jobs: int
+    seed: int
+    same_node_pct: float
+    """End to end (:func:`replay`)."""
+    same_gpus_pct: float
+    decision_node_pct: float
+    """Decision by decision (:func:`same_state`)."""
+    decision_gpus_pct: float
+    differing: list[dict[str, object]]
+
+
+def _agreement(observed: list[Observed], sim: list[Replayed]) -> tuple[float, float, list[int]]:
+    """% same node, % same node and GPU indices, and the jobs that differ."""
+    node = [o.node == r.node for o, r in zip(observed, sim, strict=True)]
+    gpus = [n and o.gpus == r.gpus for n, o, r in zip(node, observed, sim, strict=True)]
+    n = len(observed)
+    return 100.0 * sum(node) / n, 100.0 * sum(gpus) / n, [k for k, ok in enumerate(gpus) if not ok]
+
+
+def compare(trace: list[TraceJob], observed: list[Observed], run: dict[str, Any]) -> Result:
+    nodes = run_nodes(run)
+    jobs = sim_jobs(trace, observed)
+    e2e = replay(jobs, nodes, run["bf_interval"])
+    each = same_state(jobs, observed, nodes)
+    node_pct, gpus_pct, differ = _agreement(observed, e2e)
+    dec_node, dec_gpus, _ = _agreement(observed, each)
+    t0 = min(o.submit for o in observed)
+    rows: list[dict[str, object]] = [
+        {"job": k, "gpus": trace[k].gpus, "type": trace[k].gpu_type, "cpus": trace[k].cpus,
+         "submit": round(observed[k].submit - t0), "start": round(observed[k].start - t0),
+         "slurm": f"{observed[k].node}{list(observed[k].gpus)}",
+         "sim": f"{e2e[k].node}{list(e2e[k].gpus)}",
+         "sim_same_state": f"{each[k].node}{list(each[k].gpus)}",
+         "started_by": observed[k].scheduler}
+        for k in differ
+    ]
+    return Result(run["suite"], run["slurm_version"], len(trace), run["seed"],
+                  node_pct, gpus_pct, dec_node, dec_gpus, rows)
+
+
+def run_nodes(run: dict[str, Any]) -> list[NodeSpec]:
+    fields = set(NodeSpec.__match_args__)
+    return [NodeSpec(**{k: v for k, v in x.items() if k in fields}) for x in run["nodes"]]
+
+
+def run_trace(trace: list[TraceJob], seed: int, retries: int = 3) -> list[Observed]:
+    """Run ``trace`` on the cluster alone, retrying when someone else's job shows up."""
+    for attempt in range(retries):
+        wait_quiet()
+        try:
+            with exclusive_cluster():
+                wait_quiet()
+                return run_live(trace, f"{seed}-{int(time.time())}")
+        except ForeignJob as exc:
+            print(f"attempt {attempt + 1}: {exc}; retrying", file=sys.stderr)
+    raise ForeignJob(f"foreign jobs spoiled all {retries} attempts")
+
+
+def bf_interval() -> float:
+    match = re.search(r"bf_interval=(\d+)", ctld("scontrol", "show", "config"))
+    return float(match[1]) if match else 30.0
+
+
+def crosscheck(n: int, seed: int, run_s: tuple[int, int], load: float, save: Path) -> Result:
+    """Run the trace on the cluster and in the simulator; the raw run is saved to ``save``."""
+    trace = make_trace(n, seed, run_s, load)
+    observed = run_trace(trace, seed)
+    run = {
+        "suite": SUITE, "slurm_version": ctld("scontrol", "--version").strip(), "seed": seed,
+        "bf_interval": bf_interval(), "nodes": [asdict(x) for x in cluster_nodes()],
+        "trace": [asdict(j) for j in trace], "observed": [asdict(o) for o in observed],
+    }
+    save.write_text(json.dumps(run, indent=1))
+    return compare(trace, observed, run)
+
+
+def recheck(saved: Path) -> Result:
+    """Compare a saved live run with the simulator again (no cluster needed)."""
+    run = json.loads(saved.read_text())
+    trace = [TraceJob(**j) for j in run["trace"]]
+    observed = [Observed(**{**o, "gpus": tuple(o["gpus"])}) for o in run["observed"]]
+    return compare(trace, observed, run)
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--jobs", type=int, default=60)
+    ap.add_argument("--seed", type=int, default=7)
+    ap.add_argument("--run-min", type=int, default=20)
+    ap.add_argument("--run-max", type=int, default=90)
+    ap.add_argument("--load", type=float, default=1.3)
+    ap.add_argument("--out", type=Path, default=Path("docs/img/sim/crosscheck"))
+    ap.add_argument("--replay", type=Path, help="re-simulate a saved run (*-run.json)")
+    args = ap.parse_args()
+    args.out.mkdir(parents=True, exist_ok=True)
+    if args.replay:
+        res = recheck(args.replay)
+    else:
+        save = args.out / f"{SUITE}-seed{args.seed}-run.json"
+        res = crosscheck(args.jobs, args.seed, (args.run_min, args.run_max), args.load, save)
+        (args.out / f"{SUITE}-seed{args.seed}.json").write_text(json.dumps(asdict(res), indent=1))
+    for row in res.differing:
+        print(row)
+    print(f"{res.suite} ({res.slurm_version}), {res.jobs} jobs, seed {res.seed}. "
+          f"End to end: same node {res.same_node_pct:.1f} %, same node and GPU indices "
+          f"{res.same_gpus_pct:.1f} %. Decision by decision: same node "
+          f"{res.decision_node_pct:.1f} %, same GPU indices {res.decision_gpus_pct:.1f} %")
+
+
+if __name__ == "__main__":
+    main()

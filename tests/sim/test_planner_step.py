@@ -1,0 +1,37 @@
+"""The real planner as the simulator's defrag step (``--defrag planner-large``)."""
+
+from __future__ import annotations
+
+from simkit import job, node
+
+from slurm_defrag.sim.cluster import ClusterState
+from slurm_defrag.sim.defrag import DefragView, RunningJob
+from slurm_defrag.sim.model import Placement
+from slurm_defrag.sim.planner_step import make_step
+
+
+def _view(max_requeues: int) -> DefragView:
+    state = ClusterState([node("a", 8, topology="nvswitch-8")])
+    big, small1, small2 = (
+        job(name, num=gpus, duration=7200.0) for name, gpus in (("big", 4), ("s1", 2), ("s2", 2))
+    )
+    running = {}
+    for jid, (j, gpus, start) in enumerate(
+        [(big, (0, 1, 2, 3), 0.0), (small1, (4, 5), 2400.0), (small2, (6, 7), 2400.0)]
+    ):
+        state.allocate(j, Placement(0, gpus))
+        running[jid] = RunningJob(j, Placement(0, gpus), start)
+    waiting = job("wait", num=4, submit=3000.0)
+    return DefragView(3600.0, state, running, [(3, waiting)], max_requeues)
+
+
+def test_large_target_requeues_small_jobs_and_keeps_the_large_one() -> None:
+    plan = make_step("planner-large").plan(_view(max_requeues=2))
+    assert sorted(plan.requeue) == [1, 2]
+    assert plan.place == {3: Placement(0, (4, 5, 6, 7))}
+
+
+def test_requeue_cap_is_the_plans_victim_limit() -> None:
+    plan = make_step("planner-large").plan(_view(max_requeues=1))
+    assert plan.requeue == ()
+    assert plan.place == {}
