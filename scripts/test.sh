@@ -28,9 +28,11 @@ run_pytest() {
 }
 
 step "system packages"
-# Lua + busted run the job_submit.lua unit tests outside Slurm; curl is used by the epilog.
+# Lua + busted run the job_submit.lua unit tests outside Slurm; curl is used by the epilog;
+# tmux is the real terminal of the `slurm-defrag top` tests; chromium (headless) loads
+# the web page in its tests.
 need=()
-for pkg in lua5.1 lua5.4 lua-busted curl; do
+for pkg in lua5.1 lua5.4 lua-busted curl tmux chromium; do
     dpkg -s "$pkg" >/dev/null 2>&1 || need+=("$pkg")
 done
 if [ "${#need[@]}" -gt 0 ]; then
@@ -66,6 +68,8 @@ if [ -x scripts/cluster.sh ]; then
         step "Slurm cluster: $suite"
         export SLURM_SUITE=$suite
         start=$(date +%s)
+        # also builds the slurm-defrag service image (docker/defrag) that the service
+        # tests start their containers from (tests/e2e/service_container.py)
         scripts/cluster.sh up
         echo "cluster $suite up in $(( $(date +%s) - start )) s"
         rc=0

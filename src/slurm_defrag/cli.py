@@ -23,6 +23,8 @@ from slurm_defrag.commands import (
     serve,
     simulate,
     snapshot,
+    top,
+    web,
 )
 from slurm_defrag.errors import DefragError
 
@@ -42,6 +44,8 @@ app.command()(history.history)
 app.command()(snapshot.snapshot)
 app.add_typer(plugins.app, name="plugins")
 app.command()(serve.serve)
+app.command()(web.web)
+app.command()(top.top)
 
 
 @app.command()

@@ -12,6 +12,7 @@ from slurm_defrag.policy.file import Policy, default_policy
 from slurm_defrag.service.executor import Hook
 from slurm_defrag.service.killswitch import KillSwitch
 from slurm_defrag.service.loop import Cycle
+from slurm_defrag.service.observer import NO_OBSERVER, Observer
 from slurm_defrag.slurm.fake import FakeSlurm
 from slurm_defrag.store.database import Store
 from slurm_defrag.store.lease import Lease
@@ -42,12 +43,13 @@ def make_cycle(fake: FakeSlurm, store: Store, clock: FakeClock, tmp_path: Path) 
 
     def make(mode: str = "enforce", *, holder: str = "test:1", hook: Hook | None = None,
              policy: Policy | None = None, ttl_s: float = 900.0,
-             reader: object = None, packing_bump: int | None = None) -> Cycle:
+             reader: object = None, packing_bump: int | None = None,
+             observer: Observer = NO_OBSERVER) -> Cycle:
         return Cycle(
             mode=mode, reader=reader or fake, writer=fake, repo=Repository(store),  # type: ignore[arg-type]
             policy=policy or default_policy(), lease=Lease(store, holder, ttl_s=30),
             killswitch=KillSwitch(tmp_path / "STOP"), ttl_s=ttl_s, clock=clock, hook=hook,
-            packing_bump=packing_bump,
+            packing_bump=packing_bump, observer=observer,
         )
 
     return make

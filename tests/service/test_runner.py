@@ -93,3 +93,34 @@ def test_a_taken_port_is_one_clear_error() -> None:
         port = s.getsockname()[1]
         with pytest.raises(InputError, match=f"cannot listen on 127.0.0.1:{port}"):
             ControlServer("127.0.0.1", port, lambda: None, lambda: (True, {}))
+
+
+def test_a_trigger_during_a_cycle_runs_one_more_cycle(make_cycle: CycleFactory,
+                                                       tmp_path: Path) -> None:
+    """APScheduler skips a run while one is going (max_instances=1); the trigger (the
+    epilog saying GPUs were freed) must still get its cycle, right after the current one."""
+    cycle = make_cycle("off")
+    settings = ServiceSettings(mode="off", interval_s=3600, http_port=0,
+                               kill_switch_file=tmp_path / "STOP")
+    service = Service(settings, cycle, cycle.lease)
+    inner = cycle.run
+    started = []
+
+    def slow_run():  # type: ignore[no-untyped-def]
+        started.append(time.monotonic())
+        if len(started) == 1:
+            service.trigger()  # arrives while the first cycle runs
+            time.sleep(0.5)
+        return inner()
+
+    cycle.run = slow_run  # type: ignore[method-assign]
+    service.start()
+    try:
+        deadline = time.monotonic() + 10
+        while len(started) < 2 and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert len(started) == 2  # the hour-long interval cannot explain the second one
+        time.sleep(0.3)
+        assert len(started) == 2  # and one trigger is one extra cycle, not a loop
+    finally:
+        service.stop()

@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 
-from slurm_defrag.domain.cluster import ClusterSnapshot
+if TYPE_CHECKING:  # pydantic models: imported when used, to keep startup fast
+    from slurm_defrag.domain.cluster import ClusterSnapshot
 
 SnapshotOpt = Annotated[
     Path | None,

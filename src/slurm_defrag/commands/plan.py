@@ -4,14 +4,16 @@ from __future__ import annotations
 
 import sys
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 from rich.console import Console
 
 from slurm_defrag.commands.common import JsonOpt, SnapshotOpt, load_or_read_snapshot
-from slurm_defrag.domain.cluster import ClusterSnapshot
-from slurm_defrag.domain.plan import Plan
+
+if TYPE_CHECKING:  # pydantic models: imported when used, to keep startup fast
+    from slurm_defrag.domain.cluster import ClusterSnapshot
+    from slurm_defrag.domain.plan import Plan
 
 PolicyOpt = Annotated[
     Path | None,

@@ -37,12 +37,14 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 
-from slurm_defrag.domain.topology import GpuTopology, popcount
 from slurm_defrag.errors import InputError
+
+if TYPE_CHECKING:  # pydantic models: imported when used, to keep startup fast
+    from slurm_defrag.domain.topology import GpuTopology
 
 app = typer.Typer(
     help="Slurm-side hooks (slurm-plugins/): generate what job_submit.lua reads.",
@@ -283,6 +285,8 @@ _TypeKey = tuple[int, tuple[tuple[str, int], ...], tuple[int, ...] | None, str |
 
 
 def _block_sizes(topo: GpuTopology) -> list[int]:
+    from slurm_defrag.domain.topology import popcount
+
     return sorted({popcount(b) for b in topo.blocks})
 
 

@@ -5,15 +5,16 @@ from __future__ import annotations
 import shlex
 import sys
 from pathlib import Path
-from typing import Annotated, Literal
+from typing import TYPE_CHECKING, Annotated, Literal
 
 import typer
 from rich.console import Console
 from rich.table import Table
 
 from slurm_defrag.commands.common import JsonOpt
-from slurm_defrag.domain.cluster import ClusterSnapshot, JobState
-from slurm_defrag.domain.gres import format_index_ranges
+
+if TYPE_CHECKING:  # pydantic models: imported when used, to keep startup fast
+    from slurm_defrag.domain.cluster import ClusterSnapshot
 
 
 def snapshot(
@@ -75,6 +76,9 @@ def snapshot(
 
 def summary_table(snap: ClusterSnapshot) -> Table:
     """One row per node: state, GPUs busy/total and which, jobs on it, reservation."""
+    from slurm_defrag.domain.cluster import JobState
+    from slurm_defrag.domain.gres import format_index_ranges
+
     jobs_on: dict[str, list[str]] = {}
     for job in snap.running_gpu_jobs():
         for node in job.gpus:

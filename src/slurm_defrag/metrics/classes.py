@@ -21,6 +21,8 @@ class NodeKind:
     """A representative node (the first seen); only its non-name fields are meaningful."""
     topo: GpuTopology
     available: bool
+    key: tuple[object, ...]
+    """Everything about the node that the metrics read (its name excepted), topology included."""
     classes: list[NodeClass] = field(default_factory=list)
 
 
@@ -54,7 +56,10 @@ def group_nodes(snapshot: ClusterSnapshot) -> list[NodeKind]:
                node.partitions, node.available)
         kind = kinds.get(key)
         if kind is None:
-            kind = kinds[key] = NodeKind(node, snapshot.topology_of(node), node.available)
+            topo = snapshot.topology_of(node)
+            # The topology object is part of the key: a custom topology may keep its name
+            # and change its links from one snapshot to the next.
+            kind = kinds[key] = NodeKind(node, topo, node.available, (*key, topo))
         mask = free_masks[node.name]
         cls = classes.get((id(kind), mask))
         if cls is None:

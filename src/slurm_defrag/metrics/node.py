@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 from slurm_defrag.domain.cluster import Node
 from slurm_defrag.domain.topology import GpuTopology, popcount
 from slurm_defrag.metrics.demand import DemandItem, WorkloadMix
@@ -24,6 +26,30 @@ def node_metrics(
     structural: list[tuple[DemandItem, Verdict | None]] | None = None,
 ) -> NodeMetrics:
     """Figures of one node; ``structural`` may be shared by nodes of one kind."""
+    return node_figures(node, topo, free_mask, mix, structural)[0]
+
+
+def fgd_of(weights: Sequence[float], lost: Sequence[int], total_weight: float) -> float:
+    """FGD from each mix item's weight and the free GPUs that item cannot use on the node."""
+    fgd = 0.0
+    for w, n in zip(weights, lost, strict=True):
+        fgd += w * n
+    return fgd / total_weight
+
+
+def node_figures(
+    node: Node,
+    topo: GpuTopology,
+    free_mask: int,
+    mix: WorkloadMix,
+    structural: list[tuple[DemandItem, Verdict | None]] | None = None,
+) -> tuple[NodeMetrics, tuple[int, ...]]:
+    """:func:`node_metrics`, and per mix item the free GPUs it cannot use (FGD's terms).
+
+    Everything but FGD depends on the mix's items, not their weights: with the terms, a
+    new weighting of the same items (the pending queue grew by one job) needs only
+    :func:`fgd_of`, not the whole computation.
+    """
     if structural is None:
         structural = structural_verdicts(node, topo, mix)
     free = popcount(free_mask)
@@ -39,12 +65,12 @@ def node_metrics(
     # Items kept out only by the node's NVLink topology still count for the topology view.
     relevant = [m for m, v in structural if v is None or v is Verdict.TOPOLOGY]
     usable = 0
-    fgd = 0.0
+    lost: list[int] = []
     for m, v in structural:
         u = usable_mask(topo, avail_mask, m) if v is None else 0
         usable |= u
-        fgd += m.weight * (n_avail - popcount(u))
-    fgd /= mix.total_weight
+        lost.append(n_avail - popcount(u))
+    fgd = fgd_of([m.weight for m, _ in structural], lost, mix.total_weight)
 
     unusable_mask = avail_mask & ~usable
     n_unusable = popcount(unusable_mask)
@@ -81,7 +107,7 @@ def node_metrics(
         outside_nvlink_blocks=outside,
         fgd=fgd,
     )
-    return NodeMetrics(
+    metrics = NodeMetrics(
         node=node.name,
         partitions=node.partitions,
         gpu_model=node.gpu_model,
@@ -90,6 +116,7 @@ def node_metrics(
         largest_free_block=topo.largest_free_block(avail_mask),
         counts=counts,
     )
+    return metrics, tuple(lost)
 
 
 def add_counts(parts: list[tuple[FragCounts, int]]) -> FragCounts:

@@ -20,6 +20,8 @@ For each pending GPU job waiting on resources:
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 from slurm_defrag.domain.cluster import ClusterSnapshot, Job
 from slurm_defrag.domain.topology import popcount
 from slurm_defrag.metrics.classes import NodeClass, NodeKind, group_nodes
@@ -34,10 +36,48 @@ from slurm_defrag.metrics.fit import (
 from slurm_defrag.metrics.report import NodeDiagnosis, PendingStatus
 
 
+@dataclass(slots=True)
+class NodeScan:
+    """One demand item against every node class: the part of a diagnosis that jobs of the
+    same shape share (a queue of 30 identical 8-GPU jobs scans the nodes once)."""
+
+    rows: list[tuple[NodeClass, Verdict]]
+    free_in_partition: int
+    ever_nodes: int
+    """Nodes (and GPUs) whose hardware could host a share, whatever their state."""
+    ever_gpus: int
+    fitting: list[NodeClass]
+    """Classes a share fits on now."""
+    n_fitting: int
+    n_capable: int
+    """Nodes that could host a share once their GPUs are free (they take new work)."""
+    free_matching: int
+    count_ok: int
+    """Capable nodes with enough free GPUs, NVLink-connected or not."""
+    wired_out: int
+    """Free GPUs of available nodes whose NVLink topology never forms the block."""
+    diagnosis: tuple[NodeDiagnosis, ...] | None = None
+    """Node-by-node explanation, built when a job of this shape is falsely starved."""
+
+
+DiagnosisMemo = dict[tuple[object, ...], dict[str, NodeDiagnosis]]
+"""(demand item, node kind, free mask, verdict) -> node name -> its diagnosis, kept across
+snapshots: a class of nodes that did not change explains itself with the same objects."""
+
+
 def diagnose_job(
-    snapshot: ClusterSnapshot, job: Job, kinds: list[NodeKind] | None = None
+    snapshot: ClusterSnapshot,
+    job: Job,
+    kinds: list[NodeKind] | None = None,
+    scans: dict[DemandItem, NodeScan] | None = None,
+    diagnoses: DiagnosisMemo | None = None,
 ) -> PendingStatus:
-    """Classify one pending job; ``kinds`` (from :func:`group_nodes`) saves regrouping."""
+    """Classify one pending job; ``kinds`` (from :func:`group_nodes`) saves regrouping.
+
+    ``scans`` is a memo for one snapshot (and its ``kinds``): pass the same dict for all
+    its pending jobs so that jobs of one shape share the node scan and the diagnosis.
+    ``diagnoses`` may be kept across snapshots (see :data:`DiagnosisMemo`).
+    """
     req = job.request
     assert req is not None
     item = item_for_request(req, job.partition)
@@ -56,41 +96,21 @@ def diagnose_job(
 
     if kinds is None:
         kinds = group_nodes(snapshot)
-    rows: list[tuple[NodeClass, Verdict]] = []
-    free_in_partition = 0
-    ever_nodes = ever_gpus = 0  # hardware that could host a share, whatever its state
-    for kind in kinds:
-        if item.partition is not None and item.partition not in kind.rep.partitions:
-            continue
-        if hardware_verdict(kind.rep, kind.topo, item) is None:
-            n_kind = sum(len(c.members) for c in kind.classes)
-            ever_nodes += n_kind
-            ever_gpus += n_kind * kind.rep.gpu_count
-        structural = structural_verdict(kind.rep, kind.topo, item)
-        for cls in kind.classes:
-            free = cls.free_mask if kind.available else 0
-            free_in_partition += popcount(free) * len(cls.members)
-            v = structural or free_verdict(kind.topo, free, item)
-            rows.append((cls, v))
-
-    k = item.gpus_per_node
-    fitting = [c for c, v in rows if v is Verdict.FITS]
-    capable = [
-        c for c, v in rows
-        if v in (Verdict.FITS, Verdict.SPATIAL)
-        or (v is Verdict.TOPOLOGY and c.topo.can_form_block(k))
-    ]
-    n_fitting = sum(len(c.members) for c in fitting)
-    n_capable = sum(len(c.members) for c in capable)
-    free_matching = sum(popcount(c.free_mask) * len(c.members) for c in capable)
+    scan = scans.get(item) if scans is not None else None
+    if scan is None:
+        scan = _scan(kinds, item)
+        if scans is not None:
+            scans[item] = scan
+    free_in_partition, free_matching = scan.free_in_partition, scan.free_matching
+    ever_nodes, ever_gpus, n_capable = scan.ever_nodes, scan.ever_gpus, scan.n_capable
     counts = {"free_matching": free_matching, "free_in_partition": free_in_partition}
 
     n_nodes = shape[0] if shape is not None else 1
     if shape is None:  # spreadable --gpus=N: any free GPU of a usable node counts
         can_start, where = free_matching >= req.gpus, f"{free_matching} usable GPUs free"
     else:
-        names = [n.name for c in fitting for n in c.members][:n_nodes]
-        can_start, where = n_fitting >= n_nodes, f"fits now on {', '.join(names)}"
+        names = [n.name for c in scan.fitting for n in c.members][:n_nodes]
+        can_start, where = scan.n_fitting >= n_nodes, f"fits now on {', '.join(names)}"
     if can_start:
         return PendingStatus(**base, status="can-start", message=where, **counts)
 
@@ -107,18 +127,13 @@ def diagnose_job(
                    "work (the others are drained, down or reserved)")
     elif free_matching >= req.gpus:
         status = "falsely-starved"
-        count_ok = sum(len(c.members) for c in capable if popcount(c.free_mask) >= k)
-        reason = "topology" if shape is not None and count_ok >= n_nodes else "spatial"
+        reason = "topology" if shape is not None and scan.count_ok >= n_nodes else "spatial"
     elif free_in_partition >= req.gpus:
         status = "falsely-starved"
         # Free GPUs of the right model on nodes whose NVLink topology never forms the block:
         # the hardware's wiring, not its model, keeps the job out.
-        wired_out = sum(
-            popcount(c.free_mask) * len(c.members)
-            for c, v in rows
-            if v is Verdict.TOPOLOGY and not c.topo.can_form_block(k) and c.available
-        )
-        reason = "topology" if free_matching + wired_out >= req.gpus else "configuration"
+        wired = free_matching + scan.wired_out
+        reason = "topology" if wired >= req.gpus else "configuration"
     else:
         status = "short"
     return PendingStatus(
@@ -126,7 +141,7 @@ def diagnose_job(
         status=status,
         reason=reason,
         message=message or _message(status, reason, req.gpus, free_matching, free_in_partition),
-        diagnosis=_diagnosis(rows, item) if status == "falsely-starved" else (),
+        diagnosis=_scan_diagnosis(scan, item, diagnoses) if status == "falsely-starved" else (),
         **counts,
     )
 
@@ -154,24 +169,78 @@ def _message(status: str, reason: str | None, gpus: int, matching: int, partitio
     return f"needs {gpus} GPUs: {matching} free on nodes it can use, but scattered"
 
 
+def _scan(kinds: list[NodeKind], item: DemandItem) -> NodeScan:
+    rows: list[tuple[NodeClass, Verdict]] = []
+    free_in_partition = 0
+    ever_nodes = ever_gpus = 0
+    for kind in kinds:
+        if item.partition is not None and item.partition not in kind.rep.partitions:
+            continue
+        if hardware_verdict(kind.rep, kind.topo, item) is None:
+            n_kind = sum(len(c.members) for c in kind.classes)
+            ever_nodes += n_kind
+            ever_gpus += n_kind * kind.rep.gpu_count
+        structural = structural_verdict(kind.rep, kind.topo, item)
+        for cls in kind.classes:
+            free = cls.free_mask if kind.available else 0
+            free_in_partition += popcount(free) * len(cls.members)
+            v = structural or free_verdict(kind.topo, free, item)
+            rows.append((cls, v))
+    k = item.gpus_per_node
+    fitting = [c for c, v in rows if v is Verdict.FITS]
+    capable = [
+        c for c, v in rows
+        if v in (Verdict.FITS, Verdict.SPATIAL)
+        or (v is Verdict.TOPOLOGY and c.topo.can_form_block(k))
+    ]  # fmt: skip
+    return NodeScan(
+        rows=rows,
+        free_in_partition=free_in_partition,
+        ever_nodes=ever_nodes,
+        ever_gpus=ever_gpus,
+        fitting=fitting,
+        n_fitting=sum(len(c.members) for c in fitting),
+        n_capable=sum(len(c.members) for c in capable),
+        free_matching=sum(popcount(c.free_mask) * len(c.members) for c in capable),
+        count_ok=sum(len(c.members) for c in capable if popcount(c.free_mask) >= k),
+        wired_out=sum(
+            popcount(c.free_mask) * len(c.members)
+            for c, v in rows
+            if v is Verdict.TOPOLOGY and not c.topo.can_form_block(k) and c.available
+        ),
+    )
+
+
+def _scan_diagnosis(
+    scan: NodeScan, item: DemandItem, memo: DiagnosisMemo | None
+) -> tuple[NodeDiagnosis, ...]:
+    if scan.diagnosis is None:
+        scan.diagnosis = _diagnosis(scan.rows, item, {} if memo is None else memo)
+    return scan.diagnosis
+
+
 def _diagnosis(
-    rows: list[tuple[NodeClass, Verdict]], item: DemandItem
+    rows: list[tuple[NodeClass, Verdict]], item: DemandItem, memo: DiagnosisMemo
 ) -> tuple[NodeDiagnosis, ...]:
     out: list[NodeDiagnosis] = []
     for cls, v in rows:
         if not cls.free_mask:
             continue  # a node with no free GPU needs no explanation
-        free = cls.free_mask if cls.available else 0
-        detail = explain(cls.rep, cls.topo, cls.free_mask, item, v)
-        largest = cls.topo.largest_free_block(free)
-        n_free = popcount(cls.free_mask)
-        for n in cls.members:
-            # Nodes of one class share every figure, but not their state words or
-            # reservation: an unavailable node is explained with its own.
-            own = v is Verdict.UNAVAILABLE
-            text = explain(n, cls.topo, cls.free_mask, item, v) if own else detail
-            out.append(  # fields computed above; skip re-validation per node of a class
-                NodeDiagnosis.model_construct(node=n.name, verdict=v, free=n_free,
-                                              largest_free_block=largest, detail=text)
-            )
+        # Nodes of one class share every figure, but not their state words or
+        # reservation: an unavailable node is explained with its own (and not memoised).
+        own = v is Verdict.UNAVAILABLE
+        known = {} if own else memo.setdefault((item, cls.kind.key, cls.free_mask, v), {})
+        new = [n for n in cls.members if n.name not in known]
+        if new:
+            free = cls.free_mask if cls.available else 0
+            detail = explain(cls.rep, cls.topo, cls.free_mask, item, v)
+            largest = cls.topo.largest_free_block(free)
+            n_free = popcount(cls.free_mask)
+            for n in new:
+                text = explain(n, cls.topo, cls.free_mask, item, v) if own else detail
+                # fields computed above; skip re-validation per node of a class
+                known[n.name] = NodeDiagnosis.model_construct(
+                    node=n.name, verdict=v, free=n_free, largest_free_block=largest, detail=text
+                )
+        out.extend(known[n.name] for n in cls.members)
     return tuple(sorted(out, key=lambda d: d.node))

@@ -36,6 +36,7 @@ from slurm_defrag.policy.limits import (
 from slurm_defrag.policy.protections import compile_protections
 from slurm_defrag.service.audit import AuditingWriter
 from slurm_defrag.service.errors import StepRefused
+from slurm_defrag.service.observer import NO_OBSERVER, Observer
 from slurm_defrag.slurm.errors import SlurmRejectedError
 from slurm_defrag.slurm.port import SlurmReader
 from slurm_defrag.store.plans import NewStep, PlanRecord, Plans, StepRecord
@@ -80,6 +81,8 @@ class Executor:
         Called after each step acts / is recorded (crash injection in tests).
     stop
         Returns why action must stop now (kill switch), checked before every step.
+    observer
+        Told of plans ending and victims requeued (the Prometheus counters).
     """
 
     def __init__(
@@ -95,6 +98,7 @@ class Executor:
         clock: Callable[[], datetime] = lambda: datetime.now(UTC),
         hook: Hook | None = None,
         stop: Callable[[], str | None] = lambda: None,
+        observer: Observer = NO_OBSERVER,
     ) -> None:
         self.reader = reader
         self.writer = writer
@@ -106,6 +110,7 @@ class Executor:
         self.clock = clock
         self.hook = hook or (lambda kind, phase: None)
         self.stop = stop
+        self.observer = observer
 
     # -- admission -----------------------------------------------------------------------
 
@@ -150,6 +155,7 @@ class Executor:
         )  # fmt: skip
         if refusal:
             self.plans.update(pid, status="aborted", note=f"refused: {refusal}")
+            self.observer.plan_closed(self.mode, "refused")
             log.warning("plan %s (#%d) refused: %s", plan.plan_id, pid, refusal)
             return None
         log.info("plan %s (#%d) admitted: %s", plan.plan_id, pid, plan.explanation)
@@ -215,6 +221,7 @@ class Executor:
             self.hook(step.action, "recorded")
         note = self._summary(plan)
         self.plans.update(plan_db_id, status="done", note=note)
+        self.observer.plan_closed(self.mode, "done")
         log.info("plan %s (#%d) done: %s", plan.plan_id, plan_db_id, note)
         return "done"
 
@@ -262,16 +269,17 @@ class Executor:
             reasons.append("Requeue=0")  # never requeue such a job, whatever the policy
         if reasons:
             raise StepRefused(f"job {a.job_id} is protected now: {'; '.join(reasons)}")
+        lost = job.gpu_count * (
+            (self.clock() - job.start_time).total_seconds() / 3600 if job.start_time else 0
+        )
         if self.mode == "enforce":
-            lost = job.gpu_count * (
-                (self.clock() - job.start_time).total_seconds() / 3600 if job.start_time else 0
-            )
             try:
                 check_requeue(VictimRef(job.id, job.user, lost), [], self.policy.limits,
                               self.history, datetime.now(UTC))
             except LimitError as exc:
                 raise StepRefused(str(exc)) from None
         self.writer.requeue(a.job_id, a.reason)
+        self.observer.requeued(self.mode, lost * 3600)
         return Outcome.DONE
 
     def _wait_free(self, plan: Plan, a: Action) -> Outcome:
@@ -374,6 +382,7 @@ class Executor:
         if errors:
             note += "; undo failed: " + "; ".join(errors)
         self.plans.update(rec.id, status=status, note=note)
+        self.observer.plan_closed(self.mode, "failed" if errors else "rolled-back")
         log.warning("plan %s (#%d) %s: %s", plan.plan_id, rec.id, status, note)
         return status
 

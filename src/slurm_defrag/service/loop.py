@@ -17,6 +17,7 @@ Order, and why:
 from __future__ import annotations
 
 import logging
+import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -25,12 +26,14 @@ from pydantic import ValidationError
 
 from slurm_defrag.domain.cluster import ClusterSnapshot
 from slurm_defrag.domain.plan import Plan
+from slurm_defrag.metrics.cache import MetricsCache
 from slurm_defrag.metrics.compute import compute
 from slurm_defrag.policy.file import Policy
 from slurm_defrag.service.audit import AuditingWriter
 from slurm_defrag.service.executor import Executor, Hook
 from slurm_defrag.service.history import StoreHistory
 from slurm_defrag.service.killswitch import KillSwitch
+from slurm_defrag.service.observer import NO_OBSERVER, Observer
 from slurm_defrag.service.packing import Packer
 from slurm_defrag.slurm.errors import SlurmError, SlurmUnavailableError
 from slurm_defrag.slurm.fake import FakeSlurm
@@ -73,8 +76,10 @@ class Cycle:
         clock: Callable[[], datetime] = lambda: datetime.now(UTC),
         hook: Hook | None = None,
         packing_bump: int | None = None,
+        observer: Observer = NO_OBSERVER,
     ) -> None:
         self.mode = mode
+        self.observer = observer
         self.reader = reader
         self.repo = repo
         self.policy = policy
@@ -84,10 +89,12 @@ class Cycle:
         self.clock = clock
         self.hook = hook
         self.history = StoreHistory(repo.plans)
+        # Kept across cycles: a metrics pass recomputes only the node classes that changed.
+        self.metrics_cache = MetricsCache()
         self.executor = Executor(
             reader, AuditingWriter(writer, repo.plans, dry_run=False), repo.plans, policy,
             mode="enforce", ttl_s=ttl_s, history=self.history, clock=clock, hook=hook,
-            stop=self._stop,
+            stop=self._stop, observer=observer,
         )  # fmt: skip
         self.packer = Packer(self.executor.writer, repo.plans, packing_bump or 0)
         self.packing = packing_bump is not None
@@ -101,12 +108,14 @@ class Cycle:
 
     def run(self) -> CycleReport:
         """One cycle; never raises (a failing cycle is logged and the next one runs)."""
+        started = time.perf_counter()
         try:
             report = self._run()
         except Exception as exc:  # the scheduler must keep going
             log.exception("cycle failed: %s", exc)
             report = CycleReport(self.clock(), "error", str(exc))
         self.last = report
+        self.observer.cycle_done(report, time.perf_counter() - started)
         return report
 
     def _run(self) -> CycleReport:
@@ -119,7 +128,9 @@ class Cycle:
         except SlurmUnavailableError as exc:
             log.warning("cycle: %s; no action this cycle", exc)
             return CycleReport(now, "slurm-unavailable", str(exc))
-        sid = self.repo.save_snapshot(snapshot, compute(snapshot))
+        metrics = compute(snapshot, cache=self.metrics_cache)
+        self.observer.measured(metrics)
+        sid = self.repo.save_snapshot(snapshot, metrics)
         if self.mode == "off" or (why := self.killswitch.engaged()):
             why = "mode=off" if self.mode == "off" else why
             log.info("cycle: snapshot #%d stored; %s: no action", sid, why)
@@ -147,6 +158,7 @@ class Cycle:
                 report.outcome = "advanced"
                 return
         plan = make_plan(snapshot, self.policy, history=self.history, now=now)
+        self.observer.planned(plan)
         if self.mode == "enforce":
             pid = self.executor.admit(plan, sid)
             if pid is not None:
@@ -188,7 +200,7 @@ class Cycle:
         executor = Executor(
             sandbox, AuditingWriter(sandbox, self.repo.plans, dry_run=True), self.repo.plans,
             self.policy, mode="dry-run", ttl_s=self.ttl_s, history=self.history,
-            clock=self.clock, hook=None, stop=self._stop,
+            clock=self.clock, hook=None, stop=self._stop, observer=self.observer,
         )  # fmt: skip
         for stale in executor.open_plans():
             # A dry-run plan is opened and closed within one cycle; an open one means the
@@ -205,6 +217,7 @@ class Cycle:
                 note=f"dry-run: nothing changed in Slurm; would wait at step {waiting.seq + 1} "
                      f"{waiting.action} for Slurm to act",
             )  # fmt: skip
+            self.observer.plan_closed("dry-run", "done")
         log.info("cycle: dry-run plan %s stored as #%d: %s", plan.plan_id, pid,
                  plan.explanation)
         return pid

@@ -60,13 +60,15 @@ class Service:
         self.http: ControlServer | None = None
         self.stopped = threading.Event()
         self._last_done: float | None = None  # time.monotonic() when a cycle last ended
+        self._triggered = threading.Event()  # a trigger came in; cleared when a cycle starts
+        self._stopping = threading.Event()
 
     def start(self) -> None:
         s = self.settings
         # Bind first: a taken port must stop the service before any cycle runs.
         if s.http_port:
             self.http = ControlServer(s.http_host, s.http_port, self.trigger, self.health,
-                                      self.pages)
+                                      self.pages, allow=s.http_allow)
         self.scheduler.add_job(
             self._run_cycle, "interval", seconds=s.interval_s, id=CYCLE_JOB,
             # One cycle at a time; a backlog of missed runs becomes one run, and a run
@@ -85,8 +87,16 @@ class Service:
                  s.interval_s, s.plan_ttl_s, s.holder_id)
 
     def _run_cycle(self) -> None:
-        self.cycle.run()
-        self._last_done = time.monotonic()
+        # A trigger that arrives while a cycle runs cannot start a second instance
+        # (max_instances=1: APScheduler skips it), so it is remembered and served here,
+        # right after this cycle: the epilog's "GPUs were just freed" is never lost.
+        while True:
+            self._triggered.clear()
+            self.cycle.run()
+            self._last_done = time.monotonic()
+            if not self._triggered.is_set() or self._stopping.is_set():
+                return
+            log.info("running the cycle triggered during the last one")
 
     def _renew(self) -> None:
         # Between cycles only renew a grant we have; taking the lease is the cycle's job.
@@ -95,6 +105,7 @@ class Service:
 
     def trigger(self) -> None:
         """Run a cycle as soon as the current one (if any) is over."""
+        self._triggered.set()
         job = self.scheduler.get_job(CYCLE_JOB)
         if job is not None:
             job.modify(next_run_time=datetime.now(UTC))
@@ -130,6 +141,7 @@ class Service:
         resumed (or rolled back at their TTL) by the next instance.
         """
         log.info("stopping: waiting for the current cycle to finish")
+        self._stopping.set()
         if self.http is not None:
             self.http.close()
         self.scheduler.shutdown(wait=True)

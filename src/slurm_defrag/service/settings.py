@@ -13,7 +13,7 @@ import tomllib
 from pathlib import Path
 from typing import Annotated, Literal
 
-from pydantic import Field, ValidationError
+from pydantic import Field, IPvAnyNetwork, ValidationError, ValidationInfo, field_validator
 from pydantic_settings import (
     BaseSettings,
     PydanticBaseSettingsSource,
@@ -94,6 +94,20 @@ class ServiceSettings(BaseSettings):
     http_port: Annotated[int, Field(ge=0, le=65535)] = 8787
     """Port of ``POST /trigger`` and ``GET /healthz``; 0 disables the server. Default 8787."""
 
+    http_allow: list[IPvAnyNetwork] = Field(default_factory=list)
+    """Networks (CIDR, e.g. ``["10.1.0.0/16"]``) served besides loopback, which always is.
+    Every other client gets 403 on every route, ``/trigger`` included. Default: none
+    (loopback only), whatever ``http_host`` listens on."""
+
+    web: bool = False
+    """Serve the read-only web page (GPU map, history, plans) at ``/`` on the HTTP endpoint
+    (``docs/web.md``). Needs ``http_port`` other than 0. Default off."""
+
+    metrics: bool = True
+    """Serve Prometheus metrics at ``GET /metrics`` on the HTTP endpoint
+    (``docs/observability.md``). Default on; without ``http_port`` there is no endpoint.
+    """
+
     log_json: bool = False
     """One JSON object per log line (for journald/Loki). Default: plain text lines."""
 
@@ -104,6 +118,13 @@ class ServiceSettings(BaseSettings):
     """Tests only: ``<step kind>`` (e.g. ``requeue``) or ``<kind>:recorded`` makes the
     process exit with status 137 right after that step acted on Slurm (before or after
     it is recorded done), as ``kill -9`` would. Default: none."""
+
+    @field_validator("web")
+    @classmethod
+    def _web_needs_http(cls, web: bool, info: ValidationInfo) -> bool:
+        if web and info.data.get("http_port") == 0:  # http_port is validated before web
+            raise ValueError("the web page needs the HTTP endpoint: set http_port (not 0)")
+        return web
 
     @classmethod
     def settings_customise_sources(

@@ -8,8 +8,12 @@ executor on a sandbox (see :mod:`.loop`), and ``off`` never reaches the executor
 from __future__ import annotations
 
 from slurm_defrag.policy.file import Policy, default_policy, load_policy
+from slurm_defrag.service.history import StoreHistory
+from slurm_defrag.service.http import Page
 from slurm_defrag.service.killswitch import KillSwitch
 from slurm_defrag.service.loop import Cycle
+from slurm_defrag.service.observer import NO_OBSERVER, ObservedSlurm
+from slurm_defrag.service.prometheus import Exporter
 from slurm_defrag.service.runner import Service, crash_hook
 from slurm_defrag.service.settings import ServiceSettings
 from slurm_defrag.slurm.backends import open_backend
@@ -30,11 +34,27 @@ def build(settings: ServiceSettings) -> tuple[Service, Store]:
     store = Store.open(settings.db_url)
     backend = open_backend(settings.slurm)
     lease = Lease(store, settings.holder_id, ttl_s=settings.lease_ttl_s)
+    repo = Repository(store)
+    exporter = Exporter(StoreHistory(repo.plans)) if settings.metrics else None
+    if exporter is not None:  # count Slurm errors where every Slurm call passes
+        backend = ObservedSlurm(backend, exporter.slurm_error)
     cycle = Cycle(
-        mode=settings.mode, reader=backend, writer=backend, repo=Repository(store),
+        mode=settings.mode, reader=backend, writer=backend, repo=repo,
         policy=policy_of(settings), lease=lease,
         killswitch=KillSwitch(settings.kill_switch_file), ttl_s=settings.plan_ttl_s,
         hook=crash_hook(settings.test_crash_after),
         packing_bump=settings.packing_weight_bump if settings.packing else None,
+        observer=exporter or NO_OBSERVER,
     )  # fmt: skip
-    return Service(settings, cycle, lease), store
+    pages: dict[str, Page] = {}
+    if exporter is not None:
+        pages["/metrics"] = exporter.page
+    if settings.web:  # the read-only page over the database this service writes
+        from slurm_defrag.web.pages import web_pages
+        from slurm_defrag.web.sources import StoreSource
+
+        pages.update(web_pages(StoreSource(store)))
+    service = Service(settings, cycle, lease, pages=pages)
+    if exporter is not None:
+        exporter.watch(service)
+    return service, store
