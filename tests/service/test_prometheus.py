@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 import re
 import urllib.request
+from datetime import datetime
 from pathlib import Path
 
 import pytest
@@ -16,6 +17,7 @@ import yaml
 from prometheus_client import CONTENT_TYPE_LATEST
 from prometheus_client.parser import text_string_to_metric_families
 from service_helpers import CycleFactory, FakeClock, open_store, slurm_schedules
+from sqlalchemy.exc import OperationalError
 
 from infra import EXAMPLES, ROOT
 from slurm_defrag.domain.plan import Plan
@@ -24,7 +26,7 @@ from slurm_defrag.service import wiring
 from slurm_defrag.service.history import StoreHistory
 from slurm_defrag.service.http import ControlServer
 from slurm_defrag.service.loop import Cycle
-from slurm_defrag.service.observer import ObservedSlurm, error_kind
+from slurm_defrag.service.observer import NO_OBSERVER, ObservedSlurm, error_kind
 from slurm_defrag.service.prometheus import Exporter
 from slurm_defrag.service.runner import Service
 from slurm_defrag.service.settings import ServiceSettings
@@ -242,13 +244,83 @@ def test_metrics_route_over_http_and_in_the_wiring(tmp_path: Path, fake: FakeSlu
 
     db = tmp_path / "wired.db"
     open_store(db).close()
-    for on in (True, False):
-        settings = ServiceSettings(db_url=f"sqlite:///{db}", metrics=on, http_port=0,
+    # Without the HTTP endpoint nobody could read the metrics: no exporter at all.
+    for metrics, port, on in ((True, 8787, True), (False, 8787, False), (True, 0, False)):
+        settings = ServiceSettings(db_url=f"sqlite:///{db}", metrics=metrics, http_port=port,
                                    kill_switch_file=tmp_path / "STOP")
-        service, wired = wiring.build(settings)
+        service, wired = wiring.build(settings)  # builds, binds nothing
         wired.close()
         assert ("/metrics" in service.pages) is on
         assert isinstance(service.cycle.reader, ObservedSlurm) is on
+        assert (service.cycle.observer is not NO_OBSERVER) is on
+        if on:  # the exporter reads the cycle's own preemption history
+            assert service.cycle.observer.history is service.cycle.history  # type: ignore[attr-defined]
+
+
+class _CountingHistory:
+    def __init__(self) -> None:
+        self.reads = 0
+
+    def preemptions_since(self, since: datetime) -> int:
+        self.reads += 1
+        return 0
+
+    def user_preemptions_since(self, user: str, since: datetime) -> int:
+        return 0
+
+    def active_plans(self) -> int:
+        return 0
+
+
+def test_standby_does_not_count_preemptions(make_cycle: CycleFactory, fake: FakeSlurm,
+                                            store: Store) -> None:
+    leader = make_cycle("off")
+    history = _CountingHistory()
+    exporter = Exporter(history)
+    standby = make_cycle("off", holder="test:2", observer=exporter)
+    leader.run()
+    assert standby.run().outcome == "read-only"
+    assert history.reads == 0
+    leader.lease.release()
+    assert standby.run().outcome == "off"
+    assert history.reads == 1
+
+
+def test_scrape_answers_while_the_database_is_down(make_cycle: CycleFactory, fake: FakeSlurm,
+                                                  store: Store, tmp_path: Path,
+                                                  monkeypatch: pytest.MonkeyPatch) -> None:
+    """A standby asks the database who leads; a scrape must not: it answers 200 with
+    ``up`` whatever the database does."""
+    leader, _ = observed(make_cycle, fake, store, "off")
+    standby, exporter = observed(make_cycle, fake, store, "off", holder="test:2")
+    leader.run()
+    assert standby.run().outcome == "read-only"
+    settings = ServiceSettings(mode="off", http_port=0, kill_switch_file=tmp_path / "STOP")
+    service = Service(settings, standby, standby.lease)
+    exporter.watch(service)
+    service.scheduler.start(paused=True)  # running, as in a started service
+
+    def down() -> None:
+        raise OperationalError("SELECT holder FROM leases", {}, Exception("connection refused"))
+
+    monkeypatch.setattr(standby.lease, "info", down)
+    http = ControlServer("127.0.0.1", 0, None, service.health, {"/metrics": exporter.page})
+    http.start()
+    try:
+        with urllib.request.urlopen(f"http://127.0.0.1:{http.port}/metrics", timeout=5) as r:
+            assert r.status == 200
+            got = samples(r.read().decode())
+        with urllib.request.urlopen(f"http://127.0.0.1:{http.port}/healthz", timeout=5) as r:
+            assert r.status == 200
+            assert json.loads(r.read())["lease"].startswith("unknown: database error")
+    finally:
+        http.close()
+        service.scheduler.shutdown(wait=False)
+    assert value(got, "up") == 1
+    assert value(got, "lease_held") == 0
+    assert value(got, "kill_switch_engaged") == 0
+    (tmp_path / "STOP").touch()
+    assert value(scrape(exporter), "kill_switch_engaged") == 1
 
 
 # -- the dashboard, the alert rules and the docs use only series the exporter has --------

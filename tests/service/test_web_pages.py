@@ -3,14 +3,19 @@
 from __future__ import annotations
 
 import json
+import threading
 from typing import Any
 
+import pytest
 from service_helpers import CycleFactory
+from sqlalchemy import event
 
 from slurm_defrag.service.http import Page
 from slurm_defrag.service.settings import ServiceSettings
 from slurm_defrag.service.wiring import build
 from slurm_defrag.store.database import Store
+from slurm_defrag.store.plans import Plans
+from slurm_defrag.web import sources
 from slurm_defrag.web.pages import web_pages
 from slurm_defrag.web.sources import StoreSource
 
@@ -68,6 +73,9 @@ def test_bad_parameters_are_400(store: Store) -> None:
     code, body = _get(pages, "/api/history", since="yesterday")
     assert code == 400
     assert "'yesterday' is not a duration" in body["error"]
+    code, body = _get(pages, "/api/history", since="99999999999w")  # was a 500: overflow
+    assert code == 400
+    assert "longer than 3660 days" in body["error"]
     for bad in ("0", "201", "many"):
         code, body = _get(pages, "/api/plans", limit=bad)
         assert code == 400
@@ -96,3 +104,70 @@ def test_wiring_adds_the_page_only_when_web_is_on(store: Store, tmp_path: Any) -
     finally:
         off_store.close()
         on_store.close()
+
+
+def _selects(store: Store) -> list[str]:
+    """SQL SELECTs run on ``store`` from now on."""
+    seen: list[str] = []
+    event.listen(store.engine, "before_cursor_execute",
+                 lambda *args: seen.append(args[2]) if args[2].startswith("SELECT") else None)
+    return seen
+
+
+def test_history_and_plans_are_cached_per_snapshot(make_cycle: CycleFactory,
+                                                   store: Store) -> None:
+    cycle = make_cycle("dry-run")
+    cycle.run()
+    pages = web_pages(StoreSource(store))
+    first = {path: _get(pages, path) for path in ("/api/history", "/api/plans")}
+    selects = _selects(store)
+    again = {path: _get(pages, path) for path in ("/api/history", "/api/plans")}
+    assert again == first
+    assert len(selects) == 2  # the latest snapshot id, once per request
+    assert _get(pages, "/api/history", since="1d")[1]["since_text"] == "1d"
+    assert len(selects) > 3  # another window is computed, not served from the 7d one
+    cycle.clock.tick(60)  # type: ignore[attr-defined]
+    cycle.run()  # a new snapshot: everything is read again
+    selects.clear()
+    assert _get(pages, "/api/history")[1]["snapshots"] == 2
+    assert len(selects) > 1
+
+
+def test_plans_expire_within_a_snapshot(make_cycle: CycleFactory, store: Store) -> None:
+    """A cycle stores its snapshot before its plans move on: plans also expire by age."""
+    pages = web_pages(StoreSource(store, plans_max_age_s=0))
+    make_cycle("off").run()
+    assert _get(pages, "/api/plans") == (200, {"plans": []})
+    Plans(store.engine).create("course", "dry-run", {})  # same snapshot, a new plan
+    assert len(_get(pages, "/api/plans")[1]["plans"]) == 1
+
+
+def test_page_reads_are_bounded_and_busy_is_503(make_cycle: CycleFactory, store: Store,
+                                                monkeypatch: pytest.MonkeyPatch) -> None:
+    """Tabs cannot take the service's whole connection pool: at most ``readers`` page
+    requests read the database at once, the others wait a little, then get 503."""
+    make_cycle("off").run()
+    release = threading.Event()
+    entered = threading.Event()
+    real = sources.load_history
+
+    def slow_history(*args: Any, **kwargs: Any) -> Any:
+        entered.set()
+        release.wait(10)
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(sources, "load_history", slow_history)
+    pages = web_pages(StoreSource(store, readers=1, wait_s=0.05))
+    slow: list[tuple[int, Any]] = []
+    reader = threading.Thread(target=lambda: slow.append(_get(pages, "/api/history")))
+    reader.start()
+    try:
+        assert entered.wait(5)
+        code, body = _get(pages, "/api/snapshot")
+        assert code == 503
+        assert body["error"].startswith("busy")
+    finally:
+        release.set()
+        reader.join(10)
+    assert slow[0][0] == 200
+    assert _get(pages, "/api/snapshot")[0] == 200  # the turn was given back

@@ -132,3 +132,15 @@ def test_history_views_json_and_plots(history_db: str, tmp_path: Path) -> None:
     pruned = run("db", "prune", "--db", history_db, "--json")
     assert pruned.exit_code == 0, pruned.output
     assert json.loads(pruned.stdout)["snapshots_deleted"] == 0  # all within 7 days
+
+
+@pytest.mark.parametrize("since", ["99999999999w", "3661d", "9" * 400 + "w"])
+def test_history_since_too_long_is_one_clear_error(since: str, sqlite_url: str) -> None:
+    """``now - since`` would not be a date (a traceback before): the window is capped."""
+    if since == "3661d":  # in process is enough for the message
+        result = run("history", "--since", since, "--db", sqlite_url)
+        assert isinstance(result.exception, InputError)
+        assert "longer than 3660 days" in str(result.exception)
+        return
+    assert_one_line_error(cli("history", "--since", since, "--db", sqlite_url), 2, "--since",
+                          "longer than 3660 days")

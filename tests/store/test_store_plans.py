@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+from datetime import UTC, datetime, timedelta, timezone
+
 import pytest
+from sqlalchemy import event
 
 from slurm_defrag.metrics.compute import compute
 from slurm_defrag.store.database import Store
@@ -72,3 +75,34 @@ def test_plan_errors(store: Store) -> None:
         plans.get(424242)
     with pytest.raises(NotFound, match="no plan step 99"):
         plans.set_step_state(99, "done")
+
+
+def test_requeues_since_counts_done_enforce_requeues_in_one_query(store: Store) -> None:
+    """The count the limits and ``preemptions_last_hour`` use (SQLite; PostgreSQL runs the
+    same portable query)."""
+    plans = Repository(store).plans
+    before = datetime.now(UTC) - timedelta(seconds=1)
+
+    def plan(mode: str, cluster: str, *steps: tuple[str, str, str]) -> None:
+        pid = plans.create(cluster, mode, {}, steps=[
+            NewStep(action, f"j{i}", {"user": user}) for i, (action, user, _) in enumerate(steps)])
+        for step, (_, _, state) in zip(plans.steps(pid), steps, strict=True):
+            if state != "pending":
+                plans.set_step_state(step.id, state)
+
+    plan("enforce", "c1", ("requeue", "ann", "done"), ("requeue", "bob", "done"),
+         ("requeue", "ann", "failed"), ("requeue", "ann", "pending"), ("reserve", "ann", "done"))
+    plan("enforce", "c2", ("requeue", "ann", "done"))
+    plan("dry-run", "c1", ("requeue", "ann", "done"))  # changed nothing: never counts
+    queries: list[str] = []
+    event.listen(store.engine, "before_cursor_execute",
+                 lambda *args: queries.append(args[2]))
+    assert plans.requeues_since(before) == 3
+    assert len([q for q in queries if q.startswith("SELECT")]) == 1
+    assert plans.requeues_since(before, cluster="c1") == 2
+    assert plans.requeues_since(before, user="ann") == 2
+    assert plans.requeues_since(before, cluster="c1", user="ann") == 1
+    assert plans.requeues_since(before, user="cat") == 0
+    assert plans.requeues_since(datetime.now(UTC) + timedelta(seconds=1)) == 0
+    # In another zone, the same instant.
+    assert plans.requeues_since(before.astimezone(timezone(timedelta(hours=-5)))) == 3

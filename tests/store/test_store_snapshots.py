@@ -169,3 +169,16 @@ def test_round_trip_property(store: Store, snaps: list[ClusterSnapshot]) -> None
     ids = [_save(repo, s) for s in stamped]
     for i, s in zip(ids, stamped, strict=True):
         assert repo.load_snapshot(i) == s
+
+
+def test_latest_id_at_or_before_a_time(store: Store) -> None:
+    repo = Repository(store)
+    first = course_scenario()
+    later = first.model_copy(update={"taken_at": first.taken_at + timedelta(minutes=5)})
+    a, b = _save(repo, first), _save(repo, later)
+    assert repo.latest_id() == b
+    assert repo.latest_id(at=later.taken_at) == b
+    assert repo.latest_id(at=later.taken_at - timedelta(seconds=1)) == a
+    assert repo.latest_id(first.cluster, at=first.taken_at) == a
+    assert repo.latest_id(at=first.taken_at - timedelta(seconds=1)) is None
+    assert repo.latest_id("other", at=later.taken_at) is None

@@ -197,3 +197,23 @@ def test_fitted_frame_caps_a_long_starved_list() -> None:
     assert len(fitted.splitlines()) <= 30
     full = capture(frame, width=120)
     assert all(p.job_id in full for p in report.falsely_starved)
+
+
+def test_refreshes_share_one_metrics_cache(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Each refresh recomputes only the node classes that changed, as the service does."""
+    from slurm_defrag.metrics import compute as compute_module
+
+    caches: list[object] = []
+    real = compute_module.compute
+
+    def spy(snapshot: object, **kwargs: object) -> object:
+        caches.append(kwargs.get("cache"))
+        return real(snapshot, **kwargs)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(compute_module, "compute", spy)
+    read = frame_reader(FileSource(COURSE), None)
+    first, second = read(), read()
+    assert first.report == second.report
+    assert len(caches) == 2
+    assert caches[0] is not None
+    assert caches[0] is caches[1]

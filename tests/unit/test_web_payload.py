@@ -12,6 +12,7 @@ from infra import EXAMPLES
 from slurm_defrag.cli import app
 from slurm_defrag.domain.cluster import ClusterSnapshot
 from slurm_defrag.metrics.compute import compute
+from slurm_defrag.metrics.report import request_text
 from slurm_defrag.web.pages import web_pages
 from slurm_defrag.web.payload import snapshot_payload
 from slurm_defrag.web.sources import FileSource
@@ -35,6 +36,8 @@ def test_map_cells_of_the_course_snapshot(course_snapshot: ClusterSnapshot) -> N
     assert (starving["job_id"], starving["user"], starving["reason"]) == ("110", "dave",
                                                                           "spatial")
     assert starving["request"] == "1x3 nvlink"
+    # The same words as frag's and top's tables.
+    assert starving["request"] == request_text(compute(course_snapshot).falsely_starved[0])
     assert "scattered" in starving["message"]
 
 

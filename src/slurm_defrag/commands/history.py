@@ -31,12 +31,19 @@ _DURATION = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([smhdw])\s*$")
 _SPARK = "▁▂▃▄▅▆▇█"
 
 
+MAX_DURATION_DAYS = 3660
+"""Ten years and a bit: far more than any retention, and ``now - since`` stays a date."""
+
+
 def parse_duration(text: str) -> float:
     """``90m``, ``12h``, ``7d``, ``2w`` -> seconds."""
     m = _DURATION.match(text)
     if m is None or float(m[1]) <= 0:
         raise InputError(f"--since: {text!r} is not a duration like 30m, 12h, 7d or 2w")
-    return float(m[1]) * _UNITS[m[2]]
+    seconds = float(m[1]) * _UNITS[m[2]]
+    if seconds > MAX_DURATION_DAYS * 86400:
+        raise InputError(f"--since: {text!r} is longer than {MAX_DURATION_DAYS} days")
+    return seconds
 
 
 def history(

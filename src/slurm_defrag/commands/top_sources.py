@@ -12,15 +12,12 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Protocol
 
-from sqlalchemy import func, select
-
 from slurm_defrag.domain.cluster import ClusterSnapshot
 from slurm_defrag.errors import InputError
 from slurm_defrag.report.top_view import PlanView, TopFrame, plan_view
 from slurm_defrag.store.database import Store
 from slurm_defrag.store.engine import translate_errors
 from slurm_defrag.store.errors import NotFound
-from slurm_defrag.store.models import Snapshot
 from slurm_defrag.store.repo import Repository
 
 PLANS_SHOWN = 5
@@ -71,19 +68,14 @@ class StoredSource:
                                                       if at else "")  # fmt: skip
 
     def read(self) -> ClusterSnapshot:
+        repo = Repository(self.store)
         with translate_errors(self.store.url):
-            with self.store.engine.connect() as conn:
-                query = select(func.max(Snapshot.id))
-                if self.cluster is not None:
-                    query = query.where(Snapshot.cluster == self.cluster)
-                if self.at is not None:
-                    query = query.where(Snapshot.t <= self.at.timestamp())
-                sid: int | None = conn.execute(query).scalar_one()
+            sid = repo.latest_id(self.cluster, self.at)
             if sid is None:
                 of = f" of cluster {self.cluster!r}" if self.cluster else ""
                 when = f" at or before {self.at:%Y-%m-%d %H:%M:%S %Z}" if self.at else ""
                 raise NotFound(f"no snapshot{of}{when} in the database {self.store.url}")
-            return Repository(self.store).load_snapshot(sid)
+            return repo.load_snapshot(sid)
 
 
 def stored_plans(
@@ -118,12 +110,16 @@ def frame_reader(
     clock: Callable[[], datetime] = lambda: datetime.now(UTC),
 ) -> Callable[[], TopFrame]:
     """A function reading one fresh frame: snapshot, its metrics, the plans if ``store``."""
+    from slurm_defrag.metrics.cache import MetricsCache
     from slurm_defrag.metrics.compute import compute
+
+    cache = MetricsCache()  # kept across refreshes: only node classes that changed are redone
 
     def read() -> TopFrame:
         snap = source.read()
         plans = None if store is None else stored_plans(store, snap.cluster, at)
-        return TopFrame(snapshot=snap, report=compute(snap), source=source.description,
+        return TopFrame(snapshot=snap, report=compute(snap, cache=cache),
+                        source=source.description,
                         refreshed_at=clock(), plans=plans)  # fmt: skip
 
     return read

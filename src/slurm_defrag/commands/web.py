@@ -34,6 +34,11 @@ def web(
         list[str] | None,
         typer.Option("--allow", help="Network (CIDR) to serve besides loopback; repeatable."),
     ] = None,
+    name: Annotated[
+        list[str] | None,
+        typer.Option("--name", help="Host name the page is opened by, besides IP addresses, "
+                     "localhost and --host; repeatable."),
+    ] = None,
 ) -> None:
     """Serve the web page (GPU map, starving jobs, history, plans) until Ctrl-C."""
     from pydantic import TypeAdapter, ValidationError
@@ -61,7 +66,8 @@ def web(
 
         store = Store.open(db)
         source = StoreSource(store)
-    server = ControlServer(host, port, None, None, web_pages(source), allow=networks)
+    server = ControlServer(host, port, None, None, web_pages(source), allow=networks,
+                           names=name or ())
     stop = threading.Event()
 
     def on_signal(_signum: int, _frame: FrameType | None) -> None:

@@ -102,6 +102,12 @@ class PendingStatus(_Out):
     diagnosis: tuple[NodeDiagnosis, ...] = ()
 
 
+def request_text(p: PendingStatus) -> str:
+    """A pending job's GPU request in a few words, e.g. ``1x3 nvlink`` or ``6 any a100``."""
+    shape = f"{p.nodes}x{p.gpus_per_node}" if p.gpus_per_node else f"{p.gpus} any"
+    return shape + (f" {p.gpu_model}" if p.gpu_model else "") + (" nvlink" if p.nvlink else "")
+
+
 class FragReport(_Out):
     schema_version: int = 1
     cluster: str

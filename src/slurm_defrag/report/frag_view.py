@@ -6,7 +6,7 @@ from rich.console import Console
 from rich.table import Table
 
 from slurm_defrag.domain.cluster import ClusterSnapshot
-from slurm_defrag.metrics.report import BLOCK_SIZES, FragReport, GroupMetrics, PendingStatus
+from slurm_defrag.metrics.report import BLOCK_SIZES, FragReport, GroupMetrics, request_text
 from slurm_defrag.report.gpu_map import fragmented_map
 
 
@@ -29,12 +29,6 @@ def _scope_table(title: str, groups: list[GroupMetrics]) -> Table:
             f"{c.fgd:.1f}",
         )
     return t
-
-
-def request_text(p: PendingStatus) -> str:
-    """A pending job's GPU request in a few words, e.g. ``1x3 nvlink`` or ``6 any a100``."""
-    shape = f"{p.nodes}x{p.gpus_per_node}" if p.gpus_per_node else f"{p.gpus} any"
-    return shape + (f" {p.gpu_model}" if p.gpu_model else "") + (" nvlink" if p.nvlink else "")
 
 
 def _pending_table(report: FragReport, max_nodes: int) -> Table:

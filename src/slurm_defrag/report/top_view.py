@@ -19,8 +19,7 @@ from rich.text import Text
 
 from slurm_defrag.domain.cluster import ClusterSnapshot
 from slurm_defrag.domain.plan import Plan
-from slurm_defrag.metrics.report import FragReport
-from slurm_defrag.report.frag_view import request_text
+from slurm_defrag.metrics.report import FragReport, request_text
 from slurm_defrag.report.gpu_map import fragmented_map
 from slurm_defrag.store.plans import PlanRecord, StepRecord
 

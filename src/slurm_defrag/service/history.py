@@ -2,15 +2,15 @@
 
 A requeue counts once its ``requeue`` step of an ``enforce`` plan is recorded done; the
 victim's user is kept in the step's args. Dry-run plans never count: nothing happened.
-Reads the last ``window`` plans only: enough for the hour and day windows of any sane
-limit (a plan requeues a handful of jobs), and cheap enough for every cycle.
+Each count is one query (:meth:`~slurm_defrag.store.plans.Plans.requeues_since`), cheap
+enough for every cycle and every requeue; ``window`` bounds the open plans looked at.
 """
 
 from __future__ import annotations
 
 from datetime import UTC, datetime
 
-from slurm_defrag.store.plans import Plans, StepRecord
+from slurm_defrag.store.plans import Plans
 
 
 class StoreHistory:
@@ -19,22 +19,11 @@ class StoreHistory:
         self.cluster = cluster
         self.window = window
 
-    def _requeues(self, since: datetime) -> list[StepRecord]:
-        out = []
-        for p in self.plans.recent(cluster=self.cluster, limit=self.window):
-            if p.mode != "enforce":
-                continue
-            for s in self.plans.steps(p.id):
-                if s.action == "requeue" and s.state == "done" and s.finished_at is not None \
-                        and _utc(s.finished_at) >= _utc(since):
-                    out.append(s)
-        return out
-
     def preemptions_since(self, since: datetime) -> int:
-        return len(self._requeues(since))
+        return self.plans.requeues_since(_utc(since), cluster=self.cluster)
 
     def user_preemptions_since(self, user: str, since: datetime) -> int:
-        return sum(1 for s in self._requeues(since) if s.args.get("user") == user)
+        return self.plans.requeues_since(_utc(since), cluster=self.cluster, user=user)
 
     def active_plans(self) -> int:
         open_ = self.plans.recent(cluster=self.cluster, open_only=True, limit=self.window)
@@ -42,5 +31,5 @@ class StoreHistory:
 
 
 def _utc(t: datetime) -> datetime:
-    # SQLite hands back naive datetimes; the store writes UTC.
+    # A naive time is UTC, as everywhere in the store.
     return t if t.tzinfo is not None else t.replace(tzinfo=UTC)

@@ -7,9 +7,18 @@ only routes, so each feature stays in its own module. Standard library only: a h
 routes do not justify a web framework, and the server runs in daemon threads beside the
 scheduler.
 
-Access rules, the same for every route: only loopback clients (127.0.0.0/8, ::1) are
-served unless ``allow`` adds networks, others get 403 before anything is read or run.
-Pages answer ``GET`` and ``HEAD`` only (other methods: 405), ``/trigger`` only ``POST``.
+Access rules, the same for every route:
+
+* only loopback clients (127.0.0.0/8, ::1) are served unless ``allow`` adds networks;
+  others are disconnected without an answer before a handler thread starts, so a port
+  scan or a flood from outside costs no thread;
+* the ``Host`` header must name the server by an IP address, ``localhost``, the address
+  it listens on or one of ``names`` (403 otherwise): a page of another site whose name
+  was re-pointed at this host (DNS rebinding) cannot read anything;
+* a write carrying an ``Origin`` header gets 403: browsers send one with every
+  cross-site ``POST``, the epilog's curl never does;
+* pages answer ``GET`` and ``HEAD`` only (other methods: 405), ``/trigger`` only ``POST``;
+* a connection idle for ``Handler.timeout`` seconds is closed.
 """
 
 from __future__ import annotations
@@ -84,7 +93,40 @@ def client_allowed(address: str, allow: Iterable[Network] = ()) -> bool:
     return any(ip in net for net in (*LOOPBACK, *allow))
 
 
-class _Server6(ThreadingHTTPServer):
+def host_allowed(host_header: str | None, names: Iterable[str] = ()) -> bool:
+    """True if a ``Host`` header names this server by an IP address, ``localhost`` or one
+    of ``names``; a request without one is served (only browsers matter here, and they
+    always send it)."""
+    if host_header is None:
+        return True
+    try:
+        hostname = urlsplit(f"//{host_header}").hostname  # drops the port and [] of IPv6
+    except ValueError:
+        return False
+    if not hostname:
+        return False
+    hostname = hostname.rstrip(".")
+    try:
+        ip_address(hostname)
+        return True
+    except ValueError:
+        pass
+    return hostname in ("localhost", *(n.lower().rstrip(".") for n in names))
+
+
+class _Server(ThreadingHTTPServer):
+    allowed: tuple[Network, ...] = ()
+
+    def verify_request(self, request: Any, client_address: Any) -> bool:
+        # Runs in the accepting thread, before a handler thread is started.
+        client = str(client_address[0])
+        if client_allowed(client, self.allowed):
+            return True
+        log.info("http: dropped a connection from %s (not in http_allow)", client)
+        return False
+
+
+class _Server6(_Server):
     address_family = socket.AF_INET6
 
 
@@ -93,14 +135,16 @@ class ControlServer:
 
     ``trigger`` / ``health`` None leave ``/trigger`` / ``/healthz`` out (``slurm-defrag
     web`` has no cycle to trigger). ``allow``: networks served besides loopback.
+    ``names``: host names the server may be reached by besides IP addresses,
+    ``localhost`` and ``host``.
     """
 
     def __init__(self, host: str, port: int, trigger: Callable[[], None] | None,
                  health: Callable[[], tuple[bool, dict[str, Any]]] | None,
                  pages: Mapping[str, Page] | None = None,
-                 allow: Iterable[Network] = ()) -> None:
+                 allow: Iterable[Network] = (), names: Iterable[str] = ()) -> None:
         routes: dict[str, Page] = dict(pages or {})
-        allowed = tuple(allow)
+        host_names = (host, *names)
 
         if health is not None:
             def healthz(_: Query) -> Response:
@@ -110,14 +154,17 @@ class ControlServer:
             routes["/healthz"] = healthz
 
         class Handler(BaseHTTPRequestHandler):
+            timeout = 10  # seconds a client may stay silent before its connection is closed
+
             # do_GET, do_HEAD, ... are set below: every method goes through _handle, so the
-            # address check comes first whatever the method.
+            # header checks come first whatever the method (the address was checked by
+            # the server before this thread started).
             def _handle(self, method: str) -> None:
-                client = str(self.client_address[0])
-                if not client_allowed(client, allowed):
-                    log.info("http: refused %s %s from %s (not in http_allow)", method,
-                             self.path, client)
-                    self._send(Response.json({"error": "forbidden"}, 403))
+                if not host_allowed(self.headers.get("Host"), host_names):
+                    self._forbid(method, f"Host {self.headers.get('Host')!r} is not this server")
+                    return
+                if method in WRITE_METHODS and self.headers.get("Origin") is not None:
+                    self._forbid(method, f"cross-site write from {self.headers['Origin']!r}")
                     return
                 url = urlsplit(self.path)
                 path = url.path.rstrip("/") or "/"
@@ -144,6 +191,11 @@ class ControlServer:
                     log.exception("http: GET %s failed", path)
                     return Response.json({"error": "internal error"}, 500)
 
+            def _forbid(self, method: str, why: str) -> None:
+                log.info("http: refused %s %s from %s: %s", method, self.path,
+                         self.client_address[0], why)
+                self._send(Response.json({"error": "forbidden"}, 403))
+
             def _refuse_method(self, allowed_methods: tuple[str, ...]) -> None:
                 self._send(Response.json({"error": "method not allowed"}, 405),
                            extra={"Allow": ", ".join(allowed_methods)})
@@ -165,12 +217,13 @@ class ControlServer:
         for method in (*READ_METHODS, *WRITE_METHODS):
             setattr(Handler, f"do_{method}", lambda self, m=method: self._handle(m))
 
-        server_class = _Server6 if ":" in host else ThreadingHTTPServer
+        server_class = _Server6 if ":" in host else _Server
         try:
             self._server = server_class((host, port), Handler)
         except OSError as exc:
             raise InputError(f"http_host/http_port: cannot listen on {host}:{port}: "
                              f"{exc.strerror or exc}") from None
+        self._server.allowed = tuple(allow)
         self._server.daemon_threads = True
         self._thread = threading.Thread(target=self._server.serve_forever, name="http",
                                         daemon=True)

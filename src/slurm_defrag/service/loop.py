@@ -77,6 +77,7 @@ class Cycle:
         hook: Hook | None = None,
         packing_bump: int | None = None,
         observer: Observer = NO_OBSERVER,
+        history: StoreHistory | None = None,
     ) -> None:
         self.mode = mode
         self.observer = observer
@@ -88,7 +89,7 @@ class Cycle:
         self.ttl_s = ttl_s
         self.clock = clock
         self.hook = hook
-        self.history = StoreHistory(repo.plans)
+        self.history = history or StoreHistory(repo.plans)
         # Kept across cycles: a metrics pass recomputes only the node classes that changed.
         self.metrics_cache = MetricsCache()
         self.executor = Executor(

@@ -147,16 +147,16 @@ class ServiceCollector(Collector):
         self.service = service
 
     def collect(self) -> Iterator[Metric]:
+        # Nothing here reads the database: a scrape must answer while it is down.
         s = self.service
-        ok, health = s.health()
         yield GaugeMetricFamily(PREFIX + "up", "1 while cycles run on time (as /healthz).",
-                                value=int(ok))
+                                value=int(s.healthy()))
         yield GaugeMetricFamily(PREFIX + "lease_held",
                                 "1 if this instance holds the leader lease: the one that "
                                 "reads, stores and acts.", value=int(s.lease.held))
         yield GaugeMetricFamily(PREFIX + "kill_switch_engaged",
                                 "1 while the kill switch file exists (no action).",
-                                value=int(bool(health.get("kill_switch"))))
+                                value=int(s.kill_switch() is not None))
         mode = GaugeMetricFamily(PREFIX + "mode", "The configured mode: 1 for the current one.",
                                  labels=["mode"])
         for m in ("off", *MODES):
@@ -170,8 +170,9 @@ class ServiceCollector(Collector):
 class Exporter:
     """The service's metrics: an :class:`~.observer.Observer` and the ``/metrics`` page.
 
-    ``history`` gives the requeues of the last hour (the same count the limits use); it is
-    read once per cycle, not per scrape.
+    ``history`` gives the requeues of the last hour (the same count the limits use, so the
+    cycle's own history is passed in); it is read once per cycle that held the lease, not
+    per scrape.
     """
 
     def __init__(self, history: PreemptionHistory) -> None:
@@ -244,8 +245,10 @@ class Exporter:
         self.last_cycle.set_to_current_time()
         if report.outcome == "read-only":
             # Another instance is the actor: its figures are the current ones, ours would
-            # only go stale (and be counted twice by sum()).
+            # only go stale (and be counted twice by sum()). The preemption count is the
+            # leader's to read: a standby spares the database.
             self.snapshot.update(None)
+            return
         try:
             since = datetime.now(UTC) - timedelta(hours=1)
             self.preemptions.set(self.history.preemptions_since(since))

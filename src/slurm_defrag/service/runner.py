@@ -16,6 +16,7 @@ from typing import Any
 from apscheduler.schedulers.background import (  # type: ignore[import-untyped]
     BackgroundScheduler,
 )
+from sqlalchemy.exc import SQLAlchemyError
 
 from slurm_defrag.service.executor import Hook
 from slurm_defrag.service.http import ControlServer, Page
@@ -68,7 +69,7 @@ class Service:
         # Bind first: a taken port must stop the service before any cycle runs.
         if s.http_port:
             self.http = ControlServer(s.http_host, s.http_port, self.trigger, self.health,
-                                      self.pages, allow=s.http_allow)
+                                      self.pages, allow=s.http_allow, names=s.http_names)
         self.scheduler.add_job(
             self._run_cycle, "interval", seconds=s.interval_s, id=CYCLE_JOB,
             # One cycle at a time; a backlog of missed runs becomes one run, and a run
@@ -112,24 +113,36 @@ class Service:
             self.scheduler.wakeup()
             log.info("cycle triggered over HTTP")
 
-    def health(self) -> tuple[bool, dict[str, Any]]:
-        last = self.cycle.last
+    def healthy(self) -> bool:
+        """Cycles run on time. No database access: ``/metrics`` asks at every scrape and
+        must answer while the database is down."""
         # Unhealthy when cycles stopped happening (hung Slurm command, dead scheduler), not
         # when they report problems: those are in last_cycle for the operator to read.
         age_limit = 3 * self.settings.interval_s + 60
         done = self._last_done
         fresh = done is None or time.monotonic() - done < age_limit
-        ok = bool(self.scheduler.running) and fresh
+        return bool(self.scheduler.running) and fresh
+
+    def kill_switch(self) -> str | None:
+        return KillSwitch(self.settings.kill_switch_file).engaged()
+
+    def health(self) -> tuple[bool, dict[str, Any]]:
+        last = self.cycle.last
+        ok = self.healthy()
+        try:
+            lease = self.lease.describe()
+        except SQLAlchemyError as exc:  # a standby asks the database who leads
+            lease = f"unknown: database error: {type(exc).__name__}"
         return ok, {
             "ok": ok,
             "mode": self.settings.mode,
-            "lease": self.lease.describe(),
+            "lease": lease,
             "started_at": self.started_at.isoformat(),
             "last_cycle": None if last is None else {
                 "at": last.at.isoformat(), "outcome": last.outcome, "detail": last.detail,
                 "snapshot_id": last.snapshot_id, "plans": last.plans,
             },
-            "kill_switch": KillSwitch(self.settings.kill_switch_file).engaged(),
+            "kill_switch": self.kill_switch(),
         }
 
     def stop(self) -> None:

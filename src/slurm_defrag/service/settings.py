@@ -96,8 +96,13 @@ class ServiceSettings(BaseSettings):
 
     http_allow: list[IPvAnyNetwork] = Field(default_factory=list)
     """Networks (CIDR, e.g. ``["10.1.0.0/16"]``) served besides loopback, which always is.
-    Every other client gets 403 on every route, ``/trigger`` included. Default: none
-    (loopback only), whatever ``http_host`` listens on."""
+    Every other client is disconnected without an answer, ``/trigger`` included. Default:
+    none (loopback only), whatever ``http_host`` listens on."""
+
+    http_names: list[str] = Field(default_factory=list)
+    """Host names the endpoint may be reached by (e.g. ``["slurmctl1"]`` for a Prometheus
+    scraping ``slurmctl1:8787``) besides IP addresses, ``localhost`` and ``http_host``;
+    any other ``Host`` header gets 403 (DNS rebinding). Default: none."""
 
     web: bool = False
     """Serve the read-only web page (GPU map, history, plans) at ``/`` on the HTTP endpoint

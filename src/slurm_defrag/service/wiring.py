@@ -35,7 +35,10 @@ def build(settings: ServiceSettings) -> tuple[Service, Store]:
     backend = open_backend(settings.slurm)
     lease = Lease(store, settings.holder_id, ttl_s=settings.lease_ttl_s)
     repo = Repository(store)
-    exporter = Exporter(StoreHistory(repo.plans)) if settings.metrics else None
+    history = StoreHistory(repo.plans)  # the limits' count, also exported by /metrics
+    # /metrics is the exporter's only reader: without the HTTP endpoint it would only
+    # wrap Slurm and count preemptions every cycle for nobody.
+    exporter = Exporter(history) if settings.metrics and settings.http_port else None
     if exporter is not None:  # count Slurm errors where every Slurm call passes
         backend = ObservedSlurm(backend, exporter.slurm_error)
     cycle = Cycle(
@@ -44,7 +47,7 @@ def build(settings: ServiceSettings) -> tuple[Service, Store]:
         killswitch=KillSwitch(settings.kill_switch_file), ttl_s=settings.plan_ttl_s,
         hook=crash_hook(settings.test_crash_after),
         packing_bump=settings.packing_weight_bump if settings.packing else None,
-        observer=exporter or NO_OBSERVER,
+        observer=exporter or NO_OBSERVER, history=history,
     )  # fmt: skip
     pages: dict[str, Page] = {}
     if exporter is not None:

@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any, TypeVar
 
-from sqlalchemy import Engine, select
+from sqlalchemy import Engine, func, select
 from sqlalchemy.orm import Session
 
 from slurm_defrag.store.errors import NotFound
@@ -211,6 +211,21 @@ class Plans:
         with Session(self._engine) as s:
             q = select(PlanStep).where(PlanStep.plan_id == plan_id).order_by(PlanStep.seq)
             return [_step(x) for x in s.scalars(q)]
+
+    def requeues_since(self, since: datetime, *, cluster: str | None = None,
+                       user: str | None = None) -> int:
+        """Requeue steps of ``enforce`` plans done at or after ``since`` (of ``user``'s jobs:
+        the step's ``args["user"]``), counted in one query; dry-run requeues changed
+        nothing, so they never count."""
+        q = (select(func.count()).select_from(PlanStep).join(Plan, Plan.id == PlanStep.plan_id)
+             .where(Plan.mode == "enforce", PlanStep.action == "requeue",
+                    PlanStep.state == "done", PlanStep.finished_at >= since))  # fmt: skip
+        if cluster is not None:
+            q = q.where(Plan.cluster == cluster)
+        if user is not None:
+            q = q.where(PlanStep.args["user"].as_string() == user)
+        with Session(self._engine) as s:
+            return int(s.scalar(q) or 0)
 
     def set_step_state(self, step_id: int, state: str, error: str = "") -> StepRecord:
         """Move a step on; ``running`` stamps ``started_at``, a final state ``finished_at``."""

@@ -7,6 +7,8 @@ the snapshot writer's memory of the previous snapshot between calls.
 
 from __future__ import annotations
 
+from datetime import datetime
+
 from slurm_defrag.domain.cluster import ClusterSnapshot
 from slurm_defrag.metrics.report import FragReport
 from slurm_defrag.store import retention, snapshots
@@ -44,9 +46,10 @@ class Repository:
         with self.store.engine.connect() as conn:
             return snapshots.load(conn, snapshot_id)
 
-    def latest_id(self, cluster: str | None = None) -> int | None:
+    def latest_id(self, cluster: str | None = None, at: datetime | None = None) -> int | None:
+        """The last snapshot saved (of ``cluster``; taken at or before ``at`` if given)."""
         with self.store.engine.connect() as conn:
-            return snapshots.latest_id(conn, cluster)
+            return snapshots.latest_id(conn, cluster, at)
 
     def latest(self, cluster: str | None = None) -> ClusterSnapshot | None:
         """The last snapshot saved (of ``cluster``), None if there is none."""

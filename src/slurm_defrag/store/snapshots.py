@@ -13,6 +13,7 @@ from __future__ import annotations
 import json
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
+from datetime import datetime
 from typing import Any
 
 from sqlalchemy import Connection, Engine, func, insert, or_, select, tuple_, update
@@ -442,10 +443,15 @@ def load(conn: Connection, sid: int) -> ClusterSnapshot:
     return ClusterSnapshot.model_validate(data)
 
 
-def latest_id(conn: Connection, cluster: str | None = None) -> int | None:
-    """The id of the last snapshot saved (of ``cluster``, or of any cluster)."""
+def latest_id(
+    conn: Connection, cluster: str | None = None, at: datetime | None = None
+) -> int | None:
+    """The id of the last snapshot saved (of ``cluster``, or of any cluster), of those
+    taken at or before ``at`` if given."""
     query = select(func.max(Snapshot.id))
     if cluster is not None:
         query = query.where(Snapshot.cluster == cluster)
+    if at is not None:
+        query = query.where(Snapshot.t <= at.timestamp())
     value: int | None = conn.execute(query).scalar_one()
     return value

@@ -15,7 +15,7 @@ from pydantic import ValidationError
 from slurm_defrag.domain.cluster import UNKNOWN_OWNER, ClusterSnapshot, Node
 from slurm_defrag.domain.plan import Plan
 from slurm_defrag.domain.topology import indices_of
-from slurm_defrag.metrics.report import FragReport
+from slurm_defrag.metrics.report import FragReport, request_text
 from slurm_defrag.store.history import History
 from slurm_defrag.store.plans import CommandRecord, PlanRecord, StepRecord
 
@@ -82,19 +82,12 @@ def snapshot_payload(snapshot: ClusterSnapshot, report: FragReport,
         "starving": [
             {
                 "job_id": p.job_id, "user": jobs[p.job_id].user if p.job_id in jobs else "",
-                "partition": p.partition, "request": _request(p.nodes, p.gpus_per_node, p.gpus,
-                                                              p.gpu_model, p.nvlink),
+                "partition": p.partition, "request": request_text(p),
                 "reason": p.reason, "message": p.message, "free_matching": p.free_matching,
             }
             for p in report.falsely_starved
         ],
     }
-
-
-def _request(nodes: int, per_node: int | None, gpus: int, model: str | None,
-             nvlink: bool) -> str:
-    shape = f"{nodes}x{per_node}" if per_node else f"{gpus} any"
-    return shape + (f" {model}" if model else "") + (" nvlink" if nvlink else "")
 
 
 def history_payload(history: History) -> Json:
