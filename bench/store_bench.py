@@ -6,17 +6,24 @@ what fragments nodes), pending jobs start when space appears, and only the nodes
 get a new ``Node`` (GresUsed indices and IDLE/MIXED/ALLOCATED state). Unchanged nodes and
 jobs are the *same objects* from one snapshot to the next, like a reader that caches.
 
-Measured: write time per snapshot (``Repository.save_snapshot``, one transaction), metrics
-time (``compute``, reported apart: it is not storage), database size, and the time of
-``slurm-defrag history --since <days>d`` (in process, and as the CLI in a subprocess).
+Every snapshot is generated, measured (``compute``, with a :class:`MetricsCache` kept
+across snapshots as the service keeps one) and written through
+``Repository.save_snapshot``. Measured: write time per snapshot (one transaction), metrics
+time (reported apart: it is not storage), database size, and the time of
+``slurm-defrag history --since <days>d`` (in process, and as the CLI in a subprocess;
+``--runs`` times each, medians).
 
-    .venv/bin/python bench/store_bench.py --db "$(scripts/postgres.sh start)" --days 3
-    .venv/bin/python bench/store_bench.py --db URL --days 3 --reuse --replicate 9  # a month
+    URL=$(scripts/postgres.sh start)
+    .venv/bin/python bench/store_bench.py --db "$URL" --days 30 --out pg30d.json
+    .venv/bin/python bench/store_bench.py --db "$URL" --days 30 --resume  # after a crash
+    .venv/bin/python bench/store_bench.py --db "$URL" --days 30 --reuse --vacuum
     .venv/bin/python bench/store_bench.py --days 1 --minutes-per-snapshot 5   # SQLite, quick
 
-A run without ``--reuse`` wipes the database it is given (downgrade to base, upgrade).
-``--replicate N`` (PostgreSQL) then copies the measured period N times, shifted back in
-time, to measure size and history on a month-sized database without simulating a month.
+A run without ``--reuse``/``--resume`` wipes the database it is given (downgrade to base,
+upgrade). Per-snapshot timings are appended to ``--timings`` as the run goes, so that an
+interrupted run continues with ``--resume``: the simulation is deterministic, so it is
+replayed (without snapshots or metrics) up to the last stored snapshot, then goes on.
+Progress (every 500 snapshots, with an ETA) goes to stderr, the figures to stdout.
 Results and the exact commands used: ``docs/benchmarks.md``, "Persistence".
 
 Goals: < 50 ms per write, < 1 GB for 30 days on PostgreSQL, history --since 30d < 2 s.
@@ -38,10 +45,12 @@ import time
 from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
+from typing import Any
 
 from sqlalchemy import text
 
 from slurm_defrag.domain.cluster import ClusterSnapshot, GpuRequest, Job, JobState, Node
+from slurm_defrag.metrics.cache import MetricsCache
 from slurm_defrag.metrics.compute import compute
 from slurm_defrag.store import migrate
 from slurm_defrag.store.database import Store
@@ -103,7 +112,12 @@ class Churn:
         self.users = [f"user{i}" for i in range(40)]
         self._refresh(set(self.nodes))
 
-    def step(self, minutes: float = 1.0) -> ClusterSnapshot:
+    def step(self, minutes: float = 1.0, validate: bool = True) -> ClusterSnapshot:
+        self.advance(minutes)
+        return self.snapshot(validate)
+
+    def advance(self, minutes: float = 1.0) -> None:
+        """Evolve the cluster by ``minutes`` (no snapshot: a resumed run fast-forwards)."""
         self.t += timedelta(minutes=minutes)
         touched: set[str] = set()
         for _ in range(min(len(self.running), _poisson(self.rng, self.ends * minutes))):
@@ -111,20 +125,32 @@ class Churn:
             for node, idx in job.gpus.items():
                 self.free[node] |= idx
                 touched.add(node)
+        # From here on GPUs are only taken, never freed: a shape that did not fit once
+        # this minute will not fit later in it, so it is not searched for again.
+        no_room: set[tuple[object, ...]] = set()
         for job in sorted(self.pending.values(), key=lambda j: -j.priority):
-            if self._start(job, touched):
+            if self._start(job, touched, no_room):
                 del self.pending[job.id]
         for _ in range(_poisson(self.rng, self.arrivals * minutes)):
             job = self._new_job()
-            if not self._start(job, touched) and len(self.pending) < 60:
+            if not self._start(job, touched, no_room) and len(self.pending) < 60:
                 self.pending[job.id] = job
         self._refresh(touched)
+
+    def snapshot(self, validate: bool = False) -> ClusterSnapshot:
+        """The cluster now. Its nodes and jobs are validated models already; checking the
+        whole snapshot (unique names, GPU indices held once, ...) costs about half as much
+        as the incremental metrics pass, so it is done only when asked (``validate``: once
+        per simulated day in a run)."""
         jobs = sorted((*self.running.values(), *self.pending.values()), key=lambda j: int(j.id))
-        return ClusterSnapshot(
-            cluster=self.cluster, taken_at=self.t, source="simulator",
-            nodes=tuple(self.nodes[n] for n in self.order), jobs=tuple(jobs),
-            partitions=self.partitions,
-        )  # fmt: skip
+        fields: dict[str, Any] = {
+            "cluster": self.cluster, "taken_at": self.t, "source": "simulator",
+            "nodes": tuple(self.nodes[n] for n in self.order), "jobs": tuple(jobs),
+            "partitions": self.partitions,
+        }  # fmt: skip
+        if validate:
+            return ClusterSnapshot(**fields)
+        return ClusterSnapshot.model_construct(**fields)
 
     def _new_job(self) -> Job:
         sizes, weights = zip(*JOB_SIZES, strict=True)
@@ -139,18 +165,22 @@ class Churn:
             request=GpuRequest(gpus_per_node=k, nvlink=k > 1 and self.rng.random() < 0.8),
         )  # fmt: skip
 
-    def _start(self, job: Job, touched: set[str]) -> bool:
+    def _start(self, job: Job, touched: set[str], no_room: set[tuple[object, ...]]) -> bool:
         """Start ``job`` on random nodes with room, on random free GPUs (no packing)."""
         req = job.request
         assert req is not None
         shape = req.per_node_shape() or (1, req.gpus)
         n_nodes, k = shape
+        need = (n_nodes, k, job.partition, req.gpu_model)
+        if need in no_room:
+            return False
         fits = [
             n for n, f in self.free.items()
             if n in self.usable and len(f) >= k and job.partition in self.nodes[n].partitions
             and req.gpu_model in (None, self.nodes[n].gpu_model)
         ]  # fmt: skip
         if len(fits) < n_nodes:
+            no_room.add(need)
             return False
         gpus = {}
         for node in self.rng.sample(fits, n_nodes):
@@ -177,13 +207,18 @@ class Churn:
                 self.nodes[name] = Node.model_validate(data)
 
 
-def snapshots(args: argparse.Namespace) -> Iterator[ClusterSnapshot]:
-    n = int(args.days * 1440 / args.minutes_per_snapshot)
-    # End the simulated period now, so `history --since Nd` sees all of it.
-    start = datetime.now(UTC).replace(microsecond=0) - timedelta(days=args.days)
+def snapshots(args: argparse.Namespace, start: datetime, done: int) -> Iterator[ClusterSnapshot]:
+    """The run's snapshots after the first ``done`` (replayed without building snapshots)."""
     sim = Churn(args.nodes, seed=args.seed, start=start)
-    for _ in range(n):
-        yield sim.step(args.minutes_per_snapshot)
+    for _ in range(done):  # the simulation is deterministic given the seed and start
+        sim.advance(args.minutes_per_snapshot)
+    per_day = round(1440 / args.minutes_per_snapshot)
+    for i in range(done, total_snapshots(args)):
+        yield sim.step(args.minutes_per_snapshot, validate=i % per_day == 0)
+
+
+def total_snapshots(args: argparse.Namespace) -> int:
+    return int(args.days * 1440 / args.minutes_per_snapshot)
 
 
 def db_size(store: Store, url: str) -> int:
@@ -206,117 +241,152 @@ def row_counts(store: Store) -> dict[str, int]:
         }
 
 
-# Copies of the measured period, shifted back in time, for a month-sized database when
-# simulating a whole month would take too long. Snapshot ids of copy k are offset by
-# k * ID_STEP (intervals keep their shape); times by k * the measured span. Job identity rows
-# are copied under new job ids so every table grows as it would. PostgreSQL only.
-ID_STEP = 10_000_000
-_REPLICATE = [
-    """INSERT INTO snapshots (id, cluster, taken_at, tz_offset_s, t, source, schema_version,
-         config_hash, node_order, job_order, nodes, jobs, saved_at)
-       SELECT id + :off, cluster, taken_at - make_interval(secs => :shift), tz_offset_s,
-         t - :shift, source, schema_version, config_hash, node_order, job_order, nodes, jobs,
-         saved_at FROM snapshots WHERE id < :step""",
-    """INSERT INTO group_metrics SELECT snapshot_id + :off, scope, name, cluster, t - :shift,
-         nodes, gpus, used, free, free_unavailable, free_memory_gb, unusable,
-         unusable_memory_gb, fgd, largest_free_block, pending, falsely_starved, short
-       FROM group_metrics WHERE snapshot_id < :step""",
-    """INSERT INTO node_states (node_id, from_snapshot, to_snapshot, state, gpus_used, body)
-       SELECT node_id, from_snapshot + :off, coalesce(to_snapshot, :last) + :off, state,
-         gpus_used, body FROM node_states WHERE from_snapshot < :step""",
-    """INSERT INTO jobs (cluster, job_id, "user", account, first_snapshot, first_seen_at)
-       SELECT cluster, job_id || '.r' || :k, "user", account, first_snapshot + :off,
-         first_seen_at - make_interval(secs => :shift) FROM jobs WHERE first_snapshot < :step""",
-    """INSERT INTO job_states (job_ref, from_snapshot, to_snapshot, state, body)
-       SELECT job_ref, from_snapshot + :off, coalesce(to_snapshot, :last) + :off, state, body
-       FROM job_states WHERE from_snapshot < :step""",
-    """INSERT INTO gpu_allocations (node_id, gpu_index, job_ref, from_snapshot, to_snapshot)
-       SELECT node_id, gpu_index, job_ref, from_snapshot + :off,
-         coalesce(to_snapshot, :last) + :off FROM gpu_allocations WHERE from_snapshot < :step""",
-    """INSERT INTO node_metrics (node_id, from_snapshot, to_snapshot, from_t, to_t, partitions,
-         available, free, free_memory_gb, unusable, unusable_spatial, unusable_topology,
-         unusable_configuration, unusable_memory_gb, largest_free_block)
-       SELECT node_id, from_snapshot + :off, coalesce(to_snapshot, :last) + :off,
-         from_t - :shift, coalesce(to_t, :last_t) - :shift, partitions, available, free,
-         free_memory_gb, unusable, unusable_spatial, unusable_topology, unusable_configuration,
-         unusable_memory_gb, largest_free_block FROM node_metrics WHERE from_snapshot < :step""",
-]
+# Per-snapshot timings, one CSV line each, appended as the run goes: what a resumed run
+# reads back so its figures cover every snapshot, not just those after the interruption.
+TIMING_FIELDS = ("write_s", "write_cpu_s", "compute_s", "load1")
 
 
-def replicate(store: Store, copies: int, span_s: float) -> None:
-    """Add ``copies`` shifted copies of the measured period (see ``_REPLICATE``)."""
-    with store.engine.begin() as conn:
-        last, last_t = conn.execute(text("SELECT max(id), max(t) FROM snapshots")).one()
-        assert last < ID_STEP
-        for k in range(1, copies + 1):
-            params = {"k": k, "off": k * ID_STEP, "shift": k * span_s, "step": ID_STEP,
-                      "last": last, "last_t": last_t}  # fmt: skip
-            for stmt in _REPLICATE:
-                conn.execute(text(stmt), params)
-    with store.engine.connect().execution_options(isolation_level="AUTOCOMMIT") as conn:
-        conn.exec_driver_sql("VACUUM ANALYZE")
-
-
-def write(args: argparse.Namespace, url: str) -> dict[str, object]:
-    """Simulate and store every snapshot; the write-side figures."""
+def _fresh_schema(url: str) -> None:
     engine = make_engine(url)
-    if migrate.current(engine):  # start from an empty schema
+    if migrate.current(engine):
         migrate.downgrade(engine, "base")
     migrate.upgrade(engine)
     engine.dispose()
-    store = Store.open(url)
+
+
+def _resume_point(store: Store, args: argparse.Namespace) -> tuple[datetime, int]:
+    """(start of the simulated period, snapshots already stored) of an interrupted run."""
+    with store.engine.connect() as conn:
+        count, first = conn.execute(text("SELECT count(*), min(taken_at) FROM snapshots")).one()
+    if not count:
+        sys.exit("--resume: the database holds no snapshot; start a run without --resume")
+    first = first if first.tzinfo else first.replace(tzinfo=UTC)
+    return first - timedelta(minutes=args.minutes_per_snapshot), int(count)
+
+
+def _read_timings(path: Path, keep: int) -> list[tuple[float, ...]]:
+    """The first ``keep`` timing lines of ``path``; the file is rewritten to hold only them."""
+    lines = path.read_text().splitlines()[1:] if path.exists() else []
+    if len(lines) < keep:  # killed between a commit and its timing line: rare, say so
+        print(f"--resume: {path} has {len(lines)} timings for {keep} stored snapshots",
+              file=sys.stderr)  # fmt: skip
+    rows = [tuple(float(x) for x in line.split(",")) for line in lines[:keep]]
+    path.write_text("\n".join([",".join(TIMING_FIELDS), *lines[:keep]]) + "\n")
+    return rows
+
+
+def _pct(ordered: list[float], q: float) -> float:
+    return ordered[max(0, int(len(ordered) * q) - 1)]
+
+
+def write(args: argparse.Namespace, url: str) -> dict[str, object]:
+    """Simulate, measure and store every snapshot; the write-side figures.
+
+    Each snapshot goes through the metrics pass (``compute``, with a cache kept across
+    snapshots like the service keeps one) and ``Repository.save_snapshot``. ``--resume``
+    continues an interrupted run: it replays the simulation up to the last stored snapshot.
+    """
+    timings_path: Path = args.timings
+    if args.resume:
+        store = Store.open(url)
+        start, done = _resume_point(store, args)
+        rows = _read_timings(timings_path, done)
+        print(f"resuming after snapshot {done}", file=sys.stderr, flush=True)
+    else:
+        _fresh_schema(url)  # start from an empty schema
+        store = Store.open(url)
+        # End the simulated period now, so `history --since Nd` sees (nearly) all of it.
+        start = datetime.now(UTC).replace(microsecond=0) - timedelta(days=args.days)
+        done, rows = 0, []
+        timings_path.write_text(",".join(TIMING_FIELDS) + "\n")
     repo = Repository(store)
-    writes: list[float] = []
-    write_cpu: list[float] = []  # this process only: excludes the server, and other load
-    computes: list[float] = []
+    cache = MetricsCache()
+    total = total_snapshots(args)
     started = time.perf_counter()
-    total = int(args.days * 1440 / args.minutes_per_snapshot)
-    for i, snap in enumerate(snapshots(args), 1):
-        t0 = time.perf_counter()
-        report = compute(snap)
-        t1, c1 = time.perf_counter(), time.process_time()
-        repo.save_snapshot(snap, report)
-        writes.append(time.perf_counter() - t1)
-        write_cpu.append(time.process_time() - c1)
-        computes.append(t1 - t0)
-        if i % 500 == 0 or i == total:
-            recent = sorted(writes[-500:])
-            print(f"{i}/{total} snapshots, {time.perf_counter() - started:.0f} s, write "
-                  f"median {statistics.median(recent) * 1e3:.1f} ms p99 "
-                  f"{recent[int(len(recent) * 0.99) - 1] * 1e3:.1f} ms", file=sys.stderr,
-                  flush=True)  # fmt: skip
+    snap = None
+    with timings_path.open("a") as log:
+        for i, snap in enumerate(snapshots(args, start, done), done + 1):
+            t0 = time.perf_counter()
+            report = compute(snap, cache=cache)
+            t1, c1 = time.perf_counter(), time.process_time()
+            repo.save_snapshot(snap, report)
+            row = (time.perf_counter() - t1, time.process_time() - c1, t1 - t0,
+                   os.getloadavg()[0])  # fmt: skip
+            rows.append(row)
+            log.write(",".join(f"{x:.6f}" for x in row) + "\n")
+            log.flush()
+            if i % 500 == 0 or i == total:
+                _progress(i, total, done, rows, time.perf_counter() - started)
     store.close()
-    ordered = sorted(writes)
+    if snap is None:
+        sys.exit("nothing to write: the database already holds the whole run")
     return {
         "nodes": args.nodes,
         "gpus": sum(n.gpu_count for n in snap.nodes),
         "jobs_last_snapshot": len(snap.jobs),
         "minutes_per_snapshot": args.minutes_per_snapshot,
-        "snapshots": len(writes),
-        "write_ms_median": statistics.median(writes) * 1e3,
-        "write_ms_p90": ordered[int(len(ordered) * 0.9) - 1] * 1e3,
-        "write_ms_p99": ordered[int(len(ordered) * 0.99) - 1] * 1e3,
-        "write_ms_max": ordered[-1] * 1e3,
-        "write_ms_first": writes[0] * 1e3,
-        "write_cpu_ms_median": statistics.median(write_cpu) * 1e3,
-        "compute_ms_median": statistics.median(computes) * 1e3,
+        "resumed_after": done,
+        **timing_figures(rows),
     }
 
 
-def measure(url: str, days: float, plot: Path | None) -> dict[str, object]:
-    """Size and ``history --since <days>d`` time of the database as it is."""
+def _progress(i: int, total: int, done: int, rows: list[tuple[float, ...]], elapsed: float) -> None:
+    recent = sorted(r[0] for r in rows[-500:])
+    eta = elapsed / (i - done) * (total - i)
+    print(f"{i}/{total} snapshots, {elapsed:.0f} s, ETA {eta / 60:.0f} min; last 500: write "
+          f"median {statistics.median(recent) * 1e3:.1f} ms p99 {_pct(recent, 0.99) * 1e3:.1f} ms,"
+          f" compute median {statistics.median(r[2] for r in rows[-500:]) * 1e3:.1f} ms, "
+          f"load {os.getloadavg()[0]:.1f}", file=sys.stderr, flush=True)  # fmt: skip
+
+
+def timing_figures(rows: list[tuple[float, ...]], window: int = 2880) -> dict[str, object]:
+    """Write/compute statistics of a run, overall and per ``window`` snapshots (2 days)."""
+    writes = [r[0] for r in rows]
+    ordered = sorted(writes)
+    windows = []
+    for k in range(0, len(rows), window):
+        part = rows[k : k + window]
+        w = sorted(r[0] for r in part)
+        windows.append({
+            "snapshots": f"{k + 1}-{k + len(part)}",
+            "write_ms_median": round(statistics.median(w) * 1e3, 1),
+            "write_ms_p99": round(_pct(w, 0.99) * 1e3, 1),
+            "load1_mean": round(statistics.fmean(r[3] for r in part), 2),
+        })  # fmt: skip
+    return {
+        "snapshots": len(rows),
+        "write_ms_median": statistics.median(writes) * 1e3,
+        "write_ms_p90": _pct(ordered, 0.9) * 1e3,
+        "write_ms_p99": _pct(ordered, 0.99) * 1e3,
+        "write_ms_max": ordered[-1] * 1e3,
+        "write_ms_first": writes[0] * 1e3,
+        "write_cpu_ms_median": statistics.median(r[1] for r in rows) * 1e3,
+        "compute_ms_median": statistics.median(r[2] for r in rows) * 1e3,
+        "load1_mean": statistics.fmean(r[3] for r in rows),
+        "load1_max": max(r[3] for r in rows),
+        "windows": windows,
+    }
+
+
+def measure(url: str, days: float, plot: Path | None, runs: int) -> dict[str, object]:
+    """Size and ``history --since <days>d`` time of the database as it is (``runs`` times)."""
     store = Store.open(url)
     size = db_size(store, url)
-    t0 = time.perf_counter()
-    h = load_history(store, days * 86400)
-    history_s = time.perf_counter() - t0
+    in_process = []
+    for _ in range(runs):
+        t0 = time.perf_counter()
+        h = load_history(store, days * 86400)
+        in_process.append(time.perf_counter() - t0)
     cli = [str(ROOT / ".venv/bin/slurm-defrag"), "history", "--since", f"{days:g}d",
            "--db", url, "--json"]  # fmt: skip
-    before = resource.getrusage(resource.RUSAGE_CHILDREN)
-    t0 = time.perf_counter()
-    subprocess.run(cli, check=True, stdout=subprocess.DEVNULL, env={**os.environ})
-    history_cli_s = time.perf_counter() - t0
-    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    wall, cpu = [], []
+    for _ in range(runs):
+        before = resource.getrusage(resource.RUSAGE_CHILDREN)
+        t0 = time.perf_counter()
+        subprocess.run(cli, check=True, stdout=subprocess.DEVNULL)
+        wall.append(time.perf_counter() - t0)
+        after = resource.getrusage(resource.RUSAGE_CHILDREN)
+        cpu.append(after.ru_utime + after.ru_stime - before.ru_utime - before.ru_stime)
     if plot:  # not timed: drawing is not the query
         subprocess.run([*cli[:-1], "--plot", str(plot)], check=True,
                        stdout=subprocess.DEVNULL)  # fmt: skip
@@ -324,10 +394,11 @@ def measure(url: str, days: float, plot: Path | None) -> dict[str, object]:
         "days": days,
         "db_bytes": size,
         "db_mb_per_day": size / 1e6 / days,
-        "history_s_in_process": history_s,
-        "history_s_cli": history_cli_s,
-        "history_cli_cpu_s": (after.ru_utime + after.ru_stime)
-        - (before.ru_utime + before.ru_stime),
+        "history_s_in_process": statistics.median(in_process),
+        "history_s_in_process_runs": [round(x, 3) for x in in_process],
+        "history_s_cli": statistics.median(wall),
+        "history_s_cli_runs": [round(x, 3) for x in wall],
+        "history_cli_cpu_s": statistics.median(cpu),
         "history_points": len(h.series),
         "history_raw_snapshots": h.snapshots,
         "rows": row_counts(store),
@@ -335,6 +406,17 @@ def measure(url: str, days: float, plot: Path | None) -> dict[str, object]:
     }
     store.close()
     return figures
+
+
+def vacuum(url: str) -> dict[str, int]:
+    """PostgreSQL: the size after ``VACUUM ANALYZE``, then after ``VACUUM FULL``."""
+    sizes = {}
+    with Store.open(url) as store:
+        for stmt in ("VACUUM ANALYZE", "VACUUM FULL ANALYZE"):
+            with store.engine.connect().execution_options(isolation_level="AUTOCOMMIT") as c:
+                c.exec_driver_sql(stmt)
+            sizes[stmt] = db_size(store, url)
+    return sizes
 
 
 def main() -> None:
@@ -351,19 +433,32 @@ def main() -> None:
         action="store_true",
         help="skip the simulation: measure the database as it is (after a run)",
     )
-    ap.add_argument("--replicate", type=int, default=0, metavar="N",
-                    help="PostgreSQL: then add N time-shifted copies of the measured period "
-                    "and measure size and history again (a month-sized database)")  # fmt: skip
+    ap.add_argument(
+        "--runs",
+        type=int,
+        default=5,
+        help="history runs, in process and as the CLI (medians reported)",
+    )
+    ap.add_argument("--vacuum", action="store_true",
+                    help="PostgreSQL: then VACUUM and measure the size again")  # fmt: skip
+    ap.add_argument(
+        "--resume",
+        action="store_true",
+        help="continue an interrupted run on the same --db and --timings",
+    )
+    ap.add_argument("--timings", type=Path, default=Path("/tmp/store_bench_timings.csv"),
+                    help="per-snapshot timings CSV, appended as the run goes "
+                    "(default: %(default)s)")  # fmt: skip
     args = ap.parse_args()
+    if args.resume and not args.db:
+        ap.error("--resume needs the --db of the interrupted run")
     url = args.db or f"sqlite:///{tempfile.mkdtemp(prefix='store-bench-')}/bench.db"
     figures: dict[str, object] = {"backend": make_engine(url).dialect.name}
     if not args.reuse:
         figures["write"] = write(args, url)
-    figures["measured"] = measure(url, args.days, args.plot)
-    if args.replicate:
-        with Store.open(url) as store:
-            replicate(store, args.replicate, args.days * 86400)
-        figures["replicated"] = measure(url, args.days * (args.replicate + 1), None)
+    figures["measured"] = measure(url, args.days, args.plot, args.runs)
+    if args.vacuum:
+        figures["db_bytes_after"] = vacuum(url)
     print(json.dumps(figures, indent=1))
     if args.out:
         args.out.write_text(json.dumps(figures, indent=1) + "\n")
