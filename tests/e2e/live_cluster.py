@@ -168,6 +168,10 @@ def slurm_defrag(*args: str, timeout: float = 300) -> subprocess.CompletedProces
     )
 
 
+_held = 0
+"""How deep this process is in :func:`exclusive_cluster` (0: not holding it)."""
+
+
 @contextmanager
 def exclusive_cluster() -> Iterator[None]:
     """Hold the cluster of this ``SLURM_SUITE`` for one scenario.
@@ -177,10 +181,20 @@ def exclusive_cluster() -> Iterator[None]:
     the live tests run one after another, so the lock is free; on a shared development
     machine it makes concurrent runs take turns instead of failing each other.
     """
-    path = Path(f"/tmp/slurmdefrag-{SUITE}.lock")
-    with path.open("a") as fh:
-        fcntl.flock(fh, fcntl.LOCK_EX)
+    global _held
+    if _held:  # re-entered in this process (a module fixture holds it around a test that
+        _held += 1  # takes it too): flock on a second open file would wait on ourselves
         try:
             yield
         finally:
+            _held -= 1
+        return
+    path = Path(f"/tmp/slurmdefrag-{SUITE}.lock")
+    with path.open("a") as fh:
+        fcntl.flock(fh, fcntl.LOCK_EX)
+        _held = 1
+        try:
+            yield
+        finally:
+            _held = 0
             fcntl.flock(fh, fcntl.LOCK_UN)
