@@ -8,6 +8,7 @@ from typing import Protocol
 
 import numpy as np
 
+from slurm_defrag.sim import gpus
 from slurm_defrag.sim.cluster import BoolArray, ClusterState, IntArray
 from slurm_defrag.sim.frag import FloatArray, TaskType
 from slurm_defrag.sim.model import JobSpec, Placement
@@ -61,3 +62,15 @@ MAX_SPEC_GPU = 8_000
 def free_vectors(state: ClusterState) -> tuple[FloatArray, FloatArray]:
     """Free CPU and total free milli-GPU per node, as floats."""
     return state.cpu_left.astype(np.float64), state.gpu_left.sum(axis=1).astype(np.float64)
+
+
+def best_scored(
+    state: ClusterState, job: JobSpec, score: FloatArray, feasible: BoolArray, rank: IntArray
+) -> Placement | None:
+    """The feasible node with the highest score (ties to the run's node ranking), on the
+    GPUs with the least room that fits: the shape every scoring policy of the artifact
+    shares (best fit, dot product); only the score differs."""
+    node = argmax_ranked(score, feasible, rank)
+    if node is None:
+        return None
+    return Placement(node, gpus.tightest(state, node, job))

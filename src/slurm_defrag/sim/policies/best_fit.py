@@ -10,14 +10,13 @@ from __future__ import annotations
 
 import numpy as np
 
-from slurm_defrag.sim import gpus
 from slurm_defrag.sim.cluster import BoolArray, ClusterState
 from slurm_defrag.sim.model import JobSpec, Placement
 from slurm_defrag.sim.policies.base import (
     MAX_SPEC_CPU,
     MAX_SPEC_GPU,
     PolicyContext,
-    argmax_ranked,
+    best_scored,
     free_vectors,
 )
 
@@ -36,7 +35,4 @@ class BestFit:
             gpu - job.total_milli
         ) / MAX_SPEC_GPU * 0.5
         score = np.trunc((1.0 - waste) * 100.0)
-        node = argmax_ranked(score, feasible, self._rank)
-        if node is None:
-            return None
-        return Placement(node, gpus.tightest(state, node, job))
+        return best_scored(state, job, score, feasible, self._rank)
