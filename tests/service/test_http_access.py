@@ -10,6 +10,7 @@ from ipaddress import ip_network
 
 import pytest
 
+from infra import require
 from slurm_defrag.errors import InputError
 from slurm_defrag.service import settings
 from slurm_defrag.service.http import (
@@ -116,8 +117,8 @@ def test_non_local_clients_are_dropped_unless_allowed() -> None:
     """A real request from a non-loopback address: bind to it and connect from it. A
     refused client is disconnected before a handler thread starts, without an answer."""
     address = _non_loopback_address()
-    if address is None:
-        pytest.skip("this host has no non-loopback IPv4 address")
+    require(address is not None, "a non-loopback IPv4 address on this host")
+    assert address is not None
     triggered: list[int] = []
     for allow, allowed in (((), False), ((ip_network(f"{address}/32"),), True)):
         srv = ControlServer(address, 0, lambda: triggered.append(1), None, {"/page": _page},
@@ -222,12 +223,12 @@ def test_names_add_host_names() -> None:
 
 
 def test_ipv6_loopback_is_served() -> None:
-    if not socket.has_ipv6:
-        pytest.skip("no IPv6")
+    require(socket.has_ipv6, "IPv6")
     try:
         srv = ControlServer("::1", 0, None, None, {"/page": _page})
     except InputError:
-        pytest.skip("cannot bind ::1 here")
+        require(False, "a bindable ::1")
+        raise
     srv.start()
     try:
         assert srv.url == f"http://[::1]:{srv.port}/"
