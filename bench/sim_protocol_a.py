@@ -1,10 +1,13 @@
 """Benchmark: Protocol A (the FGD paper's) on Alibaba openb, all policies, 10 seeds.
 
     .venv/bin/python bench/sim_protocol_a.py [--seeds 10] [--out docs/img/sim]
+        [--overlays none,nvlink] [--policies ...] [--defrag none,planner]
+        [--requeue-cap step|total] [--name protocol_a]
 
-Runs the grid twice: without topology (the paper's setting) and with the ``nvlink``
-overlay and NVLink-bound multi-GPU jobs. Prints the rich tables, writes
-``protocol_a_<overlay>.png`` and ``.json`` to ``--out``. One process, sequential.
+Runs the grid once per overlay: without topology (the paper's setting) and with the
+``nvlink`` overlay and NVLink-bound multi-GPU jobs. Prints the rich tables (and the defrag
+table when a defrag step ran), writes ``<name>_<overlay>.png`` and ``.json`` to ``--out``.
+One process, sequential.
 """
 
 from __future__ import annotations
@@ -23,22 +26,29 @@ def main() -> None:
     ap.add_argument("--seeds", type=int, default=10)
     ap.add_argument("--out", type=Path, default=Path("docs/img/sim"))
     ap.add_argument("--overlays", default="none,nvlink")
+    ap.add_argument("--policies", default=",".join(suite.DEFAULT_POLICIES))
+    ap.add_argument("--defrag", default="none", help="none, planner (comma list)")
+    ap.add_argument("--requeue-cap", default="step", choices=("step", "total"))
+    ap.add_argument("--name", default="protocol_a", help="file name stem of the .png and .json")
     args = ap.parse_args()
-    console = Console()
+    console = Console(width=160)
     for overlay in args.overlays.split(","):
         s = suite.Suite(
-            overlay=overlay, nvlink_jobs=overlay != "none", seeds=tuple(range(42, 42 + args.seeds))
+            overlay=overlay, nvlink_jobs=overlay != "none", seeds=tuple(range(42, 42 + args.seeds)),
+            policies=tuple(args.policies.split(",")), defrag=tuple(args.defrag.split(",")),
+            requeue_cap=args.requeue_cap,
         )
         t0 = time.perf_counter()
         runs = suite.protocol_a(s)
         took = time.perf_counter() - t0
         title = f"openb default, overlay {overlay}" + (", NVLink jobs" if s.nvlink_jobs else "")
         console.print(report.table_a(runs, f"Protocol A — {title}", show_paper=overlay == "none"))
+        if any(r.defrag != "none" for r in runs):
+            console.print(report.table_a_defrag(runs, f"Protocol A with defrag — {title}"))
         console.print(f"{len(runs)} runs in {took:.0f} s")
-        report.plot_a(runs, args.out / f"protocol_a_{overlay}.png", f"Protocol A: {title}")
-        (args.out / f"protocol_a_{overlay}.json").write_text(
-            report.to_json("A", s.settings(), runs)
-        )
+        stem = f"{args.name}_{overlay}"
+        report.plot_a(runs, args.out / f"{stem}.png", f"Protocol A: {title}")
+        (args.out / f"{stem}.json").write_text(report.to_json("A", s.settings(), runs))
 
 
 if __name__ == "__main__":

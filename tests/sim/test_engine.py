@@ -76,7 +76,7 @@ def test_snapshot_view_reports_shared_gpus_as_busy_and_whole_jobs_as_jobs() -> N
         1: RunningJob(shared, Placement(0, (3,)), 2.0),
     }
     view = DefragView(10.0, s, running, [(2, waiting), (3, job("q", milli=500))], 1)
-    snap = to_snapshot(view)
+    snap = to_snapshot(view).snapshot
     assert snap.node_by_name["a"].gpus_used == frozenset({3})
     assert snap.free_masks["a"] == 0b0100
     assert [j.id for j in snap.running_gpu_jobs()] == ["0"]
@@ -97,7 +97,7 @@ def test_snapshot_view_carries_cpus_and_memory() -> None:
     running = {0: RunningJob(whole, Placement(0, (0, 1)), 1.0),
                1: RunningJob(cpu_only, Placement(0, ()), 1.0)}
     view = DefragView(10.0, s, running, [(2, job("p", num=2, cpu=2_500, mem=5_000))], 1)
-    snap = to_snapshot(view)
+    snap = to_snapshot(view).snapshot
     a = snap.node_by_name["a"]
     # 32 - 14.5 CPUs free = 17.5 -> 17 whole CPUs; memory exact.
     assert (a.cpus, a.cpus_free, a.memory_mb, a.memory_free_mb) == (32, 17, 100_000, 82_000)

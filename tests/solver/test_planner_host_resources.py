@@ -96,3 +96,20 @@ def test_shares_on_one_node_share_its_cpus(targets: int) -> None:
     snap = ClusterSnapshot(taken_at=EPOCH, nodes=(node,), jobs=jobs)
     plan = make_plan(snap, POLICY, [j.id for j in jobs])
     assert sum(t.served for t in plan.targets) == 1
+
+
+def test_a_job_holding_only_cpus_is_requeued_for_them() -> None:
+    # One node: 4 GPUs free, but the 4-GPU holder took 28 of 32 CPUs. The free block is of
+    # no use until the holder goes, although it holds none of the block's GPUs.
+    snap = _snapshot((_node("g1", 28),), (_holder("1", "g1", 1, 28),))
+    node, victims = _served_on(snap)
+    assert (node, victims) == ("g1", ("1",))
+    plan = make_plan(snap, POLICY, ["T"])
+    assert plan.targets[0].placements[0].gpus == (4, 5, 6, 7)
+
+
+def test_no_node_with_the_cpus_is_explained() -> None:
+    snap = _snapshot((_node("g1", 30),), (_holder("1", "g1", 1, 2),), cpus=24)
+    plan = make_plan(snap, POLICY, ["T"])
+    assert not plan.targets[0].served
+    assert "CPUs and memory" in plan.targets[0].explanation

@@ -70,6 +70,10 @@ def simulate(
         str,
         typer.Option("--defrag", help="Comma list of defrag steps: none, planner, planner-large."),
     ] = "none",
+    requeue_cap: Annotated[
+        str,
+        typer.Option("--requeue-cap", help="A: 1 % of running jobs per defrag step, or in total."),
+    ] = "step",
     out: Annotated[
         Path | None, typer.Option("--out", help="Folder for results JSON and PNG plots.")
     ] = None,
@@ -82,6 +86,8 @@ def simulate(
         raise InputError(f"--protocol {protocol!r}: choose a or b")
     if order not in ("shuffle", "trace"):
         raise InputError(f"--order {order!r}: choose shuffle or trace")
+    if requeue_cap not in ("step", "total"):
+        raise InputError(f"--requeue-cap {requeue_cap!r}: choose step or total")
     from slurm_defrag.sim.policies.registry import POLICIES
 
     chosen = _csv(policies)
@@ -103,6 +109,7 @@ def simulate(
         defrag=tuple(_csv(defrag)),
         ratio=ratio,
         shuffle=order == "shuffle",
+        requeue_cap=requeue_cap,
         loads=tuple(load_list),
         scale=scale,
         horizon_h=horizon_h,
@@ -126,6 +133,8 @@ def simulate(
             )
             table = report.table_a(runs_a, f"Protocol A — {title}, {ratio:.0%} arrived", as_paper)
             console.print(table)
+            if any(r.defrag != "none" for r in runs_a):
+                console.print(report.table_a_defrag(runs_a, f"Protocol A with defrag — {title}"))
     else:
         runs_b = suite.protocol_b(s)
         text = report.to_json("B", s.settings(), runs_b)

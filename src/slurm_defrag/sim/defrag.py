@@ -40,6 +40,9 @@ class DefragView:
     running: Mapping[int, RunningJob]
     pending: Sequence[tuple[int, JobSpec]]
     max_requeues: int
+    timed: bool = True
+    """False in Protocol A: no time passes, every job "started" at 0, so elapsed time says
+    nothing about what a requeue loses."""
 
 
 @dataclass(frozen=True)

@@ -17,14 +17,20 @@ from typing import Any
 
 from slurm_defrag.errors import InputError
 from slurm_defrag.sim.defrag import DefragPlan, DefragStep, DefragView, NoDefrag
-from slurm_defrag.sim.model import Placement
+from slurm_defrag.sim.model import MILLI, Placement
 from slurm_defrag.sim.protocol_b import LARGE_GPUS
-from slurm_defrag.sim.snapshot_view import to_snapshot
+from slurm_defrag.sim.scope import cheapest_nodes, movable_host
+from slurm_defrag.sim.snapshot_view import ViewOptions, to_snapshot
 
 STEPS = ("none", "planner", "planner-large")
-"""``planner``: every pending whole-GPU job at the head of the queue is a target.
+"""``planner``: every pending whole-GPU job at the head of the queue is a target, and GPUs
+shared by fractional jobs can be freed (their jobs requeued together).
 ``planner-large``: only jobs of at least 4 GPUs are, and running jobs that large are never
 victims -- the setting for Protocol B's large-job goal."""
+
+
+SCOPE_NODES = 32
+"""``planner``: nodes shown per target in a big cluster (see :mod:`slurm_defrag.sim.scope`)."""
 
 
 def _find_planner() -> Callable[..., Any] | None:
@@ -50,7 +56,14 @@ class PlannerStep:
 
     name: str = "planner"
 
-    def __init__(self, max_targets: int = 10, min_gpus: int = 1) -> None:
+    def __init__(
+        self,
+        max_targets: int = 10,
+        min_gpus: int = 1,
+        shared_victims: bool = False,
+        scope_nodes: int | None = None,
+        solver_workers: int | None = None,
+    ) -> None:
         fn = _find_planner()
         if fn is None:
             raise InputError(
@@ -63,14 +76,32 @@ class PlannerStep:
         # (a drain by another name), and a drain plan starts nothing now.
         self._policy = policy.model_copy(
             update={"drain": policy.drain.model_copy(update={"enabled": False})})
+        if solver_workers is not None:
+            # One CP-SAT worker: deterministic (same seed, same run) and, on these small
+            # scoped models, faster than a portfolio's start-up.
+            self._policy = self._policy.model_copy(update={
+                "solver": self._policy.solver.model_copy(update={"num_workers": solver_workers})})
         self.max_targets = max_targets
         self.min_gpus = min_gpus
         """Only pending jobs with at least this many GPUs are targets (4: large jobs); running
         jobs that large are never victims (trading one large job for another only churns)."""
+        self.shared_victims = shared_victims
+        """GPUs shared by fractional jobs are victims too (all their jobs requeued)."""
+        self.scope_nodes = scope_nodes
+        """Show the planner only this many nodes per target, the cheapest-looking ones
+        (:mod:`slurm_defrag.sim.scope`); None: the whole cluster."""
 
     def plan(self, view: DefragView) -> DefragPlan:
-        keep = self.min_gpus if self.min_gpus > 1 else None
-        snapshot = to_snapshot(view, self.max_targets, self.min_gpus, keep)
+        opts = ViewOptions(
+            max_targets=self.max_targets,
+            min_gpus=self.min_gpus,
+            keep_gpus=self.min_gpus if self.min_gpus > 1 else None,
+            shared_victims=self.shared_victims,
+            cost_by_share=not view.timed,
+            nodes=self._scope(view),
+        )
+        sim = to_snapshot(view, opts)
+        snapshot = sim.snapshot
         # The caller chooses the targets, as an operator's --target would: the first pending
         # jobs of at least min_gpus GPUs in queue order, not the strategies' pick.
         targets = [j.id for j in snapshot.jobs if j.request is not None]
@@ -81,7 +112,11 @@ class PlannerStep:
         policy = self._policy.model_copy(update={"limits": limits})
         plan = self._plan(snapshot, policy, targets=targets)
         index = {spec.name: i for i, spec in enumerate(view.state.nodes)}
-        requeue = tuple(int(v.job_id) for v in plan.victims)
+        requeue = sim.requeues(v.job_id for v in plan.victims)
+        if len(requeue) > view.max_requeues:
+            # Bundles count once in the planner's victim limit but requeue all their jobs:
+            # a plan over the cap is refused whole, as the service's executor would.
+            return DefragPlan()
         place: dict[int, Placement] = {}
         for t in plan.targets:
             if t.served and len(t.placements) == 1 and t.placements[0].mode != "drain":
@@ -90,11 +125,23 @@ class PlannerStep:
         return DefragPlan(requeue=requeue, place=place)
 
 
+    def _scope(self, view: DefragView) -> tuple[int, ...] | None:
+        if self.scope_nodes is None or view.state.size <= self.scope_nodes:
+            return None
+        movable = movable_host(view.state, view.running)
+        targets = [j for _, j in view.pending
+                   if j.num_gpu >= self.min_gpus and j.gpu_milli == MILLI][: self.max_targets]
+        keep: set[int] = set()
+        for job in targets:
+            keep.update(cheapest_nodes(view.state, job, self.scope_nodes, movable))
+        return tuple(sorted(keep))
+
+
 def make_step(name: str) -> DefragStep:
     if name == "none":
         return NoDefrag()
     if name == "planner":
-        return PlannerStep()
+        return PlannerStep(shared_victims=True, scope_nodes=SCOPE_NODES, solver_workers=1)
     if name == "planner-large":
         step = PlannerStep(min_gpus=LARGE_GPUS)
         step.name = name

@@ -19,13 +19,23 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from slurm_defrag.errors import InputError
 from slurm_defrag.sim.cluster import ClusterState
-from slurm_defrag.sim.defrag import DefragStep, DefragView, NoDefrag, RunningJob, requeue_limit
+from slurm_defrag.sim.defrag import (
+    REQUEUE_SHARE,
+    DefragStep,
+    DefragView,
+    NoDefrag,
+    RunningJob,
+    requeue_limit,
+)
 from slurm_defrag.sim.frag import typical_types
 from slurm_defrag.sim.model import JobSpec, NodeSpec, Placement
 from slurm_defrag.sim.policies.base import PolicyContext
 from slurm_defrag.sim.policies.registry import build
 from slurm_defrag.sim.workload import inflate
+
+REQUEUE_CAPS = ("step", "total")
 
 
 @dataclass(frozen=True)
@@ -42,6 +52,19 @@ class ResultA:
     failed: int
     requeues: int
     wall_s: float
+    running_end: int = 0
+    """Jobs running at the end (the base of the requeue share)."""
+    victims_dropped: int = 0
+    """Requeued jobs that fit nowhere afterwards (counted in ``failed`` too)."""
+    max_step_requeues: int = 0
+    defrag_calls: int = 0
+    """Failed whole-GPU placements the defrag step was asked about."""
+    requeue_cap: str = "step"
+
+    @property
+    def requeue_pct(self) -> float:
+        """All requeues of the run, % of the jobs running at the end."""
+        return 100.0 * self.requeues / self.running_end if self.running_end else 0.0
 
 
 def run_a(
@@ -52,8 +75,16 @@ def run_a(
     ratio: float = 1.3,
     shuffle: bool = True,
     defrag: DefragStep | None = None,
+    requeue_cap: str = "step",
 ) -> ResultA:
-    """One replay; same inputs and seed give the same result."""
+    """One replay; same inputs and seed give the same result.
+
+    ``requeue_cap``: ``step`` -- each defrag step may requeue 1 % of the running jobs (at
+    least one), the analogue of the service's per-plan victim limit; ``total`` -- all
+    requeues of the run together stay within 1 % of the jobs running at that moment.
+    """
+    if requeue_cap not in REQUEUE_CAPS:
+        raise InputError(f"requeue cap {requeue_cap!r}: choose from {', '.join(REQUEUE_CAPS)}")
     t0 = time.perf_counter()
     rng = np.random.default_rng(seed)
     state = ClusterState(nodes)
@@ -64,7 +95,7 @@ def run_a(
     cap = state.total_gpu_milli
     running: dict[int, RunningJob] = {}
     arrived = 0
-    failed = requeues = 0
+    failed = requeues = dropped_total = max_step = calls = 0
     points: list[float] = []
     unalloc: list[float] = []
     next_mark = 0
@@ -81,8 +112,14 @@ def run_a(
     for i, job in enumerate(jobs):
         arrived += job.total_milli
         if not place(i, job) and job.num_gpu:
-            done, n, dropped = _defrag(step, state, running, i, job, place)
+            limit = requeue_limit(len(running))
+            if requeue_cap == "total":
+                limit = max(0, int(len(running) * REQUEUE_SHARE) - requeues)
+            calls += not isinstance(step, NoDefrag) and limit > 0
+            done, n, dropped = _defrag(step, state, running, i, job, place, limit)
             requeues += n
+            dropped_total += dropped
+            max_step = max(max_step, n)
             failed += (not done) + dropped
         elif not job.num_gpu and i not in running:
             failed += 1
@@ -94,7 +131,8 @@ def run_a(
     return ResultA(
         policy=policy,
         seed=seed,
-        defrag=step.name,
+        defrag=step.name if requeue_cap == "step" or isinstance(step, NoDefrag)
+        else f"{step.name} (total cap)",
         arrived_pct=tuple(points),
         unallocated_pct=tuple(unalloc),
         final_unallocated_pct=final,
@@ -102,6 +140,11 @@ def run_a(
         failed=failed,
         requeues=requeues,
         wall_s=time.perf_counter() - t0,
+        running_end=len(running),
+        victims_dropped=dropped_total,
+        max_step_requeues=max_step,
+        defrag_calls=calls,
+        requeue_cap=requeue_cap,
     )
 
 
@@ -112,15 +155,16 @@ def _defrag(
     i: int,
     job: JobSpec,
     place: Callable[[int, JobSpec, Placement | None], bool],
+    limit: int,
 ) -> tuple[bool, int, int]:
     """Ask the step to make room for job ``i``: (placed?, requeues, victims not restarted).
 
     With no queue in this protocol, victims restart at once (where the plan says, else
     wherever the policy puts them); a victim that fits nowhere is dropped like a failed job.
     """
-    if isinstance(step, NoDefrag):
+    if isinstance(step, NoDefrag) or limit <= 0:
         return False, 0, 0
-    view = DefragView(0.0, state, dict(running), [(i, job)], requeue_limit(len(running)))
+    view = DefragView(0.0, state, dict(running), [(i, job)], limit, timed=False)
     plan = step.plan(view)
     victims = [v for v in plan.requeue if v in running][: view.max_requeues]
     moved = {v: running.pop(v) for v in victims}

@@ -34,6 +34,7 @@ class Suite:
     # Protocol A
     ratio: float = 1.3
     shuffle: bool = True
+    requeue_cap: str = "step"
     # Protocol B
     loads: Sequence[float] = (0.9, 1.2, 1.5)
     scale: float = 0.125
@@ -64,7 +65,8 @@ def protocol_a(suite: Suite, console: Console | None = None) -> list[ResultA]:
         for policy in suite.policies:
             for seed in suite.seeds:
                 tasks.append(
-                    partial(run_a, nodes, jobs, policy, seed, suite.ratio, suite.shuffle, step)
+                    partial(run_a, nodes, jobs, policy, seed, suite.ratio, suite.shuffle, step,
+                            suite.requeue_cap)
                 )
                 labels.append(f"A {policy} defrag={step.name} seed={seed}")
     return run_grid(tasks, labels, console)

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import datetime
 
 from slurm_defrag.domain.cluster import ClusterSnapshot, Job
@@ -45,7 +45,11 @@ def target_specs(snapshot: ClusterSnapshot, jobs: list[Job]) -> tuple[list[Targe
     for i, (job, item) in enumerate(plannable):
         assert job.request is not None
         same_domain = bool(item.nvlink and item.nodes > 1 and snapshot.nvlink_domains)
-        specs.append(TargetSpec(job, item, geometry_of(item), item.nodes,
+        # The share's host demand is part of its geometry: candidates must free CPUs and
+        # memory too, not only GPUs (a node with a free GPU but no free CPUs is not "free").
+        geometry = replace(geometry_of(item), cpus=job.cpus_per_node,
+                           memory_mb=job.memory_mb_per_node)
+        specs.append(TargetSpec(job, item, geometry, item.nodes,
                                 value=job.request.gpus * scale + rank[i] + 1,
                                 same_domain=same_domain))
     return specs, skipped

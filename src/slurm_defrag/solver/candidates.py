@@ -170,7 +170,9 @@ class CandidateBuilder:
         for b in blocks_for(st.topo, g):
             if b & st.immovable:
                 continue
-            victims = st.victims_of(b)
+            victims = self.host_victims(n, (g,), st.victims_of(b))
+            if victims is None:
+                continue
             out.append(RawOption(t, n, b, OptionKind.REQUEUE, victims,
                                  popcount(b & ~st.free), sum(costs[j] for j in victims)))
         drain = self.single_drain(n, g)
@@ -202,10 +204,17 @@ class CandidateBuilder:
     def has_way(self, n: int, g: Geometry) -> bool:
         """Can one share of ``g`` ever be hosted on ``n`` (requeueing all it may, or
         draining)? Cheap: one memoised fit test."""
-        st = self.state(n)
-        usable = st.topo.all_mask & ~st.immovable
-        return arrange(st.topo, usable, st.free, (g,)) is not None or \
+        return (self.gpus_way(n, g) and self.host_way(n, g)) or \
             self.single_drain(n, g) is not None
+
+    def gpus_way(self, n: int, g: Geometry) -> bool:
+        """Could requeueing every requeueable job of ``n`` free GPUs for ``g``?"""
+        st = self.state(n)
+        return arrange(st.topo, st.topo.all_mask & ~st.immovable, st.free, (g,)) is not None
+
+    def host_way(self, n: int, g: Geometry) -> bool:
+        """Could requeueing every requeueable job of ``n`` free CPUs and memory for ``g``?"""
+        return self.host_short(n, (g,), tuple(self.state(n).job_mask)) == (0, 0)
 
     def _best_requeue(self, n: int, g: Geometry) -> RawOption | None:
         st = self.state(n)
@@ -215,7 +224,10 @@ class CandidateBuilder:
             for b in blocks_for(st.topo, g):
                 if b & st.immovable:
                     continue
-                v = st.victims_of(b)
+                found = self.host_victims(n, (g,), st.victims_of(b))
+                if found is None:
+                    continue
+                v = found
                 o = RawOption(-1, n, b, OptionKind.REQUEUE, v, popcount(b & ~st.free),
                               sum(costs[j] for j in v))
                 if best is None or _key(o, self.weight) < _key(best, self.weight):
@@ -224,16 +236,19 @@ class CandidateBuilder:
         # Victim sets cheapest first: the first that admits the share gives the least cost;
         # equally cheap sets may still differ in how many busy GPUs the share takes.
         floor: int | None = None
-        for cost, usable, _ in st.subsets(costs):
+        for cost, usable, combo in st.subsets(costs):
             if floor is not None and cost > floor:
                 break
             arr = arrange(st.topo, usable, st.free, (g,))
             if arr is None:
                 continue
-            floor = cost
             b = arr[1][0]
-            v = st.victims_of(b)
-            o = RawOption(-1, n, b, OptionKind.REQUEUE, v, arr[0], sum(costs[j] for j in v))
+            picked = self._exact_host_victims(n, (g,), st.victims_of(b), combo)
+            if picked is None:
+                continue
+            floor = cost
+            o = RawOption(-1, n, b, OptionKind.REQUEUE, picked, arr[0],
+                          sum(costs[j] for j in picked))
             if best is None or _key(o, self.weight) < _key(best, self.weight):
                 best = o
         return best
@@ -272,18 +287,64 @@ class CandidateBuilder:
         costs = self.table.cost_milli
         best: tuple[int, tuple[int, ...]] | None = None
         floor: int | None = None
-        for cost, usable, _ in st.subsets(costs):
+        for cost, usable, combo in st.subsets(costs):
             if floor is not None and cost > floor:
                 break
             arr = arrange(st.topo, usable, st.free, shares)
             if arr is None:
                 continue
+            v = self._exact_host_victims(n, shares, st.victims_of(_union(arr[1])), combo)
+            if v is None:
+                continue
             floor = cost
-            v = st.victims_of(_union(arr[1]))
             c = self.weight * sum(costs[j] for j in v) + arr[0]
             if best is None or c < best[0]:
                 best = (c, arr[1])
         return best
+
+    # -- CPUs and memory ---------------------------------------------------------------
+
+    def host_short(self, n: int, shares: tuple[Geometry, ...],
+                   victims: tuple[int, ...]) -> tuple[int, int]:
+        """(CPUs, MB) still missing on ``n`` for ``shares`` once ``victims`` are gone;
+        untracked resources are never missing."""
+        if not any(g.cpus or g.memory_mb for g in shares):
+            return 0, 0  # the common case without host data: no lookups
+        node = self.snapshot.nodes[n]
+        jobs = [self.snapshot.job_by_id[self.table.ids[j]] for j in victims]
+        short = [0, 0]
+        for i, (have, need, freed) in enumerate((
+            (node.cpus_free, sum(g.cpus for g in shares), (j.cpus_per_node for j in jobs)),
+            (node.memory_free_mb, sum(g.memory_mb for g in shares),
+             (j.memory_mb_per_node for j in jobs)),
+        )):
+            if have is not None and need:
+                short[i] = max(0, need - have - sum(freed))
+        return short[0], short[1]
+
+    def host_victims(self, n: int, shares: tuple[Geometry, ...],
+                     victims: tuple[int, ...]) -> tuple[int, ...] | None:
+        """``victims``, plus the cheapest further requeueable jobs of ``n`` (greedily, by
+        cost) if the shares also need their CPUs or memory; None if even all are not
+        enough. Used where victim sets are not enumerated (see :meth:`_best_requeue`)."""
+        if self.host_short(n, shares, victims) == (0, 0):
+            return victims
+        costs = self.table.cost_milli
+        out = list(victims)
+        for j in sorted(set(self.state(n).job_mask) - set(victims), key=lambda j: costs[j]):
+            out.append(j)
+            if self.host_short(n, shares, tuple(out)) == (0, 0):
+                return tuple(sorted(out))
+        return None
+
+    def _exact_host_victims(self, n: int, shares: tuple[Geometry, ...],
+                            victims: tuple[int, ...],
+                            combo: tuple[int, ...]) -> tuple[int, ...] | None:
+        """In a cheapest-first walk over victim sets ``combo``: the jobs to requeue, or None
+        when this set cannot give the shares their CPUs and memory (a dearer set may)."""
+        if self.host_short(n, shares, victims) == (0, 0):
+            return victims
+        return combo if self.host_short(n, shares, combo) == (0, 0) else None
 
     # -- the two modes ----------------------------------------------------------------
 
@@ -408,13 +469,13 @@ class CandidateBuilder:
     ) -> tuple[list[set[int]], set[int], dict[int, dict[Geometry, set[int]]]]:
         """(singleton nodes per target, nodes kept whole, co-hosting blocks per node)."""
         full_nodes: set[int] = set()
-        classes: dict[tuple[DemandItem, bool], list[int]] = defaultdict(list)
+        classes: dict[tuple[DemandItem, bool, Geometry], list[int]] = defaultdict(list)
         for t, spec in enumerate(self.targets):
-            classes[(spec.item, spec.same_domain)].append(t)
+            classes[(spec.item, spec.same_domain, spec.geometry)].append(t)
         pools = [set(info.eligible) for info in infos]
         kept: list[set[int]] = [set() for _ in self.targets]
         at_node: dict[int, list[tuple[Geometry, float, int]]] = defaultdict(list)
-        for (_, same_domain), members in classes.items():
+        for (_, same_domain, _), members in classes.items():
             info = infos[members[0]]
             g = self.targets[members[0]].geometry
             if same_domain:  # shares cannot leave their domain: no exchange, keep all

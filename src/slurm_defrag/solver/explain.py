@@ -138,6 +138,8 @@ def unserved_reason(
     b = cands.builder
     g = spec.geometry
     able = [n for n in info.eligible if b.has_way(n, g)]
+    if not able and any(b.gpus_way(n, g) for n in info.eligible):
+        return head + "no node can give its CPUs and memory, even requeueing every job it may"
     if not able:
         reasons: Counter[str] = Counter()
         holders: set[str] = set()
@@ -155,6 +157,8 @@ def unserved_reason(
     if len(able) < spec.nodes:
         return head + (f"needs {spec.nodes} nodes, only {len(able)} can host a share")
     ranked, _ = b.rank(able, g, 1)
+    if not ranked:
+        return head + "no placement fits its CPUs and memory"
     best = min((o for o in b.single(ranked[0][1], g) if o is not None),
                key=lambda o: (o.cost, len(o.victims)))
     node = snapshot.nodes[best.node].name

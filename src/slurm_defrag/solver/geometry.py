@@ -23,6 +23,10 @@ Kind = Literal["nvlink", "plain", "whole"]
 class Geometry:
     k: int
     kind: Kind
+    cpus: int = 0
+    """CPUs the share needs on its node besides the GPUs (0: untracked)."""
+    memory_mb: int = 0
+    """Memory the share needs on its node, MB (0: untracked)."""
 
     def __str__(self) -> str:
         return "whole node" if self.kind == "whole" else f"{self.k}" + (

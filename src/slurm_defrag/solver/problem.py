@@ -180,8 +180,10 @@ class ProblemData:
                 if not 0 <= j < nj:
                     raise ValueError(f"option {i}: victim index {j} out of range")
                 mine = held.get((j, o.node), 0)
-                if not mine & o.mask:
-                    raise ValueError(f"option {i}: victim {j} holds no GPU of the block")
+                # A victim may hold none of the block's GPUs when the share needs the CPUs
+                # or memory it frees on that node (see candidates.host_victims).
+                if not mine:
+                    raise ValueError(f"option {i}: victim {j} holds no GPU on the node")
                 covered |= mine
             if o.kind is OptionKind.REQUEUE and o.mask & ~covered:
                 raise ValueError(f"option {i}: block has busy GPUs no victim frees")
