@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
@@ -109,3 +110,21 @@ def test_simulate_command_writes_json_and_plots(traces: Path, tmp_path: Path) ->
         assert (out / f"protocol_{proto}.png").stat().st_size > 1000
     res = CliRunner().invoke(app, ["simulate", "--defrag", "bogus", "--seeds", "1"])
     assert res.exit_code != 0
+
+
+def test_simulate_protocol_a_with_the_planner_prints_the_defrag_table(traces: Path) -> None:
+    res = CliRunner().invoke(app, ["simulate", "-p", "a", "--seeds", "1", "--policies",
+                                   "packing", "--defrag", "none,planner", "--requeue-cap",
+                                   "total"])
+    assert res.exit_code == 0, res.output
+    assert "Protocol A with defrag" in " ".join(res.output.split())
+    res = CliRunner().invoke(app, ["simulate", "-p", "a", "--seeds", "1", "--policies",
+                                   "packing", "--defrag", "planner", "--requeue-cap", "total",
+                                   "--json"])
+    (run,) = json.loads(res.output)["runs"]
+    assert run["defrag"] == "planner (total cap)"
+    assert run["requeue_cap"] == "total"
+    assert run["requeues"] <= run["running_end"] // 100 + 1
+    res = CliRunner().invoke(app, ["simulate", "--requeue-cap", "always", "--seeds", "1"])
+    assert res.exit_code != 0
+    assert "--requeue-cap" in str(res.exception)

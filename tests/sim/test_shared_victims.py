@@ -70,7 +70,8 @@ def test_a_bundle_over_the_requeue_cap_is_refused_whole() -> None:
         running[i] = RunningJob(j, Placement(0, (0,)), 0.0)
     view = DefragView(0.0, s, running, [(5, job("t", num=1))], 1, timed=False)
     plan = make_step("planner").plan(view)
-    assert plan.requeue == () and plan.place == {}
+    assert plan.requeue == ()
+    assert plan.place == {}
 
 
 def test_scope_keeps_the_cheapest_feasible_nodes() -> None:
