@@ -43,6 +43,10 @@ REQUESTS = {
     "9": (1, 8, None), "10": (1, 3, None),
 }
 
+# CPUAlloc per node: every recorded job holds one CPU on each of its nodes.
+NODE_CPUS_ALLOC = {"node01": 2, "node02": 2, "node03": 2, "node04": 1, "node05": 1,
+                   "node06": 1, "node07": 0, "node08": 0}
+
 TEXT_ONLY = {  # Slurm without JSON: every --json command is refused
     "squeue --json": (1, "", "squeue: unrecognized option '--json'"),
     "sinfo --json": (1, "", "sinfo: unrecognized option '--json'"),
@@ -102,6 +106,17 @@ def test_node_inventory_and_states(snap: ClusterSnapshot) -> None:
     assert nodes["node08"].reservation == "defrag-demo"
     assert all(nodes[f"node0{i}"].state == {NodeFlag.MIXED} for i in range(1, 7))
     assert all(n.partitions == ("batch", "high") for n in snap.nodes)
+
+
+def test_host_cpus_and_memory(snap: ClusterSnapshot) -> None:
+    """2x16 cores, RealMemory=512000; CR_Core allocates no memory (Mem=0, AllocMem=0)."""
+    nodes = {n.name: (n.cpus, n.cpus_alloc, n.memory_mb, n.memory_alloc_mb) for n in snap.nodes}
+    assert nodes == {name: (32, alloc, 512000, 0) for name, alloc in NODE_CPUS_ALLOC.items()}
+    # running: one CPU held per node (job 8 on each of its two); pending: MinCPUsNode=1,
+    # MinMemoryNode=0 (no --mem: unknown)
+    assert {j.id: (j.cpus_per_node, j.memory_mb_per_node) for j in snap.jobs} == {
+        str(i): (1, 0) for i in range(1, 11)
+    }
 
 
 def test_reservation_and_partitions(snap: ClusterSnapshot) -> None:

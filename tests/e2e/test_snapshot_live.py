@@ -6,7 +6,8 @@ the slurmctld container, plus a drained node and a node reservation. Then:
 * every GPU-holding job's per-node indices in the snapshot equal ``scontrol show job -d``
   (parsed here independently of the adapter's parser);
 * the cli snapshot (``docker exec`` prefix) equals the rest snapshot (JWT over HTTP);
-* the drained node, the reservation and the pending/held jobs show up.
+* the drained node, the reservation and the pending/held jobs show up;
+* CPUs and memory: a job's per-node CPUs/memory and the nodes' CPUTot/CPUAlloc/RealMemory.
 
 Everything created is named ``e2e-snap-<tag>`` and removed afterwards. Other people may use
 the cluster at the same time: nodes are chosen among idle, unreserved, undrained ones, and
@@ -28,6 +29,7 @@ from pathlib import Path
 
 import hostlist
 import pytest
+from live_cluster import config, exclusive_cluster
 
 from infra import require
 from slurm_defrag.domain.cluster import ClusterSnapshot, JobState, NodeFlag
@@ -116,6 +118,12 @@ def wait_running(job_ids: list[str], timeout_s: float = 90) -> None:
 @pytest.fixture(scope="module")
 def live() -> Iterator[Live]:
     require(cluster_is_up(), "the compose Slurm cluster")
+    # Jobs on chosen nodes, a drained node, a reservation: take turns with other live runs.
+    with exclusive_cluster():
+        yield from scenario()
+
+
+def scenario() -> Iterator[Live]:
     token = ctld("scontrol", "token", "username=root", "lifespan=1800")
     jwt = token.strip().removeprefix("SLURM_JWT=")
     cli = CliSlurm(SlurmSettings(command_prefix=[DOCKER, "exec", CTLD], gres_conf=GRES_CONF))
@@ -224,6 +232,46 @@ def test_drain_reservation_and_pending_jobs_show_up(live: Live) -> None:
         assert held.request is not None
         assert held.request.gpus_per_node == 3
         assert snap.topology_of(drained).max_block >= 2  # gres.conf Links= were read
+
+
+def scontrol_node(name: str) -> dict[str, int]:
+    """CPUEfctv, CPUAlloc, RealMemory of a node, read here independently of the adapter."""
+    text = ctld("scontrol", "show", "node", name)
+    return {k: int(v) for k, v in re.findall(r"\b(CPUEfctv|CPUAlloc|RealMemory)=(\d+)", text)}
+
+
+def test_cpus_and_memory_are_filled(live: Live) -> None:
+    """``sbatch -c 2 --mem=1G``: the running job holds 2 CPUs on its node, and 1 GB where
+    Slurm allocates memory (``CR_*_Memory``; the compose cluster's ``CR_Core`` allocates
+    none, ``Mem=0``). A held ``-c 3 --mem-per-cpu=1G`` job needs 3 CPUs and 3 GB per node,
+    a held ``--cpus-per-gpu=4 --mem-per-gpu=2G --gres=gpu:2`` one 8 CPUs and 4 GB. Nodes
+    carry their CPUs and memory as scontrol shows them."""
+    memory_allocated = "MEMORY" in config().get("SelectTypeParameters", "").upper()
+    running = sbatch(live.tag, "cpu", "-c", "2", "--mem=1G", "--gres=gpu:1")
+    held = sbatch(live.tag, "cpuheld", "-H", "-N1", "-c", "3", "--mem-per-cpu=1G",
+                  "--gres=gpu:1")
+    per_gpu = sbatch(live.tag, "gpuheld", "-H", "--cpus-per-gpu=4", "--mem-per-gpu=2G",
+                     "--gres=gpu:2")
+    # the fixture cancels them if we fail
+    live.jobs.update(cpu=running, cpuheld=held, gpuheld=per_gpu)
+    try:
+        wait_running([running])
+        for snap in (live.cli.snapshot(), live.rest.snapshot()):
+            job = snap.job_by_id[running]
+            assert (job.cpus_per_node, job.memory_mb_per_node) == (
+                2, 1024 if memory_allocated else 0), snap.source
+            need = snap.job_by_id[held]
+            assert (need.cpus_per_node, need.memory_mb_per_node) == (3, 3072), snap.source
+            need = snap.job_by_id[per_gpu]
+            assert (need.cpus_per_node, need.memory_mb_per_node) == (8, 4096), snap.source
+            (name,) = job.gpus
+            node, shown = snap.node_by_name[name], scontrol_node(name)
+            assert (node.cpus, node.memory_mb) == (shown["CPUEfctv"], shown["RealMemory"])
+            assert 2 <= node.cpus_alloc <= node.cpus, snap.source  # others' jobs may come
+            assert (node.memory_alloc_mb >= 1024) == memory_allocated, snap.source
+            assert all(n.cpus for n in snap.nodes), snap.source
+    finally:
+        ctld("scancel", running, held, per_gpu, check=False)
 
 
 def test_cli_writer_requeue_frees_the_gpus(live: Live) -> None:

@@ -3,8 +3,8 @@
 Used by unit tests and, later, by dry-run (the same executor wired to this instead of a
 real backend). It mimics what Slurm does with each write closely enough for planning:
 
-* ``requeue`` frees the job's GPUs on its nodes and makes it PENDING with its request
-  (reason ``Resources``: the steady state after Slurm's short BeginTime hold);
+* ``requeue`` frees the job's GPUs, CPUs and memory on its nodes and makes it PENDING with
+  its request (reason ``Resources``: the steady state after Slurm's short BeginTime hold);
 * reservations are added / removed, and an active one marks its nodes reserved;
 * ``update_node`` handles ``State=DRAIN|RESUME|UNDRAIN|DOWN``, ``Reason=``, ``Weight=``;
 * ``update_job`` stores ``Comment``, ``AdminComment`` and ``Priority`` (other fields are
@@ -33,6 +33,8 @@ from slurm_defrag.slurm.errors import SlurmRejectedError
 from slurm_defrag.slurm.mapping import default_nvlink, reservation_state
 
 _DRAIN_FLAGS = frozenset({NodeFlag.DRAIN, NodeFlag.DRAINING, NodeFlag.DRAINED})
+# Node field allocated -> job field held on each node (dumps leave out unset ones: .get).
+_HOST_HELD = (("cpus_alloc", "cpus_per_node"), ("memory_alloc_mb", "memory_mb_per_node"))
 
 
 class FakeSlurm:
@@ -138,6 +140,8 @@ class FakeSlurm:
         for node_name, idx in job["gpus"].items():
             node = self.nodes[node_name]
             node["gpus_used"] = sorted(set(node["gpus_used"]) - set(idx))
+            for allocated, held in _HOST_HELD:
+                node[allocated] = max(0, node.get(allocated, 0) - job.get(held, 0))
         job.update(
             state=JobState.PENDING,
             reason="Resources",

@@ -325,7 +325,7 @@ def default_nvlink(gpus_per_node: int | None) -> bool:
     return gpus_per_node is not None and 1 < gpus_per_node <= 8
 
 
-def _gpu_ask(text: str, where: str, field: str) -> tuple[int, str | None] | None:
+def gpu_ask(text: str, where: str, field: str) -> tuple[int, str | None] | None:
     """``gres:gpu:4``, ``gres/gpu:a100:2``, ``gres/gpu=8`` -> (count, type or None)."""
     if text in NULLS:
         return None
@@ -361,11 +361,11 @@ def gpu_request(
     n = max(nodes or 1, 1)
     per_node_gpus: int | None = None
     total: int | None = None
-    if ask := _gpu_ask(per_node, where, f"{path}.tres_per_node"):
+    if ask := gpu_ask(per_node, where, f"{path}.tres_per_node"):
         per_node_gpus, model = ask
-    elif ask := _gpu_ask(per_job, where, f"{path}.tres_per_job"):
+    elif ask := gpu_ask(per_job, where, f"{path}.tres_per_job"):
         total, model = ask
-    elif ask := _gpu_ask(per_task, where, f"{path}.tres_per_task"):
+    elif ask := gpu_ask(per_task, where, f"{path}.tres_per_task"):
         total, model = ask[0] * max(tasks or 1, 1), ask[1]
     else:
         return None

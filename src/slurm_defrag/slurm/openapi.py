@@ -17,7 +17,15 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Any
 
-from slurm_defrag.domain.cluster import GPU_MEMORY_GB, Job, Node, Partition, Reservation
+from slurm_defrag.domain.cluster import (
+    GPU_MEMORY_GB,
+    GpuRequest,
+    Job,
+    Node,
+    Partition,
+    Reservation,
+)
+from slurm_defrag.slurm import host
 from slurm_defrag.slurm import mapping as m
 from slurm_defrag.slurm.errors import from_failure
 
@@ -82,6 +90,7 @@ class V0038:
             features=self.node_features(d),
             weight=d.number("weight"),
             reason=d.text("reason"),
+            **host.node_fields(**{param: d.number(key) for param, key in _NODE_HOST.items()}),
         )
 
     def jobs(self, doc: m.Doc) -> list[Job]:
@@ -99,6 +108,18 @@ class V0038:
             return None
         time_limit = d.number("time_limit")
         comment, admin_comment = d.text("comment"), d.text("admin_comment")
+        request = m.gpu_request(
+            where=d.where,
+            path=d.path,
+            per_node=d.text("tres_per_node"),
+            per_job=d.text("tres_per_job"),
+            per_task=d.text("tres_per_task"),
+            nodes=d.number("node_count"),
+            tasks=d.number("tasks"),
+            exclusive=_exclusive(d.get("shared")),
+            comment=comment,
+            admin_comment=admin_comment,
+        )
         return m.build(
             Job,
             d.where,
@@ -124,21 +145,30 @@ class V0038:
             time_limit_s=None if time_limit is None else time_limit * 60,
             requeue=bool(d.get("requeue", True)),
             gpus=self.job_gpus(d),
-            request=m.gpu_request(
-                where=d.where,
-                path=d.path,
-                per_node=d.text("tres_per_node"),
-                per_job=d.text("tres_per_job"),
-                per_task=d.text("tres_per_task"),
-                nodes=d.number("node_count"),
-                tasks=d.number("tasks"),
-                exclusive=_exclusive(d.get("shared")),
-                comment=comment,
-                admin_comment=admin_comment,
-            ),
+            request=request,
             comment=comment,
             admin_comment=admin_comment,
+            **host.job_use(state, self.job_allocation(d), _job_needs(d, request)),
         )
+
+    def job_allocation(self, d: m.Doc) -> list[host.HostUse]:
+        """Per node CPUs and memory from ``job_resources.allocated_nodes`` (v0.0.38-40).
+
+        These schemas list allocated *cores* per node (``sockets.<s>.cores.<c>:
+        "allocated"``), not CPUs; ``cpus_used`` is not the allocation. The job's CPUs over
+        its allocated cores give CPUs per core (threads), exact when it divides evenly.
+        """
+        res = d.get("job_resources")
+        if not isinstance(res, dict):
+            return []
+        nodes = m.Doc(res, d.where, d.field("job_resources")).items("allocated_nodes")
+        cores = [_allocated_cores(n) for n in nodes]
+        cpus, total = d.number("cpus") or 0, sum(cores)
+        per_core = cpus // total if total and cpus % total == 0 else 0
+        return [
+            host.HostUse(c * per_core, n.number("memory_allocated") or 0)
+            for c, n in zip(cores, nodes, strict=True)
+        ]
 
     def job_gpus(self, d: m.Doc) -> dict[str, frozenset[int]]:
         """``gres_detail`` has one string per allocated node, in allocation order."""
@@ -212,6 +242,18 @@ class V0042(V0038):
                 return tuple(names)
         return m.expand_nodes(d.text("nodes"), d.where, d.field("nodes"))
 
+    def job_allocation(self, d: m.Doc) -> list[host.HostUse]:
+        """``job_resources.nodes.allocation[]``: ``cpus.count``, ``memory.allocated``."""
+        res = d.get("job_resources")
+        if not (isinstance(res, dict) and isinstance(res.get("nodes"), dict)):
+            return super().job_allocation(d)  # v0.0.39-40 keep the older shape
+        where, base = d.where, d.field("job_resources.nodes")
+        allocation = m.Doc(res["nodes"], where, base).items("allocation")
+        return [
+            host.HostUse(_inner(a, "cpus", "count"), _inner(a, "memory", "allocated"))
+            for a in allocation
+        ]
+
     def partition_nodes(self, d: m.Doc) -> str:
         nodes = d.get("nodes")
         return m.Doc(nodes, d.where, d.field("nodes")).text("configured") if nodes else ""
@@ -228,6 +270,59 @@ class V0042(V0038):
         meta = doc.get("meta")
         slurm = meta.get("slurm") if isinstance(meta, dict) else None
         return (slurm.get("cluster") or None) if isinstance(slurm, dict) else None
+
+
+# host.node_fields() parameter -> the node field holding it (v0.0.38 has no effective CPUs
+# or specialised memory: absent, so the totals are used).
+_NODE_HOST = {
+    "cpus": "cpus",
+    "effective_cpus": "effective_cpus",
+    "cpus_alloc": "alloc_cpus",
+    "memory": "real_memory",
+    "memory_spec": "specialized_memory",
+    "memory_alloc": "alloc_memory",
+}
+
+# host.needed() parameter -> the job field holding it (same in v0.0.38 and v0.0.42).
+_ASKED = {
+    "cpus": "cpus",
+    "nodes": "node_count",
+    "cpus_per_task": "cpus_per_task",
+    "tasks_per_node": "tasks_per_node",
+    "min_cpus_per_node": "minimum_cpus_per_node",
+    "memory_per_node": "memory_per_node",
+    "memory_per_cpu": "memory_per_cpu",
+}
+
+
+def _job_needs(d: m.Doc, request: GpuRequest | None) -> host.HostUse:
+    return host.needed(
+        **{param: d.number(key) for param, key in _ASKED.items()},
+        gpus=host.gpus_per_node(request),
+        cpus_per_gpu=host.per_gpu(d.text("cpus_per_tres"), d.where, d.field("cpus_per_tres")),
+        memory_per_gpu=host.per_gpu(
+            d.text("memory_per_tres"), d.where, d.field("memory_per_tres")
+        ),
+    )
+
+
+def _allocated_cores(node: m.Doc) -> int:
+    """Cores marked allocated in a v0.0.38 ``{"sockets": {"0": {"cores": {"0": ...}}}}``."""
+    sockets = node.get("sockets")
+    if not isinstance(sockets, dict):
+        return 0
+    return sum(
+        str(state).lower().startswith("allocated")
+        for socket in sockets.values()
+        if isinstance(socket, dict) and isinstance(socket.get("cores"), dict)
+        for state in socket["cores"].values()
+    )
+
+
+def _inner(d: m.Doc, key: str, number: str) -> int:
+    """``d[key][number]`` (e.g. ``cpus.count``); absent or unset is 0 (unknown)."""
+    sub = d.get(key)
+    return (m.Doc(sub, d.where, d.field(key)).number(number) or 0) if sub else 0
 
 
 def _exclusive(shared: Any) -> bool:

@@ -28,6 +28,7 @@ from slurm_defrag.domain.cluster import (
     Reservation,
 )
 from slurm_defrag.errors import InputError
+from slurm_defrag.slurm import host
 from slurm_defrag.slurm import mapping as m
 from slurm_defrag.slurm.assemble import Parts, assemble
 from slurm_defrag.slurm.errors import SlurmRejectedError, from_failure
@@ -55,6 +56,30 @@ _JOB_FIELDS = {
     "Priority": "priority",
     "TimeLimit": "time_limit",
     "StartTime": "begin_time",
+}
+
+
+# host.node_fields() parameter -> the Node attribute holding it.
+_NODE_HOST = {
+    "cpus": "total_cpus",
+    "effective_cpus": "effective_cpus",
+    "cpus_alloc": "allocated_cpus",
+    "memory": "real_memory",
+    "memory_spec": "memory_reserved_for_system",
+    "memory_alloc": "allocated_memory",
+}
+
+# host.needed() parameter -> the Job attribute holding it.
+_ASKED = {
+    "cpus": "cpus",
+    "nodes": "num_nodes",
+    "cpus_per_task": "cpus_per_task",
+    "tasks_per_node": "ntasks_per_node",
+    "min_cpus_per_node": "min_cpus_per_node",
+    "memory_per_node": "memory_per_node",
+    "memory_per_cpu": "memory_per_cpu",
+    "cpus_per_gpu": "cpus_per_gpu",
+    "memory_per_gpu": "memory_per_gpu",
 }
 
 
@@ -94,6 +119,16 @@ def layout_gpus(layout: Mapping[str, Any], path: str) -> dict[str, frozenset[int
     return out
 
 
+def layout_host(layout: Mapping[str, Any], path: str) -> list[host.HostUse]:
+    """``{"node01": {"cpu_ids": "0-3", "memory": 4096}}`` -> CPUs and memory per node."""
+    out = []
+    for node, res in layout.items():
+        d = m.Doc(res, WHERE, f"{path}.layout.{node}")
+        cpus = host.count_ids(d.text("cpu_ids"), WHERE, d.field("cpu_ids"))
+        out.append(host.HostUse(cpus, d.number("memory") or 0))
+    return out
+
+
 def job(d: m.Doc, layout: Mapping[str, Any]) -> Job | None:
     state = m.job_state(str(d.req("state")), d.where, d.field("state"))
     if state in m.FINISHED:
@@ -101,6 +136,19 @@ def job(d: m.Doc, layout: Mapping[str, Any]) -> Job | None:
     time_limit = d.number("time_limit")
     comment, admin_comment = d.text("comment"), d.text("admin_comment")
     sharing = d.text("resource_sharing").upper()
+    request = m.gpu_request(
+        where=d.where,
+        path=d.path,
+        # 25.11 calls it tres_per_node; 24.11 only has the now deprecated gres_per_node.
+        per_node=tres_text(d.get("tres_per_node") or d.get("gres_per_node")),
+        per_job=tres_text(d.get("tres_per_job")),
+        per_task=tres_text(d.get("tres_per_task")),
+        nodes=d.number("num_nodes"),
+        tasks=d.number("ntasks"),
+        exclusive=sharing in ("NO", "EXCLUSIVE", "NONE"),
+        comment=comment,
+        admin_comment=admin_comment,
+    )
     return m.build(
         Job,
         d.where,
@@ -125,21 +173,17 @@ def job(d: m.Doc, layout: Mapping[str, Any]) -> Job | None:
         time_limit_s=None if time_limit is None else time_limit * 60,
         requeue=bool(d.get("is_requeueable", True)),
         gpus=layout_gpus(layout, d.path),
-        request=m.gpu_request(
-            where=d.where,
-            path=d.path,
-            # 25.11 calls it tres_per_node; 24.11 only has the now deprecated gres_per_node.
-            per_node=tres_text(d.get("tres_per_node") or d.get("gres_per_node")),
-            per_job=tres_text(d.get("tres_per_job")),
-            per_task=tres_text(d.get("tres_per_task")),
-            nodes=d.number("num_nodes"),
-            tasks=d.number("ntasks"),
-            exclusive=sharing in ("NO", "EXCLUSIVE", "NONE"),
-            comment=comment,
-            admin_comment=admin_comment,
-        ),
+        request=request,
         comment=comment,
         admin_comment=admin_comment,
+        **host.job_use(
+            state,
+            layout_host(layout, d.path),
+            host.needed(
+                **{param: d.number(key) for param, key in _ASKED.items()},
+                gpus=host.gpus_per_node(request),
+            ),
+        ),
     )
 
 
@@ -160,6 +204,7 @@ def node(d: m.Doc, used: frozenset[int]) -> Node:
         features=m.split_list(d.get("active_features")),
         weight=d.number("weight"),
         reason=d.text("reason"),
+        **host.node_fields(**{param: d.number(key) for param, key in _NODE_HOST.items()}),
     )
 
 

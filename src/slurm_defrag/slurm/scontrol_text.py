@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 
 from slurm_defrag.domain.cluster import GPU_MEMORY_GB, Job, Node, Partition, Reservation
+from slurm_defrag.slurm import host
 from slurm_defrag.slurm import mapping as m
 
 # Keys whose value is the rest of the line when they start it (they may contain spaces).
@@ -111,9 +112,21 @@ def nodes(text: str, where: str) -> list[Node]:
                 features=m.split_list(_val(r, "ActiveFeatures")),
                 weight=_int(r, "Weight", where, path),
                 reason=m.strip_reason_stamp(_val(r, "Reason")),
+                **host.node_fields(
+                    cpus=_int(r, "CPUTot", where, path),
+                    effective_cpus=_int(r, "CPUEfctv", where, path),
+                    cpus_alloc=_int(r, "CPUAlloc", where, path),
+                    memory=_memory(r, "RealMemory", where, path),
+                    memory_spec=_memory(r, "MemSpecLimit", where, path),
+                    memory_alloc=_memory(r, "AllocMem", where, path),
+                ),
             )
         )
     return out
+
+
+def _memory(r: Record, key: str, where: str, path: str) -> int | None:
+    return host.memory_mb(_val(r, key), where, f"{path}.{key}")
 
 
 def jobs(text: str, where: str) -> list[Job]:
@@ -132,6 +145,19 @@ def _job(r: Record, where: str, path: str) -> Job | None:
     if state in m.FINISHED:
         return None
     comment, admin_comment = _val(r, "Comment"), _val(r, "AdminComment")
+    request = m.gpu_request(
+        where=where,
+        path=path,
+        per_node=_val(r, "TresPerNode"),
+        per_job=_val(r, "TresPerJob"),
+        per_task=_val(r, "TresPerTask"),
+        nodes=_int(r, "NumNodes", where, path),
+        tasks=_int(r, "NumTasks", where, path),
+        exclusive=_val(r, "OverSubscribe") == "NO",
+        comment=comment,
+        admin_comment=admin_comment,
+    )
+    need = _job_needs(r, where, path, host.gpus_per_node(request))
     return m.build(
         Job,
         where,
@@ -158,21 +184,39 @@ def _job(r: Record, where: str, path: str) -> Job | None:
         time_limit_s=m.duration_s(_val(r, "TimeLimit"), where, f"{path}.TimeLimit"),
         requeue=_val(r, "Requeue") != "0",
         gpus=job_gpus(r, where, path),
-        request=m.gpu_request(
-            where=where,
-            path=path,
-            per_node=_val(r, "TresPerNode"),
-            per_job=_val(r, "TresPerJob"),
-            per_task=_val(r, "TresPerTask"),
-            nodes=_int(r, "NumNodes", where, path),
-            tasks=_int(r, "NumTasks", where, path),
-            exclusive=_val(r, "OverSubscribe") == "NO",
-            comment=comment,
-            admin_comment=admin_comment,
-        ),
+        request=request,
         comment=comment,
         admin_comment=admin_comment,
+        **host.job_use(state, job_allocation(r, where, path), need),
     )
+
+
+def _job_needs(r: Record, where: str, path: str, gpus: int) -> host.HostUse:
+    # NtasksPerN:B:S:C=2:0:*:* -> 2 tasks per node (0 = not given).
+    tasks_per_node = _val(r, "NtasksPerN:B:S:C").split(":", 1)[0]
+    return host.needed(
+        cpus=_int(r, "NumCPUs", where, path),
+        nodes=_int(r, "NumNodes", where, path),
+        cpus_per_task=_int(r, "CPUs/Task", where, path),
+        tasks_per_node=int(tasks_per_node) if tasks_per_node.isdigit() else None,
+        min_cpus_per_node=_int(r, "MinCPUsNode", where, path),
+        memory_per_node=_memory(r, "MinMemoryNode", where, path),
+        memory_per_cpu=_memory(r, "MinMemoryCPU", where, path),
+        gpus=gpus,
+        cpus_per_gpu=host.per_gpu(_val(r, "CpusPerTres"), where, f"{path}.CpusPerTres"),
+        memory_per_gpu=host.per_gpu(_val(r, "MemPerTres"), where, f"{path}.MemPerTres"),
+    )
+
+
+def job_allocation(r: Record, where: str, path: str) -> list[host.HostUse]:
+    """CPUs and memory per detail line (``Nodes=... CPU_IDs=0-3 Mem=4096 ...``)."""
+    out = []
+    for i, d in enumerate(r.details):
+        field_ = f"{path}.Nodes[{i}]"
+        cpus = host.count_ids(d.get("CPU_IDs", ""), where, f"{field_}.CPU_IDs")
+        memory = host.memory_mb(d.get("Mem", ""), where, f"{field_}.Mem")
+        out.append(host.HostUse(cpus, memory or 0))
+    return out
 
 
 def job_gpus(r: Record, where: str, path: str) -> dict[str, frozenset[int]]:
