@@ -8,13 +8,18 @@ A seeded trace of whole-GPU jobs (1/2/4/8 GPUs, any type or one of the cluster's
 cluster's slurmctld (``sbatch --wrap "sleep <run>"`` as root) while holding
 :func:`exclusive_cluster`; each job's node and GPU indices are read from ``scontrol show
 job -d`` as soon as it runs. The simulator then runs the jobs with the submit and run
-times Slurm recorded, their time limits, the ``first-fit`` (cons_tres) policy and Slurm's
-``bf_interval``, on the same nodes (read from ``sinfo``): end to end (it queues and
-backfills itself) and decision by decision (each job placed on the cluster as Slurm had
-allocated it when the job started). Printed: the share of jobs on the same node and on
-the same node and GPU indices, and every job that differs. The raw run is saved to
-``--out`` (``<suite>-seed<N>-run.json``) for ``--replay``. A foreign job running during
-the trace voids the run (it is retried).
+times Slurm recorded and their time limits on the same nodes (read from ``sinfo``), with
+Slurm's node choice (first fit, within the best-fitting leaf switch of ``topology/tree``:
+:class:`LeafBestFit`) and slurmctld's backfill planning (every tested job planned, whole
+nodes blocked, ``bf_resolution`` rounding, will-run groups: ``EngineConfig(bf_reserve=
+"all")``, :mod:`slurm_defrag.sim.backfill`) at Slurm's ``bf_interval``: end to end (it
+queues and backfills itself) and decision by decision (each job placed on the cluster as
+Slurm had allocated it when the job started, around the plans backfill would have made
+then for the jobs still waiting ahead of it). Printed:
+the share of jobs on the same node and on the same node and GPU indices, and every job
+that differs. The raw run is saved to ``--out`` (``<suite>-seed<N>-run.json``) for
+``--replay``, which also refreshes the comparison (``<suite>-seed<N>.json``). A foreign
+job running during the trace voids the run (it is retried).
 """
 
 from __future__ import annotations
@@ -37,7 +42,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests" / "e2e"))
 from live_cluster import SUITE, ctld, exclusive_cluster, sbatch
 
 from slurm_defrag.domain.gres import gpu_indices
-from slurm_defrag.sim.cluster import ClusterState
+from slurm_defrag.sim.backfill import Plans, first_in_order, plan
+from slurm_defrag.sim.cluster import BoolArray, ClusterState
+from slurm_defrag.sim.defrag import RunningJob
 from slurm_defrag.sim.engine import Engine, EngineConfig
 from slurm_defrag.sim.model import MILLI, JobSpec, NodeSpec, Placement
 from slurm_defrag.sim.policies.base import PlacementPolicy, PolicyContext
@@ -48,6 +55,10 @@ GPU_COUNTS = (1, 2, 4, 8)
 GPU_COUNT_P = (0.45, 0.3, 0.15, 0.1)
 ACTIVE = {"PENDING", "RUNNING", "COMPLETING", "CONFIGURING"}
 STARTED = {"RUNNING", "COMPLETING", "COMPLETED", "FAILED", "TIMEOUT", "NODE_FAIL"}
+BF_RESOLUTION = 60.0
+"""slurmctld's default ``bf_resolution`` (seconds)."""
+TOPOLOGY_CONF = Path(__file__).resolve().parents[1] / "docker" / "slurm" / "topology.conf"
+"""The compose cluster's switches; runs saved before the topology was recorded used it."""
 ENDED = {"COMPLETED", "FAILED", "CANCELLED", "TIMEOUT", "NODE_FAIL", "OUT_OF_MEMORY"}
 
 
@@ -198,9 +209,16 @@ class Replayed:
     gpus: tuple[int, ...]
 
 
+def origin(observed: list[Observed]) -> float:
+    """Simulator time 0: the whole minute before the first submit, so that backfill's
+    ``bf_resolution`` rounding falls on the same instants as slurmctld's (it rounds Unix
+    times)."""
+    return math.floor(min(o.submit for o in observed) / 60) * 60
+
+
 def sim_jobs(trace: list[TraceJob], observed: list[Observed]) -> list[JobSpec]:
     """The trace as simulator jobs, with the submit and run times Slurm recorded."""
-    t0 = min(o.submit for o in observed)
+    t0 = origin(observed)
     return [
         JobSpec(
             f"xc-{k}", cpu_milli=j.cpus * MILLI, memory_mib=0, num_gpu=j.gpus, gpu_milli=MILLI,
@@ -216,35 +234,100 @@ def _first_fit(state: ClusterState) -> PlacementPolicy:
     return build("first-fit", PolicyContext(state, (), np.arange(state.size, dtype=np.int64)))
 
 
+class LeafBestFit:
+    """``topology/tree`` node choice for a one-node job (``eval_nodes_tree.c``): among the
+    leaf switches with a node where the job fits, the one with the fewest such nodes
+    (ties: the first leaf), then the first such node on it; GPUs as ``first-fit``."""
+
+    name = "leaf-best-fit"
+
+    def __init__(self, state: ClusterState, leaves: list[list[int]]) -> None:
+        self.leaves = leaves
+        self.inner = _first_fit(state)
+
+    def node(self, feasible: BoolArray) -> int:
+        """The chosen node; ``feasible`` must have one (nodes on no leaf are not used)."""
+        counts = [int(feasible[leaf].sum()) for leaf in self.leaves]
+        best = min((k for k, c in enumerate(counts) if c), key=lambda k: counts[k])
+        return next(n for n in self.leaves[best] if feasible[n])
+
+    def choose(
+        self, state: ClusterState, job: JobSpec, feasible: BoolArray, rng: np.random.Generator
+    ) -> Placement | None:
+        if not any(feasible[leaf].any() for leaf in self.leaves):
+            return None
+        only = np.zeros_like(feasible)
+        only[self.node(feasible)] = True
+        return self.inner.choose(state, job, only, rng)
+
+
+def _placement(
+    state: ClusterState, nodes: list[NodeSpec], leaves: list[list[str]]
+) -> PlacementPolicy:
+    """Slurm's node choice: first fit, within the best-fitting leaf switch if any."""
+    if not leaves:
+        return _first_fit(state)
+    index = {n.name: i for i, n in enumerate(nodes)}
+    return LeafBestFit(state, [[index[x] for x in leaf if x in index] for leaf in leaves])
+
+
 def _named(nodes: list[NodeSpec], where: Placement | None) -> Replayed:
     return Replayed(nodes[where.node].name, where.gpus) if where else Replayed(None, ())
 
 
-def replay(jobs: list[JobSpec], nodes: list[NodeSpec], bf_interval: float) -> list[Replayed]:
-    """End to end: the simulator schedules the trace itself (queue, backfill, placement)."""
+def replay(
+    jobs: list[JobSpec], nodes: list[NodeSpec], run: dict[str, Any], leaves: list[list[str]]
+) -> list[Replayed]:
+    """End to end: the simulator schedules the trace itself (queue, backfill, placement),
+    backfill planning every job it tests like slurmctld (``bf_reserve="all"``)."""
     state = ClusterState(nodes)
-    cfg = EngineConfig(bf_interval=bf_interval, bf_max_job_test=500)
-    stats = Engine(state, jobs, _first_fit(state), np.random.default_rng(0), config=cfg).run()
+    cfg = EngineConfig(
+        bf_interval=run["bf_interval"], bf_max_job_test=500, bf_reserve="all",
+        bf_resolution=run.get("bf_resolution", BF_RESOLUTION),
+    )
+    policy = _placement(state, nodes, leaves)
+    picker = policy.node if isinstance(policy, LeafBestFit) else None
+    stats = Engine(
+        state, jobs, policy, np.random.default_rng(0), config=cfg, plan_node=picker
+    ).run()
     return [_named(nodes, r.placement) for r in stats.records]
 
 
 def same_state(
-    jobs: list[JobSpec], observed: list[Observed], nodes: list[NodeSpec]
+    jobs: list[JobSpec],
+    observed: list[Observed],
+    nodes: list[NodeSpec],
+    leaves: list[list[str]],
+    bf_resolution: float = BF_RESOLUTION,
 ) -> list[Replayed]:
-    """Decision by decision: where the policy puts each job, at the moment Slurm started it,
-    on the cluster as Slurm had allocated it then (jobs started earlier, or in the same
-    second with a lower id, and not yet ended)."""
+    """Decision by decision: where Slurm's rules put each job at the moment Slurm started
+    it, on the cluster as Slurm had allocated it then (jobs started earlier, or in the same
+    second with a lower id, and not yet ended), avoiding the nodes backfill would have
+    planned for the jobs still waiting ahead of it (submitted earlier, started later).
+    This isolates the placement and planning rules from scheduling timing."""
     index = {n.name: i for i, n in enumerate(nodes)}
+    t0 = origin(observed)
     out = []
     for k, (job, o) in enumerate(zip(jobs, observed, strict=True)):
         state = ClusterState(nodes)
+        running = {}
         for i, (other, p) in enumerate(zip(jobs, observed, strict=True)):
             before = p.start < o.start or (p.start == o.start and i < k)
             if i != k and before and (p.end or math.inf) > o.start:
-                state.allocate(other, Placement(index[p.node], p.gpus))
-        feasible = state.feasible(job)
-        choice = _first_fit(state).choose(state, job, feasible, np.random.default_rng(0))
-        out.append(_named(nodes, choice))
+                where = Placement(index[p.node], p.gpus)
+                state.allocate(other, where)
+                running[i] = RunningJob(other, where, p.start - t0)
+        policy = _placement(state, nodes, leaves)
+        picker = policy.node if isinstance(policy, LeafBestFit) else first_in_order(state)
+        now = o.start - t0
+        plans = Plans(bf_resolution)
+        for i, p in enumerate(observed[:k]):
+            if p.submit <= o.start and p.start > o.start:  # still waiting, higher priority
+                res = plan(state, jobs[i], running, now, plans, picker)
+                if res is not None:
+                    plans.add(res.node, res.start, jobs[i].estimate, now)
+        feasible = state.feasible(job) & ~plans.blocked(state.size, now, job.estimate)
+        out.append(_named(nodes, policy.choose(state, job, feasible, np.random.default_rng(0))))
     return out
 
 
@@ -277,11 +360,12 @@ def _agreement(observed: list[Observed], sim: list[Replayed]) -> tuple[float, fl
 def compare(trace: list[TraceJob], observed: list[Observed], run: dict[str, Any]) -> Result:
     nodes = run_nodes(run)
     jobs = sim_jobs(trace, observed)
-    e2e = replay(jobs, nodes, run["bf_interval"])
-    each = same_state(jobs, observed, nodes)
+    leaves = run.get("leaves") or leaf_switches_from(TOPOLOGY_CONF.read_text())
+    e2e = replay(jobs, nodes, run, leaves)
+    each = same_state(jobs, observed, nodes, leaves, run.get("bf_resolution", BF_RESOLUTION))
     node_pct, gpus_pct, differ = _agreement(observed, e2e)
     dec_node, dec_gpus, _ = _agreement(observed, each)
-    t0 = min(o.submit for o in observed)
+    t0 = origin(observed)
     rows: list[dict[str, object]] = [
         {"job": k, "gpus": trace[k].gpus, "type": trace[k].gpu_type, "cpus": trace[k].cpus,
          "submit": round(observed[k].submit - t0), "start": round(observed[k].start - t0),
@@ -313,9 +397,34 @@ def run_trace(trace: list[TraceJob], seed: int, retries: int = 3) -> list[Observ
     raise ForeignJob(f"foreign jobs spoiled all {retries} attempts")
 
 
-def bf_interval() -> float:
-    match = re.search(r"bf_interval=(\d+)", ctld("scontrol", "show", "config"))
-    return float(match[1]) if match else 30.0
+def scheduler_parameter(name: str, default: float) -> float:
+    """One numeric ``SchedulerParameters`` entry of the running slurmctld."""
+    match = re.search(rf"{name}=(\d+)", ctld("scontrol", "show", "config"))
+    return float(match[1]) if match else default
+
+
+def _expand(hostlist: str) -> list[str]:
+    """``node[01-02],node04`` -> names (the forms the compose cluster's config uses)."""
+    out: list[str] = []
+    for prefix, body, single in re.findall(r"([^,\[]+)\[([^\]]+)\]|([^,\[\]]+)", hostlist):
+        if single:
+            out.append(single)
+            continue
+        for part in body.split(","):
+            lo, _, hi = part.partition("-")
+            out += [f"{prefix}{k:0{len(lo)}d}" for k in range(int(lo), int(hi or lo) + 1)]
+    return out
+
+
+def leaf_switches_from(text: str) -> list[list[str]]:
+    """The node names under each leaf switch of a topology.conf or ``scontrol show
+    topology`` text (a switch listing ``Nodes=`` but no ``Switches=``)."""
+    leaves = []
+    for line in text.splitlines():
+        fields = dict(_FIELD.findall(line.split("#")[0]))
+        if "SwitchName" in fields and "Nodes" in fields and "Switches" not in fields:
+            leaves.append(_expand(fields["Nodes"]))
+    return leaves
 
 
 def crosscheck(n: int, seed: int, run_s: tuple[int, int], load: float, save: Path) -> Result:
@@ -324,7 +433,10 @@ def crosscheck(n: int, seed: int, run_s: tuple[int, int], load: float, save: Pat
     observed = run_trace(trace, seed)
     run = {
         "suite": SUITE, "slurm_version": ctld("scontrol", "--version").strip(), "seed": seed,
-        "bf_interval": bf_interval(), "nodes": [asdict(x) for x in cluster_nodes()],
+        "bf_interval": scheduler_parameter("bf_interval", 30.0),
+        "bf_resolution": scheduler_parameter("bf_resolution", BF_RESOLUTION),
+        "leaves": leaf_switches_from(ctld("scontrol", "show", "topology", check=False)),
+        "nodes": [asdict(x) for x in cluster_nodes()],
         "trace": [asdict(j) for j in trace], "observed": [asdict(o) for o in observed],
     }
     save.write_text(json.dumps(run, indent=1))
@@ -352,10 +464,15 @@ def main() -> None:
     args.out.mkdir(parents=True, exist_ok=True)
     if args.replay:
         res = recheck(args.replay)
+        result: Path | None = None
+        if args.replay.name.endswith("-run.json"):  # refresh the comparison next to the run
+            result = args.replay.with_name(args.replay.name.removesuffix("-run.json") + ".json")
     else:
         save = args.out / f"{SUITE}-seed{args.seed}-run.json"
         res = crosscheck(args.jobs, args.seed, (args.run_min, args.run_max), args.load, save)
-        (args.out / f"{SUITE}-seed{args.seed}.json").write_text(json.dumps(asdict(res), indent=1))
+        result = args.out / f"{SUITE}-seed{args.seed}.json"
+    if result is not None:
+        result.write_text(json.dumps(asdict(res), indent=1))
     for row in res.differing:
         print(row)
     print(f"{res.suite} ({res.slurm_version}), {res.jobs} jobs, seed {res.seed}. "

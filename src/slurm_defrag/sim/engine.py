@@ -8,7 +8,9 @@ wait) and defrag cycles (every ``defrag_interval`` s). Scheduling mimics slurmct
   blocks lower-priority jobs (one partition);
 * the backfill pass reserves a node and a start time for that blocked job
   (:mod:`slurm_defrag.sim.backfill`) and starts later jobs, up to ``bf_max_job_test`` of
-  them, that fit now and either end before the reservation or avoid the reserved node;
+  them, that fit now and either end before the reservation or avoid the reserved node
+  (EASY, ``bf_reserve="head"``); with ``bf_reserve="all"`` it plans every job it tests
+  and cannot start, blocking whole nodes as slurmctld's backfill does (see there);
 * a defrag step may requeue running jobs (at most ``requeue_share`` of them per cycle); a
   requeued job loses its progress (GPU-hours lost) and waits again with its old priority.
 
@@ -22,11 +24,12 @@ import heapq
 from bisect import insort
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from typing import Literal
 
 import numpy as np
 
-from slurm_defrag.sim.backfill import reserve
-from slurm_defrag.sim.cluster import ClusterState
+from slurm_defrag.sim.backfill import NodePicker, Plans, first_in_order, plan, reserve
+from slurm_defrag.sim.cluster import BoolArray, ClusterState
 from slurm_defrag.sim.defrag import DefragStep, DefragView, NoDefrag, RunningJob, requeue_limit
 from slurm_defrag.sim.model import JobSpec, Placement
 from slurm_defrag.sim.policies.base import PlacementPolicy
@@ -41,6 +44,12 @@ class EngineConfig:
     """Seconds between backfill passes (Slurm's ``bf_interval`` default)."""
     bf_max_job_test: int = 100
     """Pending jobs a backfill pass looks at (Slurm's default is 500; fewer is faster)."""
+    bf_reserve: Literal["head", "all"] = "head"
+    """Plan only the blocked head job (EASY) or, like slurmctld, every job tested that
+    cannot start now, each plan blocking its whole node (:mod:`slurm_defrag.sim.backfill`)."""
+    bf_resolution: float = 0.0
+    """Round ``bf_reserve="all"`` plans down to this many seconds (Slurm's
+    ``bf_resolution``, default 60); 0 keeps exact times."""
     defrag_interval: float = 60.0
     """Seconds between defrag cycles when a defrag step is set."""
     requeue_share: float = 0.01
@@ -83,8 +92,12 @@ class Engine:
         defrag: DefragStep | None = None,
         config: EngineConfig | None = None,
         window: tuple[float, float] = (0.0, float("inf")),
+        plan_node: NodePicker | None = None,
     ) -> None:
+        """``plan_node`` chooses the node of a ``bf_reserve="all"`` plan among those where
+        the job will fit (default: the first in Slurm's node order)."""
         self.state = state
+        self._plan_node = plan_node or first_in_order(state)
         self.jobs = list(jobs)
         self.policy = policy
         self.rng = rng
@@ -192,7 +205,8 @@ class Engine:
 
     # -- scheduling ---------------------------------------------------------------------
 
-    def _try(self, jid: int, exclude: int | None = None) -> bool:
+    def _try(self, jid: int, exclude: int | BoolArray | None = None) -> bool:
+        """Start ``jid`` now if the policy places it, never on the ``exclude`` node(s)."""
         job = self.jobs[jid]
         feasible = self.state.feasible(job)
         if exclude is not None:
@@ -219,6 +233,9 @@ class Engine:
         self._bf_dirty = False
         self._released = True
         self._schedule()
+        if self.cfg.bf_reserve == "all":
+            self._backfill_planning_all()
+            return
         if len(self.pending) < 2:
             return
         head = self.jobs[self.pending[0][2]]
@@ -238,6 +255,20 @@ class Engine:
                 self.stats.backfilled += 1
             else:
                 failed.add(key)
+
+    def _backfill_planning_all(self) -> None:
+        """Slurm's backfill: walk the pending jobs in priority order; start each one that
+        fits now on a node no earlier plan blocks for its time limit, else plan it."""
+        plans = Plans(self.cfg.bf_resolution)
+        for _, _, jid in list(self.pending[: self.cfg.bf_max_job_test]):
+            job = self.jobs[jid]
+            blocked = plans.blocked(self.state.size, self.now, job.estimate)
+            if self._try(jid, exclude=blocked):
+                self.stats.backfilled += 1
+                continue
+            res = plan(self.state, job, self.running, self.now, plans, self._plan_node)
+            if res is not None:
+                plans.add(res.node, res.start, job.estimate, self.now)
 
     def _defrag(self) -> None:
         if not self.running or not self.pending:
