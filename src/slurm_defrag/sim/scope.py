@@ -6,8 +6,9 @@ the plan, so the step shows the planner only the ``k`` nodes where freeing room 
 job looks cheapest. The ranking is a lower bound of the planner's own cost under
 ``cost_by_share``: the GPU capacity held on the job's ``num_gpu`` least-used GPUs of the
 node (what requeueing them at the least would take away). CPUs, memory and NVLink are
-left to the planner, which chooses among the nodes kept; with ``k`` well above one the
-cheapest feasible node is almost always among them (docs/benchmarks.md gives the effect).
+left to the planner, which chooses among the nodes kept. A heuristic: the cheapest
+feasible placement may lie outside the ``k`` nodes (``bench/sim_scope_check.py`` compares
+scopes on one seed).
 """
 
 from __future__ import annotations
