@@ -13,14 +13,15 @@ from __future__ import annotations
 
 import importlib
 from collections.abc import Callable
+from dataclasses import replace
 from typing import Any
 
 from slurm_defrag.errors import InputError
 from slurm_defrag.sim.defrag import DefragPlan, DefragStep, DefragView, NoDefrag
-from slurm_defrag.sim.model import MILLI, Placement
+from slurm_defrag.sim.model import Placement
 from slurm_defrag.sim.protocol_b import LARGE_GPUS
 from slurm_defrag.sim.scope import cheapest_nodes, movable_host
-from slurm_defrag.sim.snapshot_view import ViewOptions, to_snapshot
+from slurm_defrag.sim.snapshot_view import ViewOptions, target_jobs, to_snapshot
 
 STEPS = ("none", "planner", "planner-large")
 """``planner``: every pending whole-GPU job at the head of the queue is a target, and GPUs
@@ -98,9 +99,8 @@ class PlannerStep:
             keep_gpus=self.min_gpus if self.min_gpus > 1 else None,
             shared_victims=self.shared_victims,
             cost_by_share=not view.timed,
-            nodes=self._scope(view),
         )
-        sim = to_snapshot(view, opts)
+        sim = to_snapshot(view, replace(opts, nodes=self._scope(view, opts)))
         snapshot = sim.snapshot
         # The caller chooses the targets, as an operator's --target would: the first pending
         # jobs of at least min_gpus GPUs in queue order, not the strategies' pick.
@@ -124,15 +124,12 @@ class PlannerStep:
                 place[int(t.job_id)] = Placement(index[p.node], tuple(p.gpus))
         return DefragPlan(requeue=requeue, place=place)
 
-
-    def _scope(self, view: DefragView) -> tuple[int, ...] | None:
+    def _scope(self, view: DefragView, opts: ViewOptions) -> tuple[int, ...] | None:
         if self.scope_nodes is None or view.state.size <= self.scope_nodes:
             return None
         movable = movable_host(view.state, view.running)
-        targets = [j for _, j in view.pending
-                   if j.num_gpu >= self.min_gpus and j.gpu_milli == MILLI][: self.max_targets]
         keep: set[int] = set()
-        for job in targets:
+        for _, job in target_jobs(view.pending, opts):
             keep.update(cheapest_nodes(view.state, job, self.scope_nodes, movable))
         return tuple(sorted(keep))
 

@@ -22,7 +22,7 @@ Job ids are the simulator's job indices as strings; node names are the trace's.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 
@@ -36,7 +36,7 @@ from slurm_defrag.domain.cluster import (
     Partition,
 )
 from slurm_defrag.sim.defrag import DefragView, RunningJob
-from slurm_defrag.sim.model import MILLI
+from slurm_defrag.sim.model import MILLI, JobSpec
 
 EPOCH = datetime(2026, 1, 1, tzinfo=UTC)
 """Simulated time 0."""
@@ -79,6 +79,16 @@ class SimSnapshot:
         for v in victim_ids:
             out.extend(self.bundles.get(v, (int(v),) if not v.startswith(BUNDLE_PREFIX) else ()))
         return tuple(out)
+
+
+def target_jobs(
+    pending: Sequence[tuple[int, JobSpec]], opts: ViewOptions
+) -> list[tuple[int, JobSpec]]:
+    """The pending jobs shown as targets: whole-GPU jobs of at least ``min_gpus`` GPUs,
+    the first ``max_targets`` in queue order."""
+    whole = [(jid, j) for jid, j in pending
+             if j.num_gpu >= max(1, opts.min_gpus) and j.gpu_milli == MILLI]
+    return whole[: opts.max_targets]
 
 
 def _one_model(models: frozenset[str] | None) -> str | None:
@@ -164,9 +174,7 @@ class _Builder:
 
     def targets(self) -> None:
         opts = self.opts
-        whole = [(jid, j) for jid, j in self.view.pending
-                 if j.num_gpu >= max(1, opts.min_gpus) and j.gpu_milli == MILLI]
-        for jid, j in whole[:opts.max_targets]:
+        for jid, j in target_jobs(self.view.pending, opts):
             self.jobs.append(Job(
                 id=str(jid), name=j.name, partition=PARTITION, state=JobState.PENDING,
                 reason="Resources", priority=j.priority, submit_time=at(j.submit),
