@@ -16,8 +16,8 @@ from collections.abc import Callable
 from typing import Any
 
 from hypothesis import HealthCheck, settings
-from infra import IN_CI
 
+from infra import IN_CI
 from slurm_defrag.errors import DefragError
 
 FUZZ_EXAMPLES = int(os.environ.get("SLURM_DEFRAG_FUZZ_EXAMPLES", 10_000 if IN_CI else 300))
@@ -42,16 +42,19 @@ def assert_clean(fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
     Returns what ``fn`` returned, or None when it raised a DefragError (whose message must
     be a single line). Any other exception propagates: that is the bug a fuzz test finds.
     """
+    error: DefragError | None = None
+    result = None
     tracemalloc.start()
     try:
         result = fn(*args, **kwargs)
     except DefragError as exc:
-        message = str(exc)
-        assert message.strip(), f"{type(exc).__name__} with an empty message"
-        assert "\n" not in message, f"multi-line error message: {message!r}"
-        result = None
+        error = exc
     finally:
         _, peak = tracemalloc.get_traced_memory()
         tracemalloc.stop()
     assert peak < MAX_PEAK_BYTES, f"peak {peak / 2**20:.0f} MiB for one input"
+    if error is not None:
+        message = str(error)
+        assert message.strip(), f"{type(error).__name__} with an empty message"
+        assert "\n" not in message, f"multi-line error message: {message!r}"
     return result
