@@ -30,7 +30,7 @@ from slurm_defrag.store.errors import (
     SchemaTooNew,
 )
 
-ENV = {**os.environ, "PYTHONPATH": str(ROOT / "src")}
+ENV = dict(os.environ)
 
 
 @pytest.mark.parametrize("flag", ["--version", "-V"])
