@@ -60,8 +60,8 @@ step "README's first command on the bare wheel (no extras)"
 BARE=$(mktemp -d)
 python3 -m venv "$BARE/venv"
 "$BARE/venv/bin/pip" -q --disable-pip-version-check install "$WHEEL"
-"$BARE/venv/bin/slurm-defrag" frag --snapshot examples/course.json >"$BARE/frag.txt"
-grep -q "falsely starved" "$BARE/frag.txt"
+COLUMNS=200 "$BARE/venv/bin/slurm-defrag" frag --snapshot examples/course.json >"$BARE/frag.txt"
+grep -q "falsely-starved (spatial)" "$BARE/frag.txt"
 rc=0; "$BARE/venv/bin/slurm-defrag" history --db "sqlite:///$BARE/h.db" --plot "$BARE/h.png" \
     2>"$BARE/err.txt" || rc=$?
 grep -qF "pip install 'slurm-defrag[plot]'" "$BARE/err.txt" || { cat "$BARE/err.txt"; exit 1; }
