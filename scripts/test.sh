@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # The whole test suite, from a fresh clone on a fresh Debian machine:
-#   1. Python env with every extra the tests need (.venv),
+#   1. Python env (.venv): the built wheel with every extra the tests need; the README's
+#      first command on the bare wheel,
 #   2. static checks: ruff, mypy --strict,
 #   3. unit, property, solver, adapter and store tests (no services),
 #   4. PostgreSQL (Debian package, throwaway cluster) for the store tests on a real server,
@@ -40,12 +41,32 @@ if [ "${#need[@]}" -gt 0 ]; then
     DEBIAN_FRONTEND=noninteractive apt-get install -y -q "${need[@]}"
 fi
 
-step "python environment"
+step "python environment: the wheel, installed as a site installs it"
 if [ ! -x .venv/bin/python ]; then
     python3 -m venv .venv
 fi
-.venv/bin/pip install -q --disable-pip-version-check --upgrade pip
-.venv/bin/pip install -q --disable-pip-version-check -e '.[dev]'
+PIP=(.venv/bin/pip -q --disable-pip-version-check)
+"${PIP[@]}" install --upgrade pip
+# The suite runs against the built wheel, not the source tree, so packaging mistakes (a
+# module or data file left out, a dependency only the tree has) fail here.
+rm -rf build/wheel
+"${PIP[@]}" wheel --no-deps -w build/wheel .
+WHEEL=$(ls build/wheel/slurm_defrag-*.whl)
+"${PIP[@]}" install "$WHEEL[dev]"
+# same version number as an earlier run: reinstall so this tree's code is what is tested
+"${PIP[@]}" install --force-reinstall --no-deps "$WHEEL"
+
+step "README's first command on the bare wheel (no extras)"
+BARE=$(mktemp -d)
+python3 -m venv "$BARE/venv"
+"$BARE/venv/bin/pip" -q --disable-pip-version-check install "$WHEEL"
+COLUMNS=200 "$BARE/venv/bin/slurm-defrag" frag --snapshot examples/course.json >"$BARE/frag.txt"
+grep -q "falsely-starved (spatial)" "$BARE/frag.txt"
+rc=0; "$BARE/venv/bin/slurm-defrag" history --db "sqlite:///$BARE/h.db" --plot "$BARE/h.png" \
+    2>"$BARE/err.txt" || rc=$?
+grep -qF "pip install 'slurm-defrag[plot]'" "$BARE/err.txt" || { cat "$BARE/err.txt"; exit 1; }
+[ "$rc" -ne 0 ]
+rm -rf "$BARE"
 
 step "ruff"
 .venv/bin/ruff check src tests bench

@@ -32,7 +32,8 @@ app = typer.Typer(
     name="slurm-defrag",
     help="Measure and repair GPU fragmentation on Slurm clusters.",
     no_args_is_help=True,
-    add_completion=False,
+    # --install-completion / --show-completion (bash, zsh, fish) come from typer.
+    add_completion=True,
     pretty_exceptions_enable=False,
 )
 
@@ -48,10 +49,26 @@ app.command()(web.web)
 app.command()(top.top)
 
 
+def _print_version(value: bool) -> None:
+    if value:
+        typer.echo(f"slurm-defrag {__version__}")
+        raise typer.Exit()
+
+
+@app.callback()
+def _root(
+    version: bool = typer.Option(
+        False, "--version", "-V", callback=_print_version, is_eager=True,
+        help="Print the version and exit.",
+    ),
+) -> None:
+    """Measure and repair GPU fragmentation on Slurm clusters."""
+
+
 @app.command()
 def version() -> None:
-    """Print the version."""
-    typer.echo(__version__)
+    """Print the version (same as --version)."""
+    typer.echo(f"slurm-defrag {__version__}")
 
 
 def main() -> None:
@@ -59,7 +76,9 @@ def main() -> None:
     # Standalone mode handles usage errors and --help itself and lets other exceptions
     # through: ours become one line, anything else is a bug and keeps its traceback.
     try:
-        app()
+        # one name however it is started (entry point or python -m), so completion and
+        # usage lines say slurm-defrag
+        app(prog_name="slurm-defrag")
     except DefragError as exc:
         # Text, not markup: messages contain JSON paths like nodes[0] that rich would eat.
         Console(stderr=True).print(

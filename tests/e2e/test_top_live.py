@@ -18,6 +18,7 @@ import pytest
 from live_cluster import CTLD, DOCKER, GRES_CONF, cluster_is_up, ctld
 
 from infra import require
+from slurm_defrag.errors import ExitCode
 from tmux_terminal import TmuxTerminal, require_tmux
 
 pytestmark = pytest.mark.slurm
@@ -68,6 +69,6 @@ def test_top_live_first_read_failing_is_one_line(tmp_path: Path) -> None:
     flag.touch()
     out = subprocess.run([*TOP, "--once"], capture_output=True, text=True, timeout=120,
                          env={**os.environ, **env, "COLUMNS": "300"})  # fmt: skip
-    assert out.returncode == 3, out.stderr
+    assert out.returncode == ExitCode.SLURM_UNAVAILABLE, out.stderr
     assert out.stderr.startswith("slurm-defrag: error: Slurm unavailable: ")
     assert out.stderr.count("\n") == 1

@@ -21,6 +21,7 @@ from infra import EXAMPLES
 from slurm_defrag.cli import app
 from slurm_defrag.commands.top import next_frame
 from slurm_defrag.commands.top_sources import FileSource, frame_reader
+from slurm_defrag.errors import ExitCode
 from slurm_defrag.report.top_view import TopFrame, plan_view, render_frame
 from slurm_defrag.slurm.errors import SlurmUnavailableError
 from slurm_defrag.store.plans import PlanRecord, StepRecord
@@ -136,10 +137,14 @@ def test_once_through_the_cli() -> None:
 @pytest.mark.parametrize(
     ("args", "message", "code"),
     [
-        (["--snapshot", "/nonexistent/course.json"], "/nonexistent/course.json: no such file", 2),
-        (["--snapshot", str(COURSE), "--at", "2026-11-29T12:00"], "--at replays stored", 2),
-        (["--db", "sqlite:////nonexistent/dir/x.db"], "directory /nonexistent/dir does not", 3),
-        (["--db", "postgresql+psycopg://u@127.0.0.1:1/db"], "cannot reach database", 3),
+        (["--snapshot", "/nonexistent/course.json"], "/nonexistent/course.json: no such file",
+         ExitCode.BAD_INPUT),
+        (["--snapshot", str(COURSE), "--at", "2026-11-29T12:00"], "--at replays stored",
+         ExitCode.BAD_INPUT),
+        (["--db", "sqlite:////nonexistent/dir/x.db"], "directory /nonexistent/dir does not",
+         ExitCode.DB_UNREACHABLE),
+        (["--db", "postgresql+psycopg://u@127.0.0.1:1/db"], "cannot reach database",
+         ExitCode.DB_UNREACHABLE),
     ],
 )
 def test_bad_input_is_one_line_and_nonzero(args: list[str], message: str, code: int) -> None:
@@ -157,7 +162,7 @@ def test_broken_snapshot_file_is_one_line(tmp_path: Path) -> None:
     broken.write_text('{"nodes": [')
     out = subprocess.run([*TOP, "-s", str(broken), "--once"], capture_output=True, text=True,
                          timeout=60)  # fmt: skip
-    assert out.returncode == 2
+    assert out.returncode == ExitCode.BAD_INPUT
     assert out.stderr.strip() == f"slurm-defrag: error: {broken}: not valid JSON at line 1 " \
         "column 12: Expecting value"
 

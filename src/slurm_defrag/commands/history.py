@@ -72,6 +72,10 @@ def history(
     window = parse_duration(since)
     if plot is not None and plot.suffix.lower() not in (".png", ".html"):
         raise InputError(f"--plot: {plot} must end in .png or .html")
+    if plot is not None:
+        from slurm_defrag.extras import require_extra
+
+        require_extra("matplotlib", "plot", "history --plot")
     with Store.open(db) as store, translate_errors(store.url):
         h = load_history(store, window, partition=partition, cluster=cluster, top_nodes=top)
     if plot is not None:

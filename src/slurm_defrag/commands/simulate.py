@@ -80,6 +80,11 @@ def simulate(
     json_out: JsonOpt = False,
 ) -> None:
     """Replay Alibaba openb against Slurm-like placement policies (see docs/benchmarks.md)."""
+    from slurm_defrag.extras import require_extra
+
+    require_extra("numpy", "sim", "simulate")
+    if out is not None:
+        require_extra("matplotlib", "plot", "simulate --out (plots)")
     from slurm_defrag.sim import report, suite
 
     if protocol not in ("a", "b"):

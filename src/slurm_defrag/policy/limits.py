@@ -19,7 +19,7 @@ from typing import Annotated, Protocol, runtime_checkable
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from slurm_defrag.errors import DefragError
+from slurm_defrag.errors import DefragError, ExitCode
 
 HOUR = timedelta(hours=1)
 DAY = timedelta(days=1)
@@ -91,6 +91,7 @@ class InMemoryPreemptionHistory:
 class LimitError(DefragError):
     """A limit would be broken. ``limit`` names the policy key."""
 
+    exit_code = ExitCode.REFUSED
     limit = "limits"
 
     def __init__(self, message: str, allowed: float, would_be: float) -> None:

@@ -7,7 +7,7 @@ plan is rolled back.
 
 from __future__ import annotations
 
-from slurm_defrag.errors import DefragError
+from slurm_defrag.errors import DefragError, ExitCode
 
 
 class PermanentError(DefragError):
@@ -16,6 +16,8 @@ class PermanentError(DefragError):
 
 class StepRefused(PermanentError):
     """A safety check stopped a step (protection, limit, state changed since planning)."""
+
+    exit_code = ExitCode.REFUSED
 
 
 class SimulatedCrash(BaseException):

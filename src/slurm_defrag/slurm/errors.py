@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from slurm_defrag.errors import DefragError
+from slurm_defrag.errors import DefragError, ExitCode
 
 
 class SlurmError(DefragError):
@@ -12,19 +12,19 @@ class SlurmError(DefragError):
 class SlurmUnavailableError(SlurmError):
     """Slurm did not answer (slurmctld down, timeout, socket refused): retry later."""
 
-    exit_code = 3
+    exit_code = ExitCode.SLURM_UNAVAILABLE
 
 
 class SlurmRejectedError(SlurmError):
     """Slurm answered and refused the request (bad job id, permission, invalid state)."""
 
-    exit_code = 4
+    exit_code = ExitCode.SLURM_REJECTED
 
 
 class SlurmParseError(SlurmError):
     """Slurm answered something we cannot read; the message names the field."""
 
-    exit_code = 5
+    exit_code = ExitCode.SLURM_UNREADABLE
 
 
 # Messages that mean "Slurm (or the way to it) is down", not "Slurm said no". Lower case;
