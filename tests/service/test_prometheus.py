@@ -369,8 +369,24 @@ def test_dashboard_and_alerts_use_exposed_series(make_cycle: CycleFactory, fake:
 def test_docs_list_every_series(make_cycle: CycleFactory, fake: FakeSlurm, store: Store,
                                 tmp_path: Path) -> None:
     names = exposed_names(make_cycle, fake, store, tmp_path)
+    # ours; the standard process_*/python_info series are described in prose
     families = {re.sub(r"_(bucket|sum|count)$", "", n) for n in names
-                if not n.endswith("_created")}
+                if not n.endswith("_created") and n.startswith("slurm_defrag_")}
     documented = set(NAME.findall((ROOT / "docs" / "observability.md").read_text()))
     assert families - documented == set()
     assert documented - families - names == set()
+
+
+
+def test_build_info_and_process_series(make_cycle: CycleFactory, fake: FakeSlurm, store: Store,
+                                       tmp_path: Path) -> None:
+    from slurm_defrag import __version__
+
+    names = exposed_names(make_cycle, fake, store, tmp_path)
+    assert {"process_cpu_seconds_total", "process_resident_memory_bytes",
+            "process_start_time_seconds", "python_info"} <= names
+    _, exporter = observed(make_cycle, fake, store, "dry-run")
+    got = scrape(exporter)
+    (labels,) = [dict(lbl) for (name, lbl) in got if name == "slurm_defrag_build_info"]
+    assert labels["version"] == __version__
+    assert labels["ortools"] not in ("", "none")

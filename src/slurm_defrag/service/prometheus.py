@@ -24,7 +24,15 @@ from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 
-from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, Counter, Histogram
+from prometheus_client import (
+    CONTENT_TYPE_LATEST,
+    CollectorRegistry,
+    Counter,
+    Histogram,
+    Info,
+    PlatformCollector,
+    ProcessCollector,
+)
 from prometheus_client import Gauge as GaugeSeries
 from prometheus_client.core import GaugeMetricFamily, Metric
 from prometheus_client.exposition import generate_latest
@@ -167,6 +175,22 @@ class ServiceCollector(Collector):
         return iter(())
 
 
+def build_info() -> dict[str, str]:
+    """Labels of ``slurm_defrag_build_info``: what to quote in a bug report."""
+    from importlib.metadata import PackageNotFoundError, version
+
+    from slurm_defrag import __version__
+
+    def of(dist: str) -> str:
+        try:
+            return version(dist)
+        except PackageNotFoundError:
+            return "none"
+
+    return {"version": __version__, "ortools": of("ortools"), "sqlalchemy": of("sqlalchemy"),
+            "pyslurm": of("pyslurm")}
+
+
 class Exporter:
     """The service's metrics: an :class:`~.observer.Observer` and the ``/metrics`` page.
 
@@ -181,6 +205,12 @@ class Exporter:
         self.snapshot = SnapshotCollector()
         self.registry.register(self.snapshot)
         r = self.registry
+        # The standard process_* (CPU, memory, open fds, start time) and python_info series,
+        # on this registry: a per-service registry does not get the global default's.
+        ProcessCollector(registry=r)
+        PlatformCollector(registry=r)
+        Info(PREFIX.rstrip("_") + "_build", "Version of slurm-defrag and of the libraries "
+             "that decide plans.", registry=r).info(build_info())
         self.cycle_seconds = Histogram(PREFIX + "cycle_duration_seconds",
                                        "Duration of one service cycle.", buckets=_SECONDS,
                                        registry=r)
