@@ -27,7 +27,8 @@ if TYPE_CHECKING:
     from slurm_defrag.store.history import History
 
 _UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 7 * 86400}
-_DURATION = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([smhdw])\s*$")
+# ASCII digits only: \d alone also matches other scripts' digits ("٣d").
+_DURATION = re.compile(r"^\s*([0-9]{1,12}(?:\.[0-9]{1,12})?)\s*([smhdw])\s*$", re.ASCII)
 _SPARK = "▁▂▃▄▅▆▇█"
 
 
@@ -39,7 +40,7 @@ def parse_duration(text: str) -> float:
     """``90m``, ``12h``, ``7d``, ``2w`` -> seconds."""
     m = _DURATION.match(text)
     if m is None or float(m[1]) <= 0:
-        raise InputError(f"--since: {text!r} is not a duration like 30m, 12h, 7d or 2w")
+        raise InputError(f"--since: {text[:40]!r} is not a duration like 30m, 12h, 7d or 2w")
     seconds = float(m[1]) * _UNITS[m[2]]
     if seconds > MAX_DURATION_DAYS * 86400:
         raise InputError(f"--since: {text!r} is longer than {MAX_DURATION_DAYS} days")
