@@ -37,6 +37,7 @@ import json
 import logging
 import math
 import socket
+import sys
 import threading
 import time
 from collections.abc import Callable, Iterable, Mapping
@@ -96,9 +97,10 @@ class _DeadlineReader(io.RawIOBase):
     Every read here waits at most for what is left of the whole request's time.
     """
 
-    def __init__(self, sock: socket.socket, timeout_s: float) -> None:
+    def __init__(self, sock: socket.socket, timeout_s: float, idle_s: float) -> None:
         self._sock = sock
         self._deadline = time.monotonic() + timeout_s
+        self._idle_s = idle_s
 
     def readable(self) -> bool:
         return True
@@ -107,7 +109,7 @@ class _DeadlineReader(io.RawIOBase):
         left = self._deadline - time.monotonic()
         if left <= 0:
             raise TimeoutError("request not received in time")
-        self._sock.settimeout(left)
+        self._sock.settimeout(min(left, self._idle_s))
         return self._sock.recv_into(buffer)
 
 
@@ -199,6 +201,14 @@ class _Server(ThreadingHTTPServer):
             self.slots.release()
             raise
 
+    def handle_error(self, request: Any, client_address: Any) -> None:
+        # Not the standard traceback on stderr: a client hanging up mid-answer is routine.
+        exc = sys.exc_info()[1]
+        if isinstance(exc, OSError):
+            log.debug("http: connection from %s ended: %s", client_address[0], exc)
+        else:
+            log.exception("http: request from %s failed", client_address[0])
+
     def process_request_thread(self, request: Any, client_address: Any) -> None:
         try:
             super().process_request_thread(request, client_address)
@@ -245,8 +255,8 @@ class ControlServer:
             def setup(self) -> None:
                 super().setup()
                 self.rfile.close()  # the plain socket file; ours bounds the whole request
-                self.rfile = io.BufferedReader(_DeadlineReader(self.connection,
-                                                               request_timeout_s))
+                self.rfile = io.BufferedReader(
+                    _DeadlineReader(self.connection, request_timeout_s, float(self.timeout)))
 
             def parse_request(self) -> bool:
                 if not super().parse_request():
