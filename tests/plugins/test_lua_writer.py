@@ -26,7 +26,7 @@ HOSTILE = [
     "plain", "", 'quote " and \\ backslash', "new\nline", "cr\rlf\r\n", "]]", "]=]", "[[x]]",
     "--[[ comment", "\x00nul", "\x1b[31mred", "\x7f", "tab\t", "é ü 中文 🚀",
     "\\0651", "\\", "\\\\\"", "%s %d", "'single'", "x\"; os.exit(3) --",
-    "\nos.exit(3)\n", "\\ddd\\123\\", "".join(chr(i) for i in range(0, 128)),
+    "\nos.exit(3)\n", "\\ddd\\123\\", "".join(chr(i) for i in range(128)),
     "\udcff\udc80 non-UTF-8 bytes of a path",
 ]
 
@@ -34,7 +34,9 @@ HOSTILE = [
 # only if injected code executed.
 DUMP = """
 local t = dofile(arg[1])
-local function hex(s) return (s:gsub(".", function(c) return string.format("%02x", c:byte()) end)) end
+local function hex(s)
+  return (s:gsub(".", function(c) return string.format("%02x", c:byte()) end))
+end
 for i = 1, #t.v do print(hex(t.v[i])) end
 for k, v in pairs(t.k) do print("k:" .. hex(k) .. "=" .. hex(v)) end
 print("ran:" .. tostring(ran))
@@ -90,7 +92,8 @@ def test_lua_string_is_printable_ascii_and_unambiguous() -> None:
     assert lua_string("\n") == '"\\010"'
     for s in HOSTILE:
         lit = lua_string(s)
-        assert lit.isascii() and lit.isprintable()
+        assert lit.isascii()
+        assert lit.isprintable()
 
 
 @pytest.mark.parametrize(

@@ -84,7 +84,7 @@ def history(
         return
     render(Console(), h)
     if plot is not None:
-        Console(stderr=True).print(f"plot written to {plot}")
+        Console(stderr=True).print(f"plot written to {plot}", markup=False)
 
 
 def _json_default(value: Any) -> Any:
@@ -103,7 +103,9 @@ def _spark(values: list[float]) -> str:
 
 
 def render(console: Console, h: History) -> None:
-    what = f"partition {h.name}" if h.scope == "partition" else f"cluster {h.cluster}"
+    from slurm_defrag.report.safe_text import cells, markup
+
+    what = markup(f"partition {h.name}" if h.scope == "partition" else f"cluster {h.cluster}")
     console.print(
         f"[bold]{what}[/]  {h.since:%Y-%m-%d %H:%M} → {h.until:%Y-%m-%d %H:%M} UTC  "
         f"({h.snapshots} snapshots, {h.resolution_s // 60} min buckets)"
@@ -139,7 +141,7 @@ def render(console: Console, h: History) -> None:
                 "unusable GB·h"):  # fmt: skip
         nodes.add_column(col, justify="left" if col in ("node", "partitions") else "right")
     for n in h.nodes:
-        nodes.add_row(n.node, ",".join(n.partitions), f"{n.unusable_gpu_hours:.1f}",
+        nodes.add_row(*cells(n.node, ",".join(n.partitions)), f"{n.unusable_gpu_hours:.1f}",
                       f"{n.unusable_hours:.1f} h", str(n.max_unusable), f"{n.mean_free:.1f}",
                       f"{n.unusable_memory_gb_hours:,.0f}")  # fmt: skip
     console.print()
