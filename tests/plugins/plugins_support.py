@@ -59,6 +59,7 @@ class Hit:
     at: float  # time.time() when the request arrived
     path: str
     body: str
+    headers: dict[str, str] = field(default_factory=dict)
 
 
 class TriggerListener:
@@ -66,7 +67,7 @@ class TriggerListener:
     through their network gateway). ``hang=True`` accepts connections and never answers,
     like a wedged service."""
 
-    def __init__(self, *, hang: bool = False) -> None:
+    def __init__(self, *, hang: bool = False, status: int = 202) -> None:
         self.hits: list[Hit] = []
         self._lock = threading.Lock()
         self._hang = hang
@@ -84,8 +85,9 @@ class TriggerListener:
                     n = int(self.headers.get("Content-Length") or 0)
                     body = self.rfile.read(n).decode("utf-8", "replace")
                     with listener._lock:
-                        listener.hits.append(Hit(time.time(), self.path, body))
-                    self.send_response(202)
+                        listener.hits.append(Hit(time.time(), self.path, body,
+                                                 dict(self.headers.items())))
+                    self.send_response(status)
                     self.end_headers()
 
                 def log_message(self, *args: object) -> None:

@@ -181,3 +181,65 @@ def test_odd_values_are_escaped_in_the_body(tmp_path: Path, listener: TriggerLis
     hit = listener.wait_for('"job_id":"4242"', timeout_s=3)
     assert hit is not None
     assert json.loads(hit.body)["partition"] == 'we"ird\\part x'
+
+
+# -- issue #15: the shared secret and coalesced answers ----------------------------------
+
+SECRET = "0123456789abcdef0123456789abcdef"
+
+
+@pytest.mark.parametrize("without", ["", "curl"])
+def test_secret_is_sent_as_a_header_from_the_file(tmp_path: Path, listener: TriggerListener,
+                                                  without: str) -> None:
+    """Defect (#15): the service may now require a shared secret on /trigger; the epilog
+    sends it from DEFRAG_TRIGGER_SECRET_FILE (curl: on stdin, never in its argv)."""
+    require(without == "curl" or shutil.which("curl") is not None, "curl")
+    secret = tmp_path / "secret"
+    secret.write_text(SECRET + "\n", encoding="utf-8")
+    url = f"http://127.0.0.1:{listener.port}/trigger"
+    env = {"DEFRAG_GPU_CHECK": "always", "DEFRAG_TRIGGER_URL": url}
+    if without:
+        env["PATH"] = tool_path(tmp_path, without=without)
+    run_epilog(tmp_path, env, conf=f"DEFRAG_TRIGGER_SECRET_FILE={secret}\n")
+    hit = listener.wait_for('"job_id":"4242"', timeout_s=3)
+    assert hit is not None
+    assert hit.headers.get("X-Defrag-Trigger-Secret") == SECRET
+
+
+def test_no_secret_no_header(tmp_path: Path, listener: TriggerListener) -> None:
+    require(shutil.which("curl") is not None, "curl")
+    url = f"http://127.0.0.1:{listener.port}/trigger"
+    run_epilog(tmp_path, {"DEFRAG_GPU_CHECK": "always", "DEFRAG_TRIGGER_URL": url})
+    hit = listener.wait_for('"job_id":"4242"', timeout_s=3)
+    assert hit is not None
+    assert "X-Defrag-Trigger-Secret" not in hit.headers
+    wait_log(tmp_path, "triggered " + url)
+
+
+def test_a_bad_secret_file_sends_nothing(tmp_path: Path, listener: TriggerListener) -> None:
+    url = f"http://127.0.0.1:{listener.port}/trigger"
+    bad = tmp_path / "secret"
+    bad.write_text("two words\n", encoding="utf-8")
+    for path, why in ((tmp_path / "missing", "cannot read"), (bad, "printable ASCII")):
+        (tmp_path / "epilog.log").unlink(missing_ok=True)
+        run_epilog(tmp_path, {"DEFRAG_GPU_CHECK": "always", "DEFRAG_TRIGGER_URL": url,
+                              "DEFRAG_TRIGGER_SECRET_FILE": str(path)})
+        assert why in wait_log(tmp_path, "trigger not sent")
+    assert listener.wait_for("job_id", timeout_s=0.5) is None
+
+
+@pytest.mark.parametrize("without", ["", "curl"])
+def test_429_coalesced_counts_as_sent(tmp_path: Path, without: str) -> None:
+    """The service answers 429 when the trigger joined a cycle already pending: not a
+    failure to log."""
+    require(without == "curl" or shutil.which("curl") is not None, "curl")
+    busy = TriggerListener(status=429)
+    try:
+        url = f"http://127.0.0.1:{busy.port}/trigger"
+        env = {"DEFRAG_GPU_CHECK": "always", "DEFRAG_TRIGGER_URL": url}
+        if without:
+            env["PATH"] = tool_path(tmp_path, without=without)
+        run_epilog(tmp_path, env)
+        wait_log(tmp_path, "triggered " + url)
+    finally:
+        busy.close()

@@ -26,7 +26,7 @@ def _get(url: str) -> tuple[int, dict[str, object]]:
 def test_scheduler_trigger_and_health(make_cycle: CycleFactory, tmp_path: Path) -> None:
     cycle = make_cycle("off")
     settings = ServiceSettings(mode="off", interval_s=3600, http_port=0,
-                               kill_switch_file=tmp_path / "STOP")
+                               kill_switch_file=tmp_path / "STOP", trigger_min_interval_s=0)
     # http_port=0 disables the server; start one on a free port by hand instead.
     service = Service(settings, cycle, cycle.lease)
     service.start()
@@ -101,7 +101,7 @@ def test_a_trigger_during_a_cycle_runs_one_more_cycle(make_cycle: CycleFactory,
     epilog saying GPUs were freed) must still get its cycle, right after the current one."""
     cycle = make_cycle("off")
     settings = ServiceSettings(mode="off", interval_s=3600, http_port=0,
-                               kill_switch_file=tmp_path / "STOP")
+                               kill_switch_file=tmp_path / "STOP", trigger_min_interval_s=0)
     service = Service(settings, cycle, cycle.lease)
     inner = cycle.run
     started = []

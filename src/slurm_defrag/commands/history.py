@@ -27,7 +27,8 @@ if TYPE_CHECKING:
     from slurm_defrag.store.history import History
 
 _UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 7 * 86400}
-_DURATION = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([smhdw])\s*$")
+# ASCII digits only: \d alone also matches other scripts' digits ("٣d").
+_DURATION = re.compile(r"^\s*([0-9]{1,12}(?:\.[0-9]{1,12})?)\s*([smhdw])\s*$", re.ASCII)
 _SPARK = "▁▂▃▄▅▆▇█"
 
 
@@ -39,7 +40,7 @@ def parse_duration(text: str) -> float:
     """``90m``, ``12h``, ``7d``, ``2w`` -> seconds."""
     m = _DURATION.match(text)
     if m is None or float(m[1]) <= 0:
-        raise InputError(f"--since: {text!r} is not a duration like 30m, 12h, 7d or 2w")
+        raise InputError(f"--since: {text[:40]!r} is not a duration like 30m, 12h, 7d or 2w")
     seconds = float(m[1]) * _UNITS[m[2]]
     if seconds > MAX_DURATION_DAYS * 86400:
         raise InputError(f"--since: {text!r} is longer than {MAX_DURATION_DAYS} days")
@@ -87,7 +88,7 @@ def history(
         return
     render(Console(), h)
     if plot is not None:
-        Console(stderr=True).print(f"plot written to {plot}")
+        Console(stderr=True).print(f"plot written to {plot}", markup=False)
 
 
 def _json_default(value: Any) -> Any:
@@ -106,7 +107,9 @@ def _spark(values: list[float]) -> str:
 
 
 def render(console: Console, h: History) -> None:
-    what = f"partition {h.name}" if h.scope == "partition" else f"cluster {h.cluster}"
+    from slurm_defrag.report.safe_text import cells, markup
+
+    what = markup(f"partition {h.name}" if h.scope == "partition" else f"cluster {h.cluster}")
     console.print(
         f"[bold]{what}[/]  {h.since:%Y-%m-%d %H:%M} → {h.until:%Y-%m-%d %H:%M} UTC  "
         f"({h.snapshots} snapshots, {h.resolution_s // 60} min buckets)"
@@ -142,7 +145,7 @@ def render(console: Console, h: History) -> None:
                 "unusable GB·h"):  # fmt: skip
         nodes.add_column(col, justify="left" if col in ("node", "partitions") else "right")
     for n in h.nodes:
-        nodes.add_row(n.node, ",".join(n.partitions), f"{n.unusable_gpu_hours:.1f}",
+        nodes.add_row(*cells(n.node, ",".join(n.partitions)), f"{n.unusable_gpu_hours:.1f}",
                       f"{n.unusable_hours:.1f} h", str(n.max_unusable), f"{n.mean_free:.1f}",
                       f"{n.unusable_memory_gb_hours:,.0f}")  # fmt: skip
     console.print()

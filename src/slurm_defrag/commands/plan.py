@@ -52,35 +52,36 @@ def render(console: Console, before: ClusterSnapshot, plan: Plan, after: Cluster
     from rich.table import Table
 
     from slurm_defrag.report.gpu_map import LEGEND, gpu_map
+    from slurm_defrag.report.safe_text import cells, clean, markup
 
     s = plan.solver
-    console.print(f"[bold]{plan.cluster}[/bold] at {plan.taken_at:%Y-%m-%d %H:%M:%S %Z}   "
-                  f"plan [bold]{plan.plan_id}[/bold] ({plan.status})   DRY RUN: nothing is "
-                  "changed in Slurm")
+    console.print(f"[bold]{markup(plan.cluster)}[/bold] at "
+                  f"{plan.taken_at:%Y-%m-%d %H:%M:%S %Z}   plan [bold]{markup(plan.plan_id)}"
+                  f"[/bold] ({markup(plan.status)})   DRY RUN: nothing is changed in Slurm")
     gap = f"{s.gap:.2%}" if s.gap is not None else "-"
-    console.print(f"solver: {s.status}, optimality {s.optimality}, gap {gap}, "
-                  f"{s.options} candidate placements"
-                  + (f" (pruned from {s.full_options})" if s.pruned else "")
-                  + f", {s.components} part(s), {s.runtime_s:.2f} s", markup=False)
+    console.print(clean(f"solver: {s.status}, optimality {s.optimality}, gap {gap}, "
+                        f"{s.options} candidate placements"
+                        + (f" (pruned from {s.full_options})" if s.pruned else "")
+                        + f", {s.components} part(s), {s.runtime_s:.2f} s"), markup=False)
     for line in plan.explanation.splitlines():
-        console.print(line, markup=False)
+        console.print(clean(line), markup=False, highlight=False)
     if plan.victims:
         t = Table(title="Victims (requeued)", title_justify="left")
         for col in ("job", "user", "QOS", "GPUs", "since", "lost GPU-h", "cost", "why"):
             t.add_column(col, overflow="fold")
         for v in plan.victims:
             gpus = " ".join(f"{n}:{','.join(map(str, i))}" for n, i in v.gpus.items())
-            t.add_row(v.job_id, v.user, v.qos, gpus, f"{v.since_source} {v.since:%H:%M}",
-                      f"{v.lost_gpu_hours:.2f}", f"{v.cost_gpu_hours:.2f}", v.reason)
+            t.add_row(*cells(v.job_id, v.user, v.qos, gpus, f"{v.since_source} {v.since:%H:%M}",
+                             f"{v.lost_gpu_hours:.2f}", f"{v.cost_gpu_hours:.2f}", v.reason))
         console.print(t)
     if plan.actions:
         t = Table(title="Actions (in order)", title_justify="left")
         for col in ("#", "action", "job", "nodes", "reservation", "expected", "reason"):
             t.add_column(col, overflow="fold")
         for a in plan.actions:
-            t.add_row(str(a.step), a.kind.value, a.job_id or "", ",".join(a.nodes),
-                      a.reservation or "", f"{a.expected_at:%H:%M}" if a.expected_at else "",
-                      a.reason)
+            t.add_row(*cells(str(a.step), a.kind.value, a.job_id or "", ",".join(a.nodes),
+                             a.reservation or "",
+                             f"{a.expected_at:%H:%M}" if a.expected_at else "", a.reason))
         console.print(t)
     touched = {p.node for tg in plan.targets for p in tg.placements} | {
         n for v in plan.victims for n in v.gpus}

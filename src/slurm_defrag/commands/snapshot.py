@@ -78,6 +78,7 @@ def summary_table(snap: ClusterSnapshot) -> Table:
     """One row per node: state, GPUs busy/total and which, jobs on it, reservation."""
     from slurm_defrag.domain.cluster import JobState
     from slurm_defrag.domain.gres import format_index_ranges
+    from slurm_defrag.report.safe_text import cells, markup
 
     jobs_on: dict[str, list[str]] = {}
     for job in snap.running_gpu_jobs():
@@ -87,7 +88,8 @@ def summary_table(snap: ClusterSnapshot) -> Table:
     busy = sum(len(n.gpus_used) for n in snap.nodes)
     total = sum(n.gpu_count for n in snap.nodes)
     t = Table(
-        title=f"{snap.cluster} via {snap.source} at {snap.taken_at:%Y-%m-%d %H:%M:%S %Z}: "
+        title=f"{markup(snap.cluster)} via {markup(snap.source)} at "
+        f"{snap.taken_at:%Y-%m-%d %H:%M:%S %Z}: "
         f"{len(snap.nodes)} nodes, GPUs {busy}/{total} busy, "
         f"{sum(1 for _ in snap.running_gpu_jobs())} GPU jobs running, {pending} pending, "
         f"{len(snap.reservations)} reservations",
@@ -96,7 +98,7 @@ def summary_table(snap: ClusterSnapshot) -> Table:
     for col in ("node", "state", "model", "busy", "busy GPUs", "jobs", "reservation / reason"):
         t.add_column(col, overflow="fold")
     for n in snap.nodes:
-        t.add_row(
+        t.add_row(*cells(
             n.name,
             "+".join(sorted(n.state)),
             n.gpu_model or "-",
@@ -104,5 +106,5 @@ def summary_table(snap: ClusterSnapshot) -> Table:
             format_index_ranges(n.gpus_used) if n.gpus_used else "-",
             ",".join(jobs_on.get(n.name, [])) or "-",
             " ".join(x for x in (n.reservation or "", n.reason) if x) or "-",
-        )
+        ))
     return t

@@ -8,6 +8,7 @@ from rich.table import Table
 from slurm_defrag.domain.cluster import ClusterSnapshot
 from slurm_defrag.metrics.report import BLOCK_SIZES, FragReport, GroupMetrics, request_text
 from slurm_defrag.report.gpu_map import fragmented_map
+from slurm_defrag.report.safe_text import cells, lines, markup, text
 
 
 def _scope_table(title: str, groups: list[GroupMetrics]) -> Table:
@@ -19,7 +20,7 @@ def _scope_table(title: str, groups: list[GroupMetrics]) -> Table:
     for g in groups:
         c = g.counts
         t.add_row(
-            f"{g.name} ({g.nodes})",
+            text(f"{g.name} ({g.nodes})"),
             f"{c.free}/{c.gpus}",
             f"{c.free_memory_gb:.0f}",
             str(g.largest_free_block),
@@ -39,11 +40,11 @@ def _pending_table(report: FragReport, max_nodes: int) -> Table:
         req = request_text(p)
         status = p.status + (f" ({p.reason})" if p.reason else "")
         style = "bold red" if p.status == "falsely-starved" else ""
-        lines = [f"{d.node}: {d.verdict.value}: {d.detail}" for d in p.diagnosis[:max_nodes]]
+        rows = [f"{d.node}: {d.verdict.value}: {d.detail}" for d in p.diagnosis[:max_nodes]]
         if len(p.diagnosis) > max_nodes:
-            lines.append(f"... {len(p.diagnosis) - max_nodes} more nodes (see --json)")
-        t.add_row(p.job_id, req, f"[{style}]{status}[/{style}]" if style else status,
-                  p.message, "\n".join(lines))
+            rows.append(f"... {len(p.diagnosis) - max_nodes} more nodes (see --json)")
+        t.add_row(*cells(p.job_id, req), text(status, style), text(p.message),
+                  lines(rows))
     return t
 
 
@@ -53,8 +54,9 @@ def render(console: Console, snapshot: ClusterSnapshot, report: FragReport, max_
         f"{' ' + i.gpu_model if i.gpu_model else ''} (w={i.weight:g})"
         for i in report.mix.items
     )
-    console.print(f"[bold]{report.cluster}[/bold] at {report.taken_at:%Y-%m-%d %H:%M:%S %Z}   "
-                  f"workload mix ({report.mix.source.value}): {mix}")
+    console.print(f"[bold]{markup(report.cluster)}[/bold] at "
+                  f"{report.taken_at:%Y-%m-%d %H:%M:%S %Z}   "
+                  f"workload mix ({markup(report.mix.source.value)}): {markup(mix)}")
     console.print(_scope_table("Fragmentation", [report.cluster_metrics, *report.partitions,
                                                   *report.models]))
     console.print("[dim]scope (nodes). fits k: k-GPU jobs that could start now, any GPUs / "

@@ -17,6 +17,7 @@ from rich.text import Text
 from slurm_defrag.domain.cluster import UNKNOWN_OWNER, ClusterSnapshot, Node
 from slurm_defrag.domain.topology import indices_of
 from slurm_defrag.metrics.report import FragReport
+from slurm_defrag.report.safe_text import clean, text
 
 _PALETTE = (
     "bright_blue", "magenta", "cyan", "bright_red", "blue", "bright_magenta", "red",
@@ -71,9 +72,11 @@ def gpu_map(
         jobs = Text()
         for jid in dict.fromkeys(o for o in owners if o not in (None, UNKNOWN_OWNER)):
             assert jid is not None
-            jobs.append(f"{jid} ", style=job_colour(jid))
-        state = "" if node.available else " [dim](" + ",".join(sorted(node.state)) + ")[/dim]"
-        table.add_row(node.name + state, node.gpu_model or "", snapshot.topology_of(node).name,
+            jobs.append(f"{clean(jid)} ", style=job_colour(jid))
+        name = text(node.name)
+        if not node.available:
+            name.append(" (" + clean(",".join(sorted(node.state))) + ")", style="dim")
+        table.add_row(name, text(node.gpu_model or ""), text(snapshot.topology_of(node).name),
                       node_cells(snapshot, node), jobs)
     return table
 

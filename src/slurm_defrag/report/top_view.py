@@ -21,6 +21,7 @@ from slurm_defrag.domain.cluster import ClusterSnapshot
 from slurm_defrag.domain.plan import Plan
 from slurm_defrag.metrics.report import FragReport, request_text
 from slurm_defrag.report.gpu_map import fragmented_map
+from slurm_defrag.report.safe_text import cells, clean, lines, text
 from slurm_defrag.store.plans import PlanRecord, StepRecord
 
 _STATE_STYLE = {"done": "green", "running": "bold yellow", "failed": "bold red",
@@ -122,7 +123,7 @@ def render_frame(
     fit = console is not None
     parts: list[RenderableType] = [_header(frame)]
     if frame.status:
-        parts.append(Text(frame.status, style="bold red"))
+        parts.append(text(frame.status, style="bold red"))
     parts.append(_starved(frame, _FITTED_STARVED_ROWS if fit else None))
     parts.append(_plans(frame.plans))
     tail = [Text(footer, style="dim")] if footer else []
@@ -144,8 +145,8 @@ def _header(frame: TopFrame) -> Text:
     snap, c = frame.snapshot, frame.report.cluster_metrics.counts
     u = c.unusable
     text = Text.assemble(
-        (snap.cluster, "bold"), f"  snapshot {snap.taken_at:%Y-%m-%d %H:%M:%S %Z}",
-        f"  source {frame.source}", (f"  refreshed {frame.refreshed_at:%H:%M:%S %Z}", "dim"),
+        (clean(snap.cluster), "bold"), f"  snapshot {snap.taken_at:%Y-%m-%d %H:%M:%S %Z}",
+        f"  source {clean(frame.source)}", (f"  refreshed {frame.refreshed_at:%H:%M:%S %Z}", "dim"),
     )
     text.append("\n")
     text.append_text(Text.assemble(
@@ -168,8 +169,8 @@ def _starved(frame: TopFrame, limit: int | None) -> RenderableType:
     for col in ("job", "user", "GPUs asked", "verdict", "why"):
         t.add_column(col, overflow="fold", no_wrap=col != "why")
     for p in starved[:limit]:
-        t.add_row(p.job_id, users.get(p.job_id, ""), request_text(p),
-                  Text(p.reason or "", style="bold red"), p.message)  # fmt: skip
+        t.add_row(*cells(p.job_id, users.get(p.job_id, ""), request_text(p)),
+                  text(p.reason or "", style="bold red"), text(p.message))  # fmt: skip
     if limit is not None and len(starved) > limit:
         t.caption = f"... and {len(starved) - limit} more (slurm-defrag frag lists them all)"
         t.caption_justify = "left"
@@ -189,14 +190,15 @@ def _plans(plans: tuple[PlanView, ...] | None) -> RenderableType:
         for i, s in enumerate(p.steps):
             if i:
                 steps.append("\n")
-            steps.append(f"{s.seq + 1}. {s.action} {s.target} ")
-            steps.append(s.state, style=_STATE_STYLE.get(s.state, ""))
+            steps.append(f"{s.seq + 1}. {clean(s.action)} {clean(s.target)} ")
+            steps.append(clean(s.state), style=_STATE_STYLE.get(s.state, ""))
             if s.error:
-                steps.append(f" ({s.error})", style="red")
-        status = Text(p.status, style=_STATE_STYLE.get(p.status, ""))
-        status.append(f"\n{p.mode}", style="dim")
+                steps.append(f" ({clean(s.error)})", style="red")
+        status = text(p.status, style=_STATE_STYLE.get(p.status, ""))
+        status.append(f"\n{clean(p.mode)}", style="dim")
         if p.note:
-            status.append(f"\n{p.note}", style="dim")
-        t.add_row(f"#{p.db_id} {p.name}", status, "\n".join(p.targets) or "-",
-                  "\n".join(p.victims) or "-", steps)  # fmt: skip
+            status.append(f"\n{clean(p.note)}", style="dim")
+        t.add_row(text(f"#{p.db_id} {p.name}"), status,
+                  lines(list(p.targets)) if p.targets else "-",
+                  lines(list(p.victims)) if p.victims else "-", steps)  # fmt: skip
     return t

@@ -18,15 +18,28 @@ Access rules, the same for every route:
 * a write carrying an ``Origin`` header gets 403: browsers send one with every
   cross-site ``POST``, the epilog's curl never does;
 * pages answer ``GET`` and ``HEAD`` only (other methods: 405), ``/trigger`` only ``POST``;
-* a connection idle for ``Handler.timeout`` seconds is closed.
+* ``/trigger`` with a shared secret configured needs it in ``X-Defrag-Trigger-Secret``
+  (403 otherwise, compared in constant time); triggers are coalesced (:mod:`.trigger`):
+  202 when one schedules a cycle, 429 with ``Retry-After`` when one is already pending;
+* one request per connection; its request line and headers must arrive within
+  ``request_timeout_s`` in total (a client sending a byte now and then is cut off), and
+  at most ``max_connections`` are served at once: beyond that a new connection gets a
+  canned 503 and is closed in the accepting thread, so slow clients cannot pile up
+  threads;
+* every answer carries the security headers, the server's own error pages (400, 414,
+  431, 501, ...) included, as JSON.
 """
 
 from __future__ import annotations
 
+import io
 import json
 import logging
+import math
 import socket
+import sys
 import threading
+import time
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from datetime import datetime
@@ -36,6 +49,7 @@ from typing import Any
 from urllib.parse import parse_qs, urlsplit
 
 from slurm_defrag.errors import InputError
+from slurm_defrag.service.trigger import SECRET_HEADER, Ticket, secret_matches
 
 log = logging.getLogger(__name__)
 
@@ -55,6 +69,48 @@ _SECURITY_HEADERS = {
     "object-src 'none'; base-uri 'none'; form-action 'none'; frame-ancestors 'none'",
     "Referrer-Policy": "no-referrer",
 }
+
+MAX_CONNECTIONS = 32
+"""Connections served at once (each holds a thread); the page, /metrics and the epilog
+need a handful."""
+REQUEST_TIMEOUT_S = 10.0
+"""Seconds a client has to send its whole request line and headers."""
+
+
+def _canned(status: int, reason: str, body: bytes, extra: Mapping[str, str]) -> bytes:
+    """A complete HTTP/1.0 answer with the security headers, for the accepting thread."""
+    headers = {"Content-Type": "application/json", "Content-Length": str(len(body)),
+               "Connection": "close", **_SECURITY_HEADERS, **extra}
+    head = f"HTTP/1.0 {status} {reason}\r\n" + "".join(f"{k}: {v}\r\n" for k, v in headers.items())
+    return head.encode("latin-1") + b"\r\n" + body
+
+
+_BUSY = _canned(503, "Service Unavailable", b'{"error": "busy: too many connections"}',
+                {"Retry-After": "1"})
+
+
+class _DeadlineReader(io.RawIOBase):
+    """The request stream of one connection, cut off ``timeout_s`` after it was opened.
+
+    The standard handler's ``timeout`` bounds each wait for a byte, not the request: a
+    client sending one byte every few seconds (slowloris) would hold its thread for ever.
+    Every read here waits at most for what is left of the whole request's time.
+    """
+
+    def __init__(self, sock: socket.socket, timeout_s: float, idle_s: float) -> None:
+        self._sock = sock
+        self._deadline = time.monotonic() + timeout_s
+        self._idle_s = idle_s
+
+    def readable(self) -> bool:
+        return True
+
+    def readinto(self, buffer: Any) -> int:
+        left = self._deadline - time.monotonic()
+        if left <= 0:
+            raise TimeoutError("request not received in time")
+        self._sock.settimeout(min(left, self._idle_s))
+        return self._sock.recv_into(buffer)
 
 
 def _json_default(value: Any) -> Any:
@@ -116,6 +172,8 @@ def host_allowed(host_header: str | None, names: Iterable[str] = ()) -> bool:
 
 class _Server(ThreadingHTTPServer):
     allowed: tuple[Network, ...] = ()
+    max_connections = MAX_CONNECTIONS
+    slots = threading.BoundedSemaphore(MAX_CONNECTIONS)  # replaced per server
 
     def verify_request(self, request: Any, client_address: Any) -> bool:
         # Runs in the accepting thread, before a handler thread is started.
@@ -124,6 +182,38 @@ class _Server(ThreadingHTTPServer):
             return True
         log.info("http: dropped a connection from %s (not in http_allow)", client)
         return False
+
+    def process_request(self, request: Any, client_address: Any) -> None:
+        # In the accepting thread: a thread is started only while a slot is free.
+        if not self.slots.acquire(blocking=False):
+            log.warning("http: refused a connection from %s: %d connections already served",
+                        client_address[0], self.max_connections)
+            try:
+                request.setblocking(False)
+                request.send(_BUSY)  # a few hundred bytes: fits any fresh send buffer
+            except OSError:
+                pass
+            self.shutdown_request(request)
+            return
+        try:
+            super().process_request(request, client_address)
+        except BaseException:
+            self.slots.release()
+            raise
+
+    def handle_error(self, request: Any, client_address: Any) -> None:
+        # Not the standard traceback on stderr: a client hanging up mid-answer is routine.
+        exc = sys.exc_info()[1]
+        if isinstance(exc, OSError):
+            log.debug("http: connection from %s ended: %s", client_address[0], exc)
+        else:
+            log.exception("http: request from %s failed", client_address[0])
+
+    def process_request_thread(self, request: Any, client_address: Any) -> None:
+        try:
+            super().process_request_thread(request, client_address)
+        finally:
+            self.slots.release()
 
 
 class _Server6(_Server):
@@ -134,15 +224,19 @@ class ControlServer:
     """Serves the routes until :meth:`close`; ``port`` 0 picks a free port.
 
     ``trigger`` / ``health`` None leave ``/trigger`` / ``/healthz`` out (``slurm-defrag
-    web`` has no cycle to trigger). ``allow``: networks served besides loopback.
-    ``names``: host names the server may be reached by besides IP addresses,
-    ``localhost`` and ``host``.
+    web`` has no cycle to trigger); ``trigger`` returns what became of the trigger (None:
+    a cycle was scheduled). ``allow``: networks served besides loopback. ``names``: host
+    names the server may be reached by besides IP addresses, ``localhost`` and ``host``.
+    ``trigger_secret``: when given, ``POST /trigger`` needs it in ``X-Defrag-Trigger-Secret``.
     """
 
-    def __init__(self, host: str, port: int, trigger: Callable[[], None] | None,
+    def __init__(self, host: str, port: int, trigger: Callable[[], Ticket | None] | None,
                  health: Callable[[], tuple[bool, dict[str, Any]]] | None,
                  pages: Mapping[str, Page] | None = None,
-                 allow: Iterable[Network] = (), names: Iterable[str] = ()) -> None:
+                 allow: Iterable[Network] = (), names: Iterable[str] = (), *,
+                 trigger_secret: bytes | None = None,
+                 max_connections: int = MAX_CONNECTIONS,
+                 request_timeout_s: float = REQUEST_TIMEOUT_S) -> None:
         routes: dict[str, Page] = dict(pages or {})
         host_names = (host, *names)
 
@@ -155,6 +249,37 @@ class ControlServer:
 
         class Handler(BaseHTTPRequestHandler):
             timeout = 10  # seconds a client may stay silent before its connection is closed
+            server_version = "slurm-defrag"  # not the Python version
+            sys_version = ""
+
+            def setup(self) -> None:
+                super().setup()
+                self.rfile.close()  # the plain socket file; ours bounds the whole request
+                self.rfile = io.BufferedReader(
+                    _DeadlineReader(self.connection, request_timeout_s, float(self.timeout)))
+
+            def parse_request(self) -> bool:
+                if not super().parse_request():
+                    return False
+                # HTTP/0.9 answers have no status line and no headers: not served.
+                if self.request_version == "HTTP/0.9":
+                    self.send_error(400, "HTTP/0.9 is not served")
+                    return False
+                return True
+
+            def send_error(self, code: int, message: str | None = None,
+                           explain: str | None = None) -> None:
+                # The standard error page is HTML without our headers (and, for a request
+                # line it could not read, without any header at all): JSON like the rest.
+                log.debug("http: %d %s for %r from %s", code, message or "",
+                          getattr(self, "requestline", "")[:200], self.client_address[0])
+                self.close_connection = True
+                if self.request_version in ("HTTP/0.9", ""):
+                    self.request_version = "HTTP/1.0"
+                short = self.responses.get(code, ("error", ""))[0]
+                resp = Response.json({"error": message or short}, code)
+                self._send(resp, body=getattr(self, "command", None) != "HEAD" and code >= 200
+                           and code not in (204, 304))
 
             # do_GET, do_HEAD, ... are set below: every method goes through _handle, so the
             # header checks come first whatever the method (the address was checked by
@@ -171,9 +296,11 @@ class ControlServer:
                 if path == "/trigger" and trigger is not None:
                     if method != "POST":
                         self._refuse_method(("POST",))
-                        return
-                    trigger()
-                    self._send(Response.json({"triggered": True}, 202))
+                    elif trigger_secret is not None and not secret_matches(
+                            self.headers.get(SECRET_HEADER), trigger_secret):
+                        self._forbid(method, f"trigger without the right {SECRET_HEADER}")
+                    else:
+                        self._trigger(trigger())
                     return
                 page = routes.get(path)
                 if page is None:
@@ -182,6 +309,17 @@ class ControlServer:
                     self._refuse_method(READ_METHODS)
                 else:
                     self._send(self._render(page, url.path, url.query), body=method == "GET")
+
+            def _trigger(self, ticket: Ticket | None) -> None:
+                if ticket is None or ticket.scheduled:
+                    delay = 0.0 if ticket is None else ticket.delay_s
+                    self._send(Response.json({"triggered": True, "in_s": round(delay, 3)},
+                                             202))
+                    return
+                # Folded into the cycle already pending: nothing new is scheduled.
+                self._send(Response.json({"triggered": False, "coalesced": True,
+                                          "in_s": round(ticket.delay_s, 3)}, 429),
+                           extra={"Retry-After": str(max(1, math.ceil(ticket.delay_s)))})
 
             @staticmethod
             def _render(page: Page, path: str, query: str) -> Response:
@@ -202,6 +340,8 @@ class ControlServer:
 
             def _send(self, resp: Response, body: bool = True,
                       extra: Mapping[str, str] | None = None) -> None:
+                self.close_connection = True  # one request per connection (see above)
+                self.connection.settimeout(self.timeout)  # the answer gets its own time
                 self.send_response(resp.status)
                 self.send_header("Content-Type", resp.content_type)
                 self.send_header("Content-Length", str(len(resp.body)))
@@ -224,6 +364,8 @@ class ControlServer:
             raise InputError(f"http_host/http_port: cannot listen on {host}:{port}: "
                              f"{exc.strerror or exc}") from None
         self._server.allowed = tuple(allow)
+        self._server.max_connections = max_connections
+        self._server.slots = threading.BoundedSemaphore(max_connections)
         self._server.daemon_threads = True
         self._thread = threading.Thread(target=self._server.serve_forever, name="http",
                                         daemon=True)

@@ -10,7 +10,7 @@ import logging
 import os
 import threading
 import time
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from apscheduler.schedulers.background import (  # type: ignore[import-untyped]
@@ -23,6 +23,7 @@ from slurm_defrag.service.http import ControlServer, Page
 from slurm_defrag.service.killswitch import KillSwitch
 from slurm_defrag.service.loop import Cycle
 from slurm_defrag.service.settings import ServiceSettings
+from slurm_defrag.service.trigger import Ticket, TriggerGate, read_secret
 from slurm_defrag.store.lease import Lease
 
 log = logging.getLogger(__name__)
@@ -61,15 +62,17 @@ class Service:
         self.http: ControlServer | None = None
         self.stopped = threading.Event()
         self._last_done: float | None = None  # time.monotonic() when a cycle last ended
-        self._triggered = threading.Event()  # a trigger came in; cleared when a cycle starts
+        self.gate = TriggerGate(settings.trigger_min_interval_s)
         self._stopping = threading.Event()
 
     def start(self) -> None:
         s = self.settings
         # Bind first: a taken port must stop the service before any cycle runs.
         if s.http_port:
+            secret = read_secret(s.trigger_secret_file) if s.trigger_secret_file else None
             self.http = ControlServer(s.http_host, s.http_port, self.trigger, self.health,
-                                      self.pages, allow=s.http_allow, names=s.http_names)
+                                      self.pages, allow=s.http_allow, names=s.http_names,
+                                      trigger_secret=secret)
         self.scheduler.add_job(
             self._run_cycle, "interval", seconds=s.interval_s, id=CYCLE_JOB,
             # One cycle at a time; a backlog of missed runs becomes one run, and a run
@@ -90,12 +93,13 @@ class Service:
     def _run_cycle(self) -> None:
         # A trigger that arrives while a cycle runs cannot start a second instance
         # (max_instances=1: APScheduler skips it), so it is remembered and served here,
-        # right after this cycle: the epilog's "GPUs were just freed" is never lost.
+        # right after this cycle if it is due by then (else the scheduler runs it when it
+        # is due): the epilog's "GPUs were just freed" is never lost.
         while True:
-            self._triggered.clear()
+            self.gate.cycle_started()
             self.cycle.run()
             self._last_done = time.monotonic()
-            if not self._triggered.is_set() or self._stopping.is_set():
+            if not self.gate.due_now() or self._stopping.is_set():
                 return
             log.info("running the cycle triggered during the last one")
 
@@ -104,14 +108,21 @@ class Service:
         if self.lease.held and not self.lease.renew():
             log.warning("lease lost: %s", self.lease.describe())
 
-    def trigger(self) -> None:
-        """Run a cycle as soon as the current one (if any) is over."""
-        self._triggered.set()
+    def trigger(self) -> Ticket:
+        """Run a cycle as soon as the current one (if any) is over and the minimum interval
+        since the last one has passed; while one is pending, further triggers only join it."""
+        ticket = self.gate.request()
+        if not ticket.scheduled:
+            return ticket
         job = self.scheduler.get_job(CYCLE_JOB)
         if job is not None:
-            job.modify(next_run_time=datetime.now(UTC))
-            self.scheduler.wakeup()
-            log.info("cycle triggered over HTTP")
+            at = datetime.now(UTC) + timedelta(seconds=ticket.delay_s)
+            # Never later than the cycle already planned: that one serves the trigger too.
+            if job.next_run_time is None or job.next_run_time > at:
+                job.modify(next_run_time=at)
+                self.scheduler.wakeup()
+            log.info("cycle triggered over HTTP, in %.1f s", ticket.delay_s)
+        return ticket
 
     def healthy(self) -> bool:
         """Cycles run on time. No database access: ``/metrics`` asks at every scrape and

@@ -104,6 +104,16 @@ class ServiceSettings(BaseSettings):
     scraping ``slurmctl1:8787``) besides IP addresses, ``localhost`` and ``http_host``;
     any other ``Host`` header gets 403 (DNS rebinding). Default: none."""
 
+    trigger_min_interval_s: Annotated[float, Field(ge=0, le=3600)] = 5.0
+    """``POST /trigger`` starts a cycle at least this many seconds after the previous cycle
+    started; triggers meanwhile are coalesced into one pending cycle (``docs/service.md``).
+    Default 5 s."""
+
+    trigger_secret_file: Path | None = None
+    """File holding a shared secret that ``POST /trigger`` must send in the
+    ``X-Defrag-Trigger-Secret`` header (403 without it). The epilog reads the same file
+    (``DEFRAG_TRIGGER_SECRET_FILE``). Default: none, any local client may trigger."""
+
     web: bool = False
     """Serve the read-only web page (GPU map, history, plans) at ``/`` on the HTTP endpoint
     (``docs/web.md``). Needs ``http_port`` other than 0. Default off."""

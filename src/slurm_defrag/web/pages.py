@@ -12,6 +12,7 @@ yet, 503 when the database cannot be read.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable
 from importlib import resources
 
@@ -60,10 +61,14 @@ def _one(query: Query, name: str, default: str) -> str:
     return values[-1] if values else default
 
 
+_LIMIT = re.compile(r"[0-9]{1,4}", re.ASCII)
+
+
 def _limit(query: Query) -> int:
+    # Not str.isdigit(): it is true for "²" and "٣", which int() then refuses or reads.
     text = _one(query, "limit", str(DEFAULT_PLANS))
-    if not text.isdigit() or not 1 <= int(text) <= MAX_PLANS:
-        raise InputError(f"limit: {text!r} is not a number from 1 to {MAX_PLANS}")
+    if not _LIMIT.fullmatch(text) or not 1 <= int(text) <= MAX_PLANS:
+        raise InputError(f"limit: {text[:40]!r} is not a number from 1 to {MAX_PLANS}")
     return int(text)
 
 
