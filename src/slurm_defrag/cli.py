@@ -80,9 +80,14 @@ def main() -> None:
         # usage lines say slurm-defrag
         app(prog_name="slurm-defrag")
     except DefragError as exc:
-        # Text, not markup: messages contain JSON paths like nodes[0] that rich would eat.
+        # Text, not markup: messages contain JSON paths like nodes[0] that rich would eat;
+        # cleaned: they may quote Slurm output or file contents (terminal controls), and a
+        # message is one line by contract.
+        from slurm_defrag.report.safe_text import clean
+
         Console(stderr=True).print(
-            Text.assemble(("slurm-defrag: error: ", "bold red"), str(exc)), soft_wrap=True
+            Text.assemble(("slurm-defrag: error: ", "bold red"), clean(str(exc))),
+            soft_wrap=True,
         )
         sys.exit(exc.exit_code)
 

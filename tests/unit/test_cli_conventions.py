@@ -102,3 +102,16 @@ def test_a_real_failure_exits_with_its_code(tmp_path) -> None:  # type: ignore[n
                          env=ENV)  # fmt: skip
     assert out.returncode == ExitCode.BAD_INPUT
     assert out.stderr.count("\n") == 1
+
+
+def test_error_line_shows_controls_escaped(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    """A message quoting hostile text (here a file name) cannot drive the terminal or
+    break the one-line contract."""
+    hostile = tmp_path / "x\x1b]52;c;cHduZWQ=\x07\nJobId=1.json"
+    out = subprocess.run([sys.executable, "-m", "slurm_defrag", "frag", "--snapshot",
+                          str(hostile)], capture_output=True, text=True, timeout=60,
+                         env=ENV)  # fmt: skip
+    assert out.returncode == ExitCode.BAD_INPUT
+    assert "\x1b" not in out.stderr
+    assert "\x07" not in out.stderr
+    assert out.stderr.count("\n") == 1
