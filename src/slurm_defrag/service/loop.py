@@ -28,6 +28,7 @@ from slurm_defrag.domain.cluster import ClusterSnapshot
 from slurm_defrag.domain.plan import Plan
 from slurm_defrag.metrics.cache import MetricsCache
 from slurm_defrag.metrics.compute import compute
+from slurm_defrag.planner.facade import make_plan
 from slurm_defrag.policy.file import Policy
 from slurm_defrag.service.audit import AuditingWriter
 from slurm_defrag.service.executor import Executor, Hook
@@ -38,7 +39,6 @@ from slurm_defrag.service.packing import Packer
 from slurm_defrag.slurm.errors import SlurmError, SlurmUnavailableError
 from slurm_defrag.slurm.fake import FakeSlurm
 from slurm_defrag.slurm.port import SlurmReader, SlurmWriter
-from slurm_defrag.solver.planner import make_plan
 from slurm_defrag.store.lease import Lease
 from slurm_defrag.store.repo import Repository
 

@@ -4,7 +4,7 @@ The simulator calls the service's planner, not a copy: each cycle the state is t
 into a snapshot (:mod:`slurm_defrag.sim.snapshot_view`), the planner is asked to start the
 pending whole-GPU jobs, and its plan is read back as victims to requeue and target
 placements. The planner is looked up at run time (``slurm_defrag.solver.plan``, or the
-current ``slurm_defrag.solver.planner.make_plan``) so this module keeps working while
+current ``slurm_defrag.planner.facade.make_plan``) so this module keeps working while
 the planner's modules change; without one, ``--defrag planner`` is an input error and
 runs use :class:`~slurm_defrag.sim.defrag.NoDefrag`.
 """
@@ -37,7 +37,7 @@ SCOPE_NODES = 32
 def _find_planner() -> Callable[..., Any] | None:
     for module, attr in (
         ("slurm_defrag.solver", "plan"),
-        ("slurm_defrag.solver.planner", "make_plan"),
+        ("slurm_defrag.planner.facade", "make_plan"),
     ):
         try:
             fn = getattr(importlib.import_module(module), attr, None)
