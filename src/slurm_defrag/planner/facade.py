@@ -23,18 +23,13 @@ from slurm_defrag.domain.cluster import ClusterSnapshot, Job, JobState
 from slurm_defrag.domain.plan import Optimality, Plan, SolveStats
 from slurm_defrag.errors import InputError
 from slurm_defrag.planner.assemble import assemble, empty_plan
+from slurm_defrag.planner.budget import check_concurrent_plans, remaining_budget
 from slurm_defrag.planner.build import Indexed, target_specs, to_problem
 from slurm_defrag.planner.candidates import CandidateBuilder, Candidates
 from slurm_defrag.planner.decompose import split
 from slurm_defrag.planner.nodes import JobTable
 from slurm_defrag.policy.file import Policy
-from slurm_defrag.policy.limits import (
-    InMemoryPreemptionHistory,
-    LimitError,
-    PreemptionHistory,
-    check_concurrent_plans,
-    remaining_budget,
-)
+from slurm_defrag.policy.limits import InMemoryPreemptionHistory, LimitError, PreemptionHistory
 from slurm_defrag.policy.protections import compile_protections
 from slurm_defrag.solver.model import PlannerModel, Weights
 from slurm_defrag.solver.problem import ProblemData

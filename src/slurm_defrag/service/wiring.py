@@ -7,10 +7,10 @@ executor on a sandbox (see :mod:`.loop`), and ``off`` never reaches the executor
 
 from __future__ import annotations
 
+from slurm_defrag.actuator.killswitch import KillSwitch
 from slurm_defrag.policy.file import Policy, default_policy, load_policy
 from slurm_defrag.service.history import StoreHistory
 from slurm_defrag.service.http import Page
-from slurm_defrag.service.killswitch import KillSwitch
 from slurm_defrag.service.loop import Cycle
 from slurm_defrag.service.observer import NO_OBSERVER, ObservedSlurm
 from slurm_defrag.service.prometheus import Exporter
