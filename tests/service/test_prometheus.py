@@ -22,7 +22,7 @@ from sqlalchemy.exc import OperationalError
 from infra import EXAMPLES, ROOT
 from slurm_defrag.domain.plan import Plan
 from slurm_defrag.metrics.compute import compute
-from slurm_defrag.service import wiring
+from slurm_defrag import wiring
 from slurm_defrag.service.history import StoreHistory
 from slurm_defrag.service.http import ControlServer
 from slurm_defrag.service.loop import Cycle

@@ -12,7 +12,7 @@ from sqlalchemy import event
 
 from slurm_defrag.service.http import Page
 from slurm_defrag.service.settings import ServiceSettings
-from slurm_defrag.service.wiring import build
+from slurm_defrag.wiring import build
 from slurm_defrag.store.database import Store
 from slurm_defrag.store.plans import Plans
 from slurm_defrag.web import sources

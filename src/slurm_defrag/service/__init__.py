@@ -10,7 +10,7 @@ Modules, one job each:
 * :mod:`.runner` — APScheduler job, lease renewal, clean stop;
 * :mod:`.observer` — what the cycle tells the exporter; :mod:`.prometheus` — ``/metrics``;
 * :mod:`.logs` — text or JSON log lines;
-* :mod:`.wiring` — the composition root (the only place that knows every piece).
+* the composition root is :mod:`slurm_defrag.wiring`, above this package and the web page.
 
 Design notes: ``docs/service.md``.
 """
