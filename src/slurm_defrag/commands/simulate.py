@@ -80,7 +80,8 @@ def simulate(
     json_out: JsonOpt = False,
 ) -> None:
     """Replay Alibaba openb against Slurm-like placement policies (see docs/benchmarks.md)."""
-    from slurm_defrag.sim import report, suite
+    from slurm_defrag import suite
+    from slurm_defrag.sim import report
 
     if protocol not in ("a", "b"):
         raise InputError(f"--protocol {protocol!r}: choose a or b")
