@@ -162,7 +162,7 @@ class Executor:
     def open_plans(self) -> list[PlanRecord]:
         """Open plans of this executor's mode, oldest first."""
         recs = self.plans.recent(open_only=True, limit=1000)
-        # Only defrag plans: the packing record (service/packing.py) has no "plan".
+        # Only defrag plans: the packing record (actuator/packing.py) has no "plan".
         return sorted((p for p in recs if p.mode == self.mode and "plan" in p.inputs),
                       key=lambda p: p.id)
 
