@@ -42,11 +42,12 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests" / "e2e"))
 from live_cluster import SUITE, ctld, exclusive_cluster, sbatch
 
 from slurm_defrag.domain.gres import gpu_indices
+from slurm_defrag.domain.units import MILLI
 from slurm_defrag.sim.backfill import Plans, first_in_order, plan
 from slurm_defrag.sim.cluster import BoolArray, ClusterState
 from slurm_defrag.sim.defrag import RunningJob
 from slurm_defrag.sim.engine import Engine, EngineConfig
-from slurm_defrag.sim.model import MILLI, JobSpec, NodeSpec, Placement
+from slurm_defrag.sim.model import JobSpec, NodeSpec, Placement
 from slurm_defrag.sim.policies.base import PlacementPolicy, PolicyContext
 from slurm_defrag.sim.policies.registry import build
 

@@ -20,8 +20,8 @@ from datetime import timedelta
 
 from slurm_defrag.domain.cluster import ClusterSnapshot, GpuRequest, Job, JobState, Node
 from slurm_defrag.domain.topology import BUILTIN_TOPOLOGIES
+from slurm_defrag.planner.facade import make_plan
 from slurm_defrag.policy.file import parse_policy
-from slurm_defrag.solver.planner import make_plan
 from slurm_defrag.synth import EPOCH, MIXED_KINDS
 
 SIZES = ((1, 0.82), (2, 0.12), (4, 0.06))

@@ -18,7 +18,8 @@ from pathlib import Path
 
 from rich.console import Console
 
-from slurm_defrag.sim import report, suite
+from slurm_defrag import suite
+from slurm_defrag.sim import report
 
 
 def main() -> None:

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import argparse
 
-from slurm_defrag.sim import suite
+from slurm_defrag import suite
 from slurm_defrag.sim.planner_step import PlannerStep
 from slurm_defrag.sim.protocol_a import run_a
 

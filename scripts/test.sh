@@ -2,7 +2,7 @@
 # The whole test suite, from a fresh clone on a fresh Debian machine:
 #   1. Python env (.venv): the built wheel with every extra the tests need; the README's
 #      first command on the bare wheel,
-#   2. static checks: ruff, mypy --strict,
+#   2. static checks: ruff, mypy --strict, import contracts (lint-imports, docs/architecture.md),
 #   3. unit, property, solver, adapter and store tests (no services),
 #   4. PostgreSQL (Debian package, throwaway cluster) for the store tests on a real server,
 #   5. for each Slurm release in SLURM_SUITES: the compose Slurm cluster, the live tests,
@@ -72,6 +72,8 @@ step "ruff"
 .venv/bin/ruff check src tests bench
 step "mypy --strict"
 .venv/bin/mypy
+step "import contracts"
+.venv/bin/lint-imports
 
 step "tests without services"
 run_pytest -q -m "not slurm and not postgres"

@@ -21,8 +21,9 @@ from slurm_defrag.commands.plugins import (
     render_lua,
     to_lua,
 )
-from slurm_defrag.domain.topology import BUILTIN_TOPOLOGIES, parse_gres_conf_links
+from slurm_defrag.domain.topology import BUILTIN_TOPOLOGIES
 from slurm_defrag.errors import InputError
+from slurm_defrag.slurm.gres_conf import parse_gres_conf_links
 
 from .plugins_support import PLUGINS, ROOT, require
 

@@ -6,7 +6,9 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
+from slurm_defrag.actuator.limits import VictimRef, check_plan, check_requeue, plan_violations
 from slurm_defrag.domain.cluster import Job, JobState
+from slurm_defrag.planner.budget import check_concurrent_plans, remaining_budget
 from slurm_defrag.policy.comment_keys import last_checkpoint, parse_time
 from slurm_defrag.policy.cost import CostConfig, victim_cost
 from slurm_defrag.policy.limits import (
@@ -17,13 +19,7 @@ from slurm_defrag.policy.limits import (
     PreemptionHistory,
     PreemptionsPerHourLimitError,
     PreemptionsPerUserDayLimitError,
-    VictimRef,
     VictimsPerPlanLimitError,
-    check_concurrent_plans,
-    check_plan,
-    check_requeue,
-    plan_violations,
-    remaining_budget,
 )
 from slurm_defrag.synth import EPOCH
 

@@ -8,9 +8,9 @@ from pathlib import Path
 import pytest
 from service_helpers import CycleFactory, FakeClock, open_store
 
+from slurm_defrag.actuator.executor import Hook
+from slurm_defrag.actuator.killswitch import KillSwitch
 from slurm_defrag.policy.file import Policy, default_policy
-from slurm_defrag.service.executor import Hook
-from slurm_defrag.service.killswitch import KillSwitch
 from slurm_defrag.service.loop import Cycle
 from slurm_defrag.service.observer import NO_OBSERVER, Observer
 from slurm_defrag.slurm.fake import FakeSlurm

@@ -6,9 +6,9 @@ from collections.abc import Callable
 from datetime import datetime, timedelta
 from pathlib import Path
 
+from slurm_defrag.actuator.errors import SimulatedCrash
 from slurm_defrag.domain.cluster import JobState
 from slurm_defrag.domain.plan import Plan
-from slurm_defrag.service.errors import SimulatedCrash
 from slurm_defrag.service.loop import Cycle
 from slurm_defrag.slurm.fake import FakeSlurm
 from slurm_defrag.store import migrate

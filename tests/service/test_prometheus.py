@@ -20,9 +20,9 @@ from service_helpers import CycleFactory, FakeClock, open_store, slurm_schedules
 from sqlalchemy.exc import OperationalError
 
 from infra import EXAMPLES, ROOT
+from slurm_defrag import wiring
 from slurm_defrag.domain.plan import Plan
 from slurm_defrag.metrics.compute import compute
-from slurm_defrag.service import wiring
 from slurm_defrag.service.history import StoreHistory
 from slurm_defrag.service.http import ControlServer
 from slurm_defrag.service.loop import Cycle

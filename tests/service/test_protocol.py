@@ -10,12 +10,12 @@ from __future__ import annotations
 import pytest
 from service_helpers import CycleFactory, FakeClock, crash_at, slurm_schedules
 
+from slurm_defrag.actuator.errors import SimulatedCrash
 from slurm_defrag.domain.cluster import JobState
 from slurm_defrag.domain.plan import Plan
+from slurm_defrag.planner.facade import make_plan
 from slurm_defrag.policy.file import default_policy
-from slurm_defrag.service.errors import SimulatedCrash
 from slurm_defrag.slurm.fake import FakeSlurm
-from slurm_defrag.solver.planner import make_plan
 from slurm_defrag.store.database import Store
 from slurm_defrag.store.plans import Plans
 from slurm_defrag.synth import course_scenario

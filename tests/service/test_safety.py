@@ -7,15 +7,15 @@ from pathlib import Path
 
 from service_helpers import CycleFactory, FakeClock, slurm_schedules
 
+from slurm_defrag.actuator.audit import AuditingWriter
+from slurm_defrag.actuator.executor import Executor
 from slurm_defrag.domain.cluster import ClusterSnapshot, JobState
 from slurm_defrag.domain.plan import Plan
+from slurm_defrag.planner.facade import make_plan
 from slurm_defrag.policy.file import default_policy, parse_policy
 from slurm_defrag.policy.limits import InMemoryPreemptionHistory
-from slurm_defrag.service.audit import AuditingWriter
-from slurm_defrag.service.executor import Executor
 from slurm_defrag.slurm.errors import SlurmUnavailableError
 from slurm_defrag.slurm.fake import FakeSlurm
-from slurm_defrag.solver.planner import make_plan
 from slurm_defrag.store.database import Store
 from slurm_defrag.store.plans import Plans
 from slurm_defrag.synth import course_scenario

@@ -12,12 +12,12 @@ from sqlalchemy import event
 
 from slurm_defrag.service.http import Page
 from slurm_defrag.service.settings import ServiceSettings
-from slurm_defrag.service.wiring import build
 from slurm_defrag.store.database import Store
 from slurm_defrag.store.plans import Plans
 from slurm_defrag.web import sources
 from slurm_defrag.web.pages import web_pages
 from slurm_defrag.web.sources import StoreSource
+from slurm_defrag.wiring import build
 
 
 def _get(pages: dict[str, Page], path: str, **query: str) -> tuple[int, Any]:

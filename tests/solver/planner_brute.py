@@ -17,11 +17,11 @@ from itertools import chain, combinations
 from slurm_defrag.domain.cluster import UNKNOWN_OWNER, ClusterSnapshot, JobState
 from slurm_defrag.domain.topology import GpuTopology
 from slurm_defrag.metrics.fit import structural_verdict
+from slurm_defrag.planner.build import target_specs
 from slurm_defrag.policy.cost import to_milli, victim_cost
 from slurm_defrag.policy.file import Policy
 from slurm_defrag.policy.limits import PreemptionHistory
 from slurm_defrag.policy.protections import compile_protections
-from slurm_defrag.solver.build import target_specs
 
 
 @dataclass(frozen=True)

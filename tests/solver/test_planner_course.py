@@ -17,8 +17,8 @@ import pytest
 from slurm_defrag.domain.cluster import ClusterSnapshot
 from slurm_defrag.domain.plan import ActionKind, Plan, apply_plan
 from slurm_defrag.domain.topology import BUILTIN_TOPOLOGIES
+from slurm_defrag.planner.facade import make_plan
 from slurm_defrag.policy.file import default_policy, parse_policy
-from slurm_defrag.solver.planner import make_plan
 from slurm_defrag.synth import course_scenario
 
 RESTART = default_policy().cost.restart_cost_gpu_hours

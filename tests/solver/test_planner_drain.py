@@ -6,8 +6,8 @@ from datetime import timedelta
 
 from slurm_defrag.domain.cluster import ClusterSnapshot, GpuRequest, Job, JobState, Node
 from slurm_defrag.domain.plan import ActionKind
+from slurm_defrag.planner.facade import make_plan
 from slurm_defrag.policy.file import parse_policy
-from slurm_defrag.solver.planner import make_plan
 from slurm_defrag.synth import EPOCH
 
 

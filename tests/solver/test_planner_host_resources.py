@@ -12,8 +12,8 @@ from datetime import timedelta
 import pytest
 
 from slurm_defrag.domain.cluster import ClusterSnapshot, GpuRequest, Job, JobState, Node
+from slurm_defrag.planner.facade import make_plan
 from slurm_defrag.policy.file import parse_policy
-from slurm_defrag.solver.planner import make_plan
 from slurm_defrag.synth import EPOCH
 
 POLICY = parse_policy({"version": 1})

@@ -10,7 +10,7 @@ import pytest
 from planner_brute import brute_force, plan_value_cost
 from planner_instances import random_instance
 
-from slurm_defrag.solver.planner import make_plan
+from slurm_defrag.planner.facade import make_plan
 
 N_INSTANCES = 500
 CHUNK = 50

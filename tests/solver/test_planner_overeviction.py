@@ -9,8 +9,8 @@ import pytest
 from slurm_defrag.baselines.free_node import free_node
 from slurm_defrag.baselines.slurm_greedy import slurm_preempt
 from slurm_defrag.domain.cluster import ClusterSnapshot, GpuRequest, Job, JobState, Node
+from slurm_defrag.planner.facade import make_plan
 from slurm_defrag.policy.file import default_policy
-from slurm_defrag.solver.planner import make_plan
 from slurm_defrag.synth import EPOCH
 
 

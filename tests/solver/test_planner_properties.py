@@ -10,11 +10,11 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from planner_instances import random_instance
 
+from slurm_defrag.actuator.limits import VictimRef, plan_violations
 from slurm_defrag.domain.cluster import ClusterSnapshot
 from slurm_defrag.domain.plan import Plan, apply_plan
-from slurm_defrag.policy.limits import VictimRef, plan_violations
+from slurm_defrag.planner.facade import make_plan
 from slurm_defrag.policy.protections import compile_protections, movable
-from slurm_defrag.solver.planner import make_plan
 
 
 def check_invariants(snap: ClusterSnapshot, plan: Plan, inst: object) -> None:

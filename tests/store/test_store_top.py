@@ -16,9 +16,9 @@ from infra import EXAMPLES
 from slurm_defrag.cli import app
 from slurm_defrag.domain.plan import apply_plan
 from slurm_defrag.metrics.compute import compute
+from slurm_defrag.planner.facade import make_plan
 from slurm_defrag.policy.file import default_policy
 from slurm_defrag.snapshot_file import load_snapshot
-from slurm_defrag.solver.planner import make_plan
 from slurm_defrag.store.database import Store
 from slurm_defrag.store.plans import NewStep
 from slurm_defrag.store.repo import Repository

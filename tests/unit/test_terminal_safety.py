@@ -114,8 +114,8 @@ def test_json_output_stays_exact(tmp_path: Path, command: list[str]) -> None:
 def test_plan_render_escapes_victims_and_actions(tmp_path: Path) -> None:
     from slurm_defrag.commands.plan import render
     from slurm_defrag.domain.plan import apply_plan
+    from slurm_defrag.planner.facade import make_plan
     from slurm_defrag.policy.file import default_policy
-    from slurm_defrag.solver.planner import make_plan
 
     snap = load_snapshot(hostile_snapshot(tmp_path))
     plan = make_plan(snap, default_policy())

@@ -18,14 +18,12 @@ from pydantic import ValidationError
 from slurm_defrag.domain.topology import (
     BUILTIN_TOPOLOGIES,
     GpuTopology,
-    LinksParseError,
-    from_links_matrix,
     indices_of,
     mask_of,
     nvlink_pairs,
-    parse_gres_conf_links,
     popcount,
 )
+from slurm_defrag.slurm.gres_conf import LinksParseError, from_links_matrix, parse_gres_conf_links
 
 FIXTURES = Path(__file__).resolve().parent.parent / "fixtures"
 

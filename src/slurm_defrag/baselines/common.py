@@ -7,10 +7,10 @@ from datetime import datetime
 
 from slurm_defrag.domain.cluster import ClusterSnapshot, Job, Node
 from slurm_defrag.metrics.fit import structural_verdict
+from slurm_defrag.planner.geometry import Geometry, blocks_for, demand_item, geometry_of
 from slurm_defrag.policy.cost import victim_cost
 from slurm_defrag.policy.file import Policy
 from slurm_defrag.policy.protections import compile_protections, movable
-from slurm_defrag.solver.geometry import Geometry, blocks_for, demand_item, geometry_of
 
 
 @dataclass

@@ -8,7 +8,6 @@ hours, and free GPU memory no pending job could use. ``--plot`` draws them.
 from __future__ import annotations
 
 import json
-import re
 import sys
 from dataclasses import asdict
 from datetime import datetime
@@ -22,29 +21,12 @@ from rich.table import Table
 from slurm_defrag.commands.common import JsonOpt
 from slurm_defrag.commands.db import DbOpt
 from slurm_defrag.errors import InputError
+from slurm_defrag.timespec import parse_duration
 
 if TYPE_CHECKING:
     from slurm_defrag.store.history import History
 
-_UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 7 * 86400}
-# ASCII digits only: \d alone also matches other scripts' digits ("٣d").
-_DURATION = re.compile(r"^\s*([0-9]{1,12}(?:\.[0-9]{1,12})?)\s*([smhdw])\s*$", re.ASCII)
 _SPARK = "▁▂▃▄▅▆▇█"
-
-
-MAX_DURATION_DAYS = 3660
-"""Ten years and a bit: far more than any retention, and ``now - since`` stays a date."""
-
-
-def parse_duration(text: str) -> float:
-    """``90m``, ``12h``, ``7d``, ``2w`` -> seconds."""
-    m = _DURATION.match(text)
-    if m is None or float(m[1]) <= 0:
-        raise InputError(f"--since: {text[:40]!r} is not a duration like 30m, 12h, 7d or 2w")
-    seconds = float(m[1]) * _UNITS[m[2]]
-    if seconds > MAX_DURATION_DAYS * 86400:
-        raise InputError(f"--since: {text!r} is longer than {MAX_DURATION_DAYS} days")
-    return seconds
 
 
 def history(

@@ -35,8 +35,8 @@ def plan(
 ) -> None:
     """Preview the cheapest requeues/drains that start starved GPU jobs, with before/after maps."""
     from slurm_defrag.domain.plan import apply_plan
+    from slurm_defrag.planner.facade import make_plan
     from slurm_defrag.policy.file import default_policy, load_policy
-    from slurm_defrag.solver.planner import make_plan
 
     pol = load_policy(policy) if policy is not None else default_policy()
     snap = load_or_read_snapshot(snapshot)

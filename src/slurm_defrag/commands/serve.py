@@ -26,8 +26,9 @@ OnceOpt = Annotated[
 
 def serve(config: ConfigOpt = None, mode: ModeOpt = None, once: OnceOpt = False) -> None:
     """Run the defragmentation service: read, store, plan and (mode=enforce) act."""
+    from slurm_defrag import wiring
     from slurm_defrag.errors import InputError
-    from slurm_defrag.service import logs, settings, wiring
+    from slurm_defrag.service import logs, settings
 
     if mode is not None and mode not in ("off", "dry-run", "enforce"):
         raise InputError(f"--mode must be off, dry-run or enforce, not {mode!r}")

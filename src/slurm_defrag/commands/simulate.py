@@ -85,7 +85,8 @@ def simulate(
     require_extra("numpy", "sim", "simulate")
     if out is not None:
         require_extra("matplotlib", "plot", "simulate --out (plots)")
-    from slurm_defrag.sim import report, suite
+    from slurm_defrag import suite
+    from slurm_defrag.sim import report
 
     if protocol not in ("a", "b"):
         raise InputError(f"--protocol {protocol!r}: choose a or b")

@@ -17,6 +17,7 @@ from typing import Annotated, Literal
 from pydantic import BaseModel, ConfigDict, Field
 
 from slurm_defrag.domain.cluster import Job
+from slurm_defrag.domain.units import MILLI
 from slurm_defrag.policy.comment_keys import last_checkpoint
 
 Weight = Annotated[float, Field(ge=0)]
@@ -64,9 +65,6 @@ def victim_cost(job: Job, now: datetime, cfg: CostConfig) -> VictimCost:
     )
 
 
-MILLI = 1000
-"""The solver works in integer milli-GPU-hours (3.6 GPU-seconds): exact enough, no floats."""
-
-
 def to_milli(gpu_hours: float) -> int:
+    """GPU-hours as the solver's integer milli-GPU-hours."""
     return round(gpu_hours * MILLI)

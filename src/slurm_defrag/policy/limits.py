@@ -1,10 +1,15 @@
-"""How much one plan, one hour and one user's day may be disrupted.
+"""How much one plan, one hour and one user's day may be disrupted: the limits as data.
 
-The same checks run twice: the planner turns the remaining budget into solver constraints
-(:func:`remaining_budget`), and the executor calls :func:`check_plan` /
-:func:`check_requeue` again right before each requeue (counts may have moved since the
-plan was made). Breaking a limit is a typed error (descheduler's
-``EvictionTotalLimitError`` ...), so a caller can react by kind.
+This module is the vocabulary both readers of the limits share: the ``[limits]`` table
+(:class:`LimitsConfig`), where past requeues are counted (:class:`PreemptionHistory`), and
+the typed error for each broken limit (descheduler's ``EvictionTotalLimitError`` ...), so a
+caller can react by kind. The limits are read twice:
+
+* the planner turns the remaining budget into solver constraints
+  (:mod:`slurm_defrag.planner.budget`);
+* the actuator enforces them again right before acting (:mod:`slurm_defrag.actuator.limits`,
+  descheduler's evictor: the limits live in the actor), since counts may have moved since
+  the plan was made.
 
 History comes from a :class:`PreemptionHistory`: the database in production,
 :class:`InMemoryPreemptionHistory` in tests and dry runs.
@@ -12,7 +17,6 @@ History comes from a :class:`PreemptionHistory`: the database in production,
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Annotated, Protocol, runtime_checkable
@@ -122,116 +126,3 @@ class PreemptionsPerUserDayLimitError(LimitError):
 
 class ConcurrentPlansLimitError(LimitError):
     limit = "max_concurrent_plans"
-
-
-@dataclass(frozen=True, slots=True)
-class VictimRef:
-    """What the limits need to know about one requeue."""
-
-    job_id: str
-    user: str
-    lost_gpu_hours: float
-
-
-# -- checks ---------------------------------------------------------------------------
-
-
-def check_concurrent_plans(limits: LimitsConfig, history: PreemptionHistory) -> None:
-    """Raise if no new plan may start now."""
-    cap = limits.max_concurrent_plans
-    active = history.active_plans()
-    if cap is not None and active >= cap:
-        raise ConcurrentPlansLimitError(
-            f"{active} plan(s) already running, at most {cap} at once", cap, active + 1
-        )
-
-
-def plan_violations(
-    victims: Sequence[VictimRef],
-    limits: LimitsConfig,
-    history: PreemptionHistory,
-    now: datetime,
-) -> list[LimitError]:
-    """Every limit the plan's requeues would break, given the history (empty: all fine)."""
-    out: list[LimitError] = []
-    n = len(victims)
-    if (cap := limits.max_victims_per_plan) is not None and n > cap:
-        out.append(VictimsPerPlanLimitError(f"{n} victims, at most {cap}", cap, n))
-    lost = sum(v.lost_gpu_hours for v in victims)
-    if (gh := limits.max_gpu_hours_lost_per_plan) is not None and lost > gh + 1e-9:
-        out.append(
-            GpuHoursPerPlanLimitError(f"{lost:.2f} GPU-hours lost, at most {gh:g}", gh, lost)
-        )
-    if (ph := limits.max_preemptions_per_hour) is not None:
-        total = history.preemptions_since(now - HOUR) + n
-        if total > ph:
-            out.append(PreemptionsPerHourLimitError(
-                f"{total} requeues in the last hour with this plan, at most {ph}", ph, total))
-    if (pu := limits.max_preemptions_per_user_per_day) is not None:
-        per_user: dict[str, int] = {}
-        for v in victims:
-            per_user[v.user] = per_user.get(v.user, 0) + 1
-        for user, k in sorted(per_user.items()):
-            total = history.user_preemptions_since(user, now - DAY) + k
-            if total > pu:
-                out.append(PreemptionsPerUserDayLimitError(
-                    f"user {user}: {total} requeues in 24 h with this plan, at most {pu}",
-                    pu, total, user))
-    return out
-
-
-def check_plan(
-    victims: Sequence[VictimRef],
-    limits: LimitsConfig,
-    history: PreemptionHistory,
-    now: datetime,
-) -> None:
-    """Raise the first broken limit (all are in :func:`plan_violations`)."""
-    broken = plan_violations(victims, limits, history, now)
-    if broken:
-        raise broken[0]
-
-
-def check_requeue(
-    victim: VictimRef,
-    done_in_plan: Sequence[VictimRef],
-    limits: LimitsConfig,
-    history: PreemptionHistory,
-    now: datetime,
-) -> None:
-    """For the executor, right before one requeue: would it break a limit?
-
-    ``done_in_plan`` are this plan's requeues already performed *and not yet in the
-    history*; pass an empty list if the executor records each requeue as it goes.
-    """
-    check_plan([*done_in_plan, victim], limits, history, now)
-
-
-@dataclass(frozen=True, slots=True)
-class Budget:
-    """What one new plan may still spend, from the limits and the history (None = no cap)."""
-
-    victims: int | None
-    gpu_hours: float | None
-    per_user: dict[str, int]
-    """Remaining requeues per user, for the users asked about (absent = no cap)."""
-
-
-def remaining_budget(
-    limits: LimitsConfig, history: PreemptionHistory, now: datetime, users: Iterable[str]
-) -> Budget:
-    """Turn limits and history into caps for the plan being made (never negative)."""
-    caps: list[int] = []
-    if limits.max_victims_per_plan is not None:
-        caps.append(limits.max_victims_per_plan)
-    if limits.max_preemptions_per_hour is not None:
-        caps.append(max(0, limits.max_preemptions_per_hour - history.preemptions_since(now - HOUR)))
-    per_user: dict[str, int] = {}
-    if (pu := limits.max_preemptions_per_user_per_day) is not None:
-        for u in sorted(set(users)):
-            per_user[u] = max(0, pu - history.user_preemptions_since(u, now - DAY))
-    return Budget(
-        victims=min(caps) if caps else None,
-        gpu_hours=limits.max_gpu_hours_lost_per_plan,
-        per_user=per_user,
-    )

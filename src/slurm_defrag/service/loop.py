@@ -24,21 +24,21 @@ from datetime import UTC, datetime
 
 from pydantic import ValidationError
 
+from slurm_defrag.actuator.audit import AuditingWriter
+from slurm_defrag.actuator.executor import Executor, Hook
+from slurm_defrag.actuator.killswitch import KillSwitch
+from slurm_defrag.actuator.packing import Packer
 from slurm_defrag.domain.cluster import ClusterSnapshot
 from slurm_defrag.domain.plan import Plan
 from slurm_defrag.metrics.cache import MetricsCache
 from slurm_defrag.metrics.compute import compute
+from slurm_defrag.planner.facade import make_plan
 from slurm_defrag.policy.file import Policy
-from slurm_defrag.service.audit import AuditingWriter
-from slurm_defrag.service.executor import Executor, Hook
 from slurm_defrag.service.history import StoreHistory
-from slurm_defrag.service.killswitch import KillSwitch
 from slurm_defrag.service.observer import NO_OBSERVER, Observer
-from slurm_defrag.service.packing import Packer
 from slurm_defrag.slurm.errors import SlurmError, SlurmUnavailableError
 from slurm_defrag.slurm.fake import FakeSlurm
 from slurm_defrag.slurm.port import SlurmReader, SlurmWriter
-from slurm_defrag.solver.planner import make_plan
 from slurm_defrag.store.lease import Lease
 from slurm_defrag.store.repo import Repository
 

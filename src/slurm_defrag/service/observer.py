@@ -1,7 +1,8 @@
 """What the service tells an observer (the Prometheus exporter) while it works.
 
-The cycle and the executor call these methods where the events happen; they never import
-a metrics library, so the core runs the same with no observer at all (:data:`NO_OBSERVER`).
+The cycle and the executor (:mod:`slurm_defrag.actuator`) call these methods where the
+events happen; they never import a metrics library, so the core runs the same with no
+observer at all (:data:`NO_OBSERVER`).
 Slurm errors are counted at the Slurm boundary instead, by wrapping the backend once in
 the wiring (:class:`ObservedSlurm`): every read and write of every step passes there, and
 the dry-run sandbox (not Slurm) does not.
@@ -13,6 +14,7 @@ from collections.abc import Callable, Sequence
 from datetime import datetime
 from typing import TYPE_CHECKING, Literal, Protocol, TypeVar
 
+from slurm_defrag.actuator.events import ActionObserver, PlanOutcome
 from slurm_defrag.domain.cluster import ClusterSnapshot
 from slurm_defrag.domain.plan import Plan
 from slurm_defrag.metrics.report import FragReport
@@ -22,25 +24,18 @@ from slurm_defrag.slurm.errors import SlurmError, SlurmParseError, SlurmUnavaila
 if TYPE_CHECKING:
     from slurm_defrag.service.loop import CycleReport
 
-PlanOutcome = Literal["done", "refused", "rolled-back", "failed"]
-"""How a plan ended: carried out; refused at admission (limit, node in another plan);
-rolled back cleanly; rolled back with an undo step failing."""
-
 SlurmErrorKind = Literal["unavailable", "rejected", "parse"]
 
 
-class Observer(Protocol):
+class Observer(ActionObserver, Protocol):
+    """The actuator's events (:class:`~slurm_defrag.actuator.events.ActionObserver`) and the
+    cycle's: what was measured and planned, how long a cycle took, Slurm errors."""
+
     def measured(self, report: FragReport) -> None:
         """The metrics of the snapshot this cycle just read."""
 
     def planned(self, plan: Plan) -> None:
         """The planner returned ``plan`` (with or without actions)."""
-
-    def plan_closed(self, mode: str, outcome: PlanOutcome) -> None:
-        """A plan of ``mode`` (enforce / dry-run) reached its end."""
-
-    def requeued(self, mode: str, lost_gpu_seconds: float) -> None:
-        """A victim was requeued (in the sandbox for dry-run); its run so far is lost."""
 
     def cycle_done(self, report: CycleReport, duration_s: float) -> None:
         """A cycle ended (whatever its outcome) after ``duration_s`` seconds."""

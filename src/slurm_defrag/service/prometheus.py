@@ -39,13 +39,14 @@ from prometheus_client.exposition import generate_latest
 from prometheus_client.registry import Collector
 from sqlalchemy.exc import SQLAlchemyError
 
+from slurm_defrag.actuator.events import PlanOutcome
 from slurm_defrag.domain.plan import Plan
 from slurm_defrag.metrics.node import add_counts
 from slurm_defrag.metrics.report import FragCounts, FragReport
 from slurm_defrag.policy.limits import PreemptionHistory
 from slurm_defrag.service.http import Query, Response
 from slurm_defrag.service.loop import CycleReport
-from slurm_defrag.service.observer import PlanOutcome, SlurmErrorKind
+from slurm_defrag.service.observer import SlurmErrorKind
 from slurm_defrag.service.runner import Service
 
 log = logging.getLogger(__name__)

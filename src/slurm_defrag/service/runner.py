@@ -18,9 +18,9 @@ from apscheduler.schedulers.background import (  # type: ignore[import-untyped]
 )
 from sqlalchemy.exc import SQLAlchemyError
 
-from slurm_defrag.service.executor import Hook
+from slurm_defrag.actuator.executor import Hook
+from slurm_defrag.actuator.killswitch import KillSwitch
 from slurm_defrag.service.http import ControlServer, Page
-from slurm_defrag.service.killswitch import KillSwitch
 from slurm_defrag.service.loop import Cycle
 from slurm_defrag.service.settings import ServiceSettings
 from slurm_defrag.service.trigger import Ticket, TriggerGate, read_secret

@@ -15,7 +15,8 @@ import numpy as np
 import numpy.typing as npt
 
 from slurm_defrag.domain.topology import BUILTIN_TOPOLOGIES, GpuTopology, pcie_only, popcount
-from slurm_defrag.sim.model import MILLI, JobSpec, NodeSpec, Placement
+from slurm_defrag.domain.units import MILLI
+from slurm_defrag.sim.model import JobSpec, NodeSpec, Placement
 
 IntArray = npt.NDArray[np.int64]
 BoolArray = npt.NDArray[np.bool_]

@@ -7,8 +7,8 @@ job without checkpoints), then the plan's target placements are tried, then the 
 scheduler runs. The engine, not the step, enforces the requeue limit, the way the
 service's actuator does; a step that asks for more gets its list cut to the limit.
 
-:class:`NoDefrag` is the step used until the planner lands (``slurm_defrag.solver``);
-:mod:`slurm_defrag.sim.planner_step` adapts the real planner to this Protocol.
+:class:`NoDefrag` is the baseline (no defragmentation); :mod:`slurm_defrag.sim.planner_step`
+adapts the real planner (:mod:`slurm_defrag.planner`) to this Protocol.
 """
 
 from __future__ import annotations

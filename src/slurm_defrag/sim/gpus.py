@@ -19,8 +19,9 @@ from itertools import combinations
 import numpy as np
 
 from slurm_defrag.domain.topology import indices_of, mask_of, popcount
+from slurm_defrag.domain.units import MILLI
 from slurm_defrag.sim.cluster import ClusterState
-from slurm_defrag.sim.model import MILLI, JobSpec
+from slurm_defrag.sim.model import JobSpec
 
 
 def _room(state: ClusterState, node: int, job: JobSpec) -> list[int]:

@@ -10,8 +10,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-MILLI = 1000
-"""Capacity of one GPU in milli-GPUs."""
+from slurm_defrag.domain.units import MILLI
 
 
 @dataclass(frozen=True, slots=True)

@@ -3,20 +3,18 @@
 The simulator calls the service's planner, not a copy: each cycle the state is turned
 into a snapshot (:mod:`slurm_defrag.sim.snapshot_view`), the planner is asked to start the
 pending whole-GPU jobs, and its plan is read back as victims to requeue and target
-placements. The planner is looked up at run time (``slurm_defrag.solver.plan``, or the
-current ``slurm_defrag.solver.planner.make_plan``) so this module keeps working while
-the planner's modules change; without one, ``--defrag planner`` is an input error and
-runs use :class:`~slurm_defrag.sim.defrag.NoDefrag`.
+placements. The planner is imported like any client imports it
+(:func:`slurm_defrag.planner.facade.make_plan` with the default policy), so the import
+contracts see the simulator's use of it and a change of its signature fails mypy here.
 """
 
 from __future__ import annotations
 
-import importlib
-from collections.abc import Callable
 from dataclasses import replace
-from typing import Any
 
 from slurm_defrag.errors import InputError
+from slurm_defrag.planner.facade import make_plan
+from slurm_defrag.policy.file import default_policy
 from slurm_defrag.sim.defrag import DefragPlan, DefragStep, DefragView, NoDefrag
 from slurm_defrag.sim.model import Placement
 from slurm_defrag.sim.protocol_b import LARGE_GPUS
@@ -34,24 +32,6 @@ SCOPE_NODES = 32
 """``planner``: nodes shown per target in a big cluster (see :mod:`slurm_defrag.sim.scope`)."""
 
 
-def _find_planner() -> Callable[..., Any] | None:
-    for module, attr in (
-        ("slurm_defrag.solver", "plan"),
-        ("slurm_defrag.solver.planner", "make_plan"),
-    ):
-        try:
-            fn = getattr(importlib.import_module(module), attr, None)
-        except ImportError:
-            continue
-        if callable(fn):
-            return fn  # type: ignore[no-any-return]
-    return None
-
-
-def planner_available() -> bool:
-    return _find_planner() is not None
-
-
 class PlannerStep:
     """Calls the planner each cycle (see module docstring)."""
 
@@ -65,14 +45,7 @@ class PlannerStep:
         scope_nodes: int | None = None,
         solver_workers: int | None = None,
     ) -> None:
-        fn = _find_planner()
-        if fn is None:
-            raise InputError(
-                "--defrag planner: the planner (slurm_defrag.solver) is not available; "
-                "use --defrag none"
-            )
-        self._plan = fn
-        policy = importlib.import_module("slurm_defrag.policy.file").default_policy()
+        policy = default_policy()
         # No drains: the simulator's backfill already holds a node for the blocked head job
         # (a drain by another name), and a drain plan starts nothing now.
         self._policy = policy.model_copy(
@@ -110,7 +83,7 @@ class PlannerStep:
         limits = self._policy.limits.model_copy(
             update={"max_victims_per_plan": view.max_requeues})
         policy = self._policy.model_copy(update={"limits": limits})
-        plan = self._plan(snapshot, policy, targets=targets)
+        plan = make_plan(snapshot, policy, targets=targets)
         index = {spec.name: i for i, spec in enumerate(view.state.nodes)}
         requeue = sim.requeues(v.job_id for v in plan.victims)
         if len(requeue) > view.max_requeues:

@@ -35,8 +35,9 @@ from slurm_defrag.domain.cluster import (
     NodeFlag,
     Partition,
 )
+from slurm_defrag.domain.units import MILLI
 from slurm_defrag.sim.defrag import DefragView, RunningJob
-from slurm_defrag.sim.model import MILLI, JobSpec
+from slurm_defrag.sim.model import JobSpec
 
 EPOCH = datetime(2026, 1, 1, tzinfo=UTC)
 """Simulated time 0."""

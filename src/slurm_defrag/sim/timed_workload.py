@@ -19,7 +19,8 @@ from dataclasses import replace
 
 import numpy as np
 
-from slurm_defrag.sim.model import MILLI, JobSpec, NodeSpec
+from slurm_defrag.domain.units import MILLI
+from slurm_defrag.sim.model import JobSpec, NodeSpec
 
 
 def scale_cluster(nodes: Sequence[NodeSpec], scale: float) -> list[NodeSpec]:

@@ -17,14 +17,10 @@ import hostlist
 from pydantic import ValidationError
 
 from slurm_defrag.domain.cluster import ClusterSnapshot, Job, Node, Partition, Reservation
-from slurm_defrag.domain.topology import (
-    BUILTIN_TOPOLOGIES,
-    GpuTopology,
-    LinksParseError,
-    parse_gres_conf_links,
-)
+from slurm_defrag.domain.topology import BUILTIN_TOPOLOGIES, GpuTopology
 from slurm_defrag.errors import InputError
 from slurm_defrag.slurm.errors import SlurmParseError
+from slurm_defrag.slurm.gres_conf import LinksParseError, parse_gres_conf_links
 from slurm_defrag.slurm.mapping import natural_key
 from slurm_defrag.slurm.settings import SlurmSettings
 from slurm_defrag.snapshot_file import format_validation_error

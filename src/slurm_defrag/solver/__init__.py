@@ -1,8 +1,9 @@
-"""The planner's optimisation: CP-SAT lives here and only here.
+"""CP-SAT lives here and only here: problem data in, result out.
 
 Layers (PyJobShop's shape): :mod:`.problem` is solver-agnostic data validated on
-construction; :mod:`.candidates` turns a snapshot and a policy into that data (with
-pruning); :mod:`.model` is the CP-SAT model (variables / constraints / objective) and its
-solve; :mod:`.planner` is the facade that decomposes, solves and assembles a
-:class:`~slurm_defrag.domain.plan.Plan`.
+construction; :mod:`.model` is the CP-SAT model (variables / constraints / objective) and its
+solve; :mod:`.result` what a solve returns; :mod:`.settings` the ``[solver]`` table. This
+package imports nothing of the planner, the policy or the metrics: turning a snapshot and a
+policy into :class:`~.problem.ProblemData`, and a :class:`~.result.SolveResult` back into a
+plan, is :mod:`slurm_defrag.planner`'s job.
 """

@@ -13,9 +13,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from enum import StrEnum
 
-from slurm_defrag.policy.cost import MILLI
-
-__all__ = ["MILLI", "JobData", "LimitData", "NodeData", "OptionData", "OptionKind",
+__all__ = ["JobData", "LimitData", "NodeData", "OptionData", "OptionKind",
            "ProblemData", "TargetData"]
 
 

@@ -13,8 +13,9 @@ from __future__ import annotations
 import csv
 from pathlib import Path
 
+from slurm_defrag.domain.units import MILLI
 from slurm_defrag.errors import InputError
-from slurm_defrag.sim.model import MILLI, JobSpec, NodeSpec
+from slurm_defrag.sim.model import JobSpec, NodeSpec
 from slurm_defrag.traces.paths import trace_root
 
 FOLDER = "alibaba-gpu-v2023"

@@ -20,10 +20,11 @@ from __future__ import annotations
 
 import numpy as np
 
+from slurm_defrag.domain.units import MILLI
 from slurm_defrag.sim import gpus
 from slurm_defrag.sim.cluster import BoolArray, ClusterState
 from slurm_defrag.sim.frag import FragModel
-from slurm_defrag.sim.model import MILLI, JobSpec, Placement
+from slurm_defrag.sim.model import JobSpec, Placement
 from slurm_defrag.sim.policies.base import PolicyContext
 from slurm_defrag.sim.policies.delta_cache import DeltaCache
 

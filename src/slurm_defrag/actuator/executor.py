@@ -23,20 +23,15 @@ from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
 from enum import Enum
 
+from slurm_defrag.actuator.audit import AuditingWriter
+from slurm_defrag.actuator.errors import StepRefused
+from slurm_defrag.actuator.events import NO_ACTION_OBSERVER, ActionObserver
+from slurm_defrag.actuator.limits import VictimRef, check_plan, check_requeue
 from slurm_defrag.domain.cluster import ClusterSnapshot, Job, JobState
 from slurm_defrag.domain.plan import Action, ActionKind, Plan, TargetOutcome
 from slurm_defrag.policy.file import Policy
-from slurm_defrag.policy.limits import (
-    LimitError,
-    PreemptionHistory,
-    VictimRef,
-    check_plan,
-    check_requeue,
-)
+from slurm_defrag.policy.limits import LimitError, PreemptionHistory
 from slurm_defrag.policy.protections import compile_protections
-from slurm_defrag.service.audit import AuditingWriter
-from slurm_defrag.service.errors import StepRefused
-from slurm_defrag.service.observer import NO_OBSERVER, Observer
 from slurm_defrag.slurm.errors import SlurmRejectedError
 from slurm_defrag.slurm.port import SlurmReader
 from slurm_defrag.store.plans import NewStep, PlanRecord, Plans, StepRecord
@@ -98,7 +93,7 @@ class Executor:
         clock: Callable[[], datetime] = lambda: datetime.now(UTC),
         hook: Hook | None = None,
         stop: Callable[[], str | None] = lambda: None,
-        observer: Observer = NO_OBSERVER,
+        observer: ActionObserver = NO_ACTION_OBSERVER,
     ) -> None:
         self.reader = reader
         self.writer = writer
@@ -167,7 +162,7 @@ class Executor:
     def open_plans(self) -> list[PlanRecord]:
         """Open plans of this executor's mode, oldest first."""
         recs = self.plans.recent(open_only=True, limit=1000)
-        # Only defrag plans: the packing record (service/packing.py) has no "plan".
+        # Only defrag plans: the packing record (actuator/packing.py) has no "plan".
         return sorted((p for p in recs if p.mode == self.mode and "plan" in p.inputs),
                       key=lambda p: p.id)
 

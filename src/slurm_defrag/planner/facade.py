@@ -22,21 +22,16 @@ from datetime import datetime
 from slurm_defrag.domain.cluster import ClusterSnapshot, Job, JobState
 from slurm_defrag.domain.plan import Optimality, Plan, SolveStats
 from slurm_defrag.errors import InputError
+from slurm_defrag.planner.assemble import assemble, empty_plan
+from slurm_defrag.planner.budget import check_concurrent_plans, remaining_budget
+from slurm_defrag.planner.build import Indexed, target_specs, to_problem
+from slurm_defrag.planner.candidates import CandidateBuilder, Candidates
+from slurm_defrag.planner.decompose import split
+from slurm_defrag.planner.nodes import JobTable
 from slurm_defrag.policy.file import Policy
-from slurm_defrag.policy.limits import (
-    InMemoryPreemptionHistory,
-    LimitError,
-    PreemptionHistory,
-    check_concurrent_plans,
-    remaining_budget,
-)
+from slurm_defrag.policy.limits import InMemoryPreemptionHistory, LimitError, PreemptionHistory
 from slurm_defrag.policy.protections import compile_protections
-from slurm_defrag.solver.assemble import assemble, empty_plan
-from slurm_defrag.solver.build import Indexed, target_specs, to_problem
-from slurm_defrag.solver.candidates import CandidateBuilder, Candidates
-from slurm_defrag.solver.decompose import split
 from slurm_defrag.solver.model import PlannerModel, Weights
-from slurm_defrag.solver.nodes import JobTable
 from slurm_defrag.solver.problem import ProblemData
 from slurm_defrag.solver.result import SolveResult, SolveStatus
 from slurm_defrag.solver.settings import SolverSettings
@@ -200,7 +195,7 @@ def _within_limits(data: ProblemData, requeued: Sequence[int]) -> bool:
 
 def _stats(res: SolveResult, data: ProblemData, w: Weights, grade: Optimality, parts: int,
            pruned: bool) -> SolveStats:
-    from slurm_defrag.policy.cost import MILLI
+    from slurm_defrag.domain.units import MILLI
 
     obj, bound = res.objective, res.bound
     gap = None

@@ -11,11 +11,11 @@ from collections import Counter
 
 from slurm_defrag.domain.cluster import ClusterSnapshot
 from slurm_defrag.domain.plan import NodeNote
+from slurm_defrag.domain.units import MILLI
 from slurm_defrag.metrics.fit import explain
-from slurm_defrag.policy.cost import MILLI
+from slurm_defrag.planner.candidates import Candidates, RawOption, TargetSpec
+from slurm_defrag.planner.nodes import JobTable
 from slurm_defrag.policy.file import Policy
-from slurm_defrag.solver.candidates import Candidates, RawOption, TargetSpec
-from slurm_defrag.solver.nodes import JobTable
 from slurm_defrag.solver.problem import OptionKind
 
 MAX_NOTES = 12

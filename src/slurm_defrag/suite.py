@@ -1,4 +1,9 @@
-"""Whole experiments: load the trace, apply the overlay, run a grid, as the CLI and bench do."""
+"""Whole experiments: load the trace, apply the overlay, run a grid, as the CLI and bench do.
+
+The one module that joins :mod:`slurm_defrag.traces` (files -> simulator specs) and
+:mod:`slurm_defrag.sim` (the simulator): it sits above both, so the trace loaders may
+import the simulator's model without the simulator importing the loaders back.
+"""
 
 from __future__ import annotations
 

@@ -1,16 +1,21 @@
-"""Composition root: settings -> store, Slurm backend, policy, lease, cycle, service.
+"""Composition root: settings -> store, Slurm backend, policy, lease, cycle, service, pages.
 
 The only place that knows the mode's consequences for wiring: ``enforce`` hands the real
 backend to the executor as its writer; ``dry-run`` does too, but the cycle then runs the
-executor on a sandbox (see :mod:`.loop`), and ``off`` never reaches the executor.
+executor on a sandbox (see :mod:`slurm_defrag.service.loop`), and ``off`` never reaches
+the executor.
+
+It sits above :mod:`slurm_defrag.service` and :mod:`slurm_defrag.web` (the web pages are
+served by the service's HTTP server and import its ``Page`` type), so neither of those
+imports the other's composition; only ``slurm-defrag serve`` imports this module.
 """
 
 from __future__ import annotations
 
+from slurm_defrag.actuator.killswitch import KillSwitch
 from slurm_defrag.policy.file import Policy, default_policy, load_policy
 from slurm_defrag.service.history import StoreHistory
 from slurm_defrag.service.http import Page
-from slurm_defrag.service.killswitch import KillSwitch
 from slurm_defrag.service.loop import Cycle
 from slurm_defrag.service.observer import NO_OBSERVER, ObservedSlurm
 from slurm_defrag.service.prometheus import Exporter

@@ -14,8 +14,8 @@ from __future__ import annotations
 
 import logging
 
+from slurm_defrag.actuator.audit import AuditingWriter
 from slurm_defrag.domain.cluster import ClusterSnapshot
-from slurm_defrag.service.audit import AuditingWriter
 from slurm_defrag.store.plans import NewStep, PlanRecord, Plans
 
 log = logging.getLogger(__name__)

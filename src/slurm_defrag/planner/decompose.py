@@ -2,7 +2,7 @@
 
 Targets of different partitions, GPU models or NVLink domains usually fall apart here. The
 parts are solved one by one; limits couple them again, which the planner handles by
-checking the combined result (see :mod:`slurm_defrag.solver.planner`).
+checking the combined result (see :mod:`slurm_defrag.planner.facade`).
 """
 
 from __future__ import annotations

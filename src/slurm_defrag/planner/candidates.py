@@ -19,7 +19,7 @@ Exchange argument: in any optimal plan, the shares on a node where their combina
 kept can be moved to unused kept nodes at no greater cost (a kept combination is replaced by
 its stored optimal arrangement); at most ``M`` nodes of a pool are ever used, so unused kept
 nodes always exist. Limits are not part of the argument: the planner checks
-them on the result and re-solves (see :mod:`slurm_defrag.solver.planner`).
+them on the result and re-solves (see :mod:`slurm_defrag.planner.facade`).
 """
 
 from __future__ import annotations
@@ -35,10 +35,10 @@ from slurm_defrag.domain.topology import popcount
 from slurm_defrag.metrics.classes import group_nodes
 from slurm_defrag.metrics.demand import DemandItem
 from slurm_defrag.metrics.fit import Verdict, structural_verdict
+from slurm_defrag.planner.geometry import Geometry, arrange, blocks_for
+from slurm_defrag.planner.nodes import SUBSET_JOB_CAP, JobTable, NodeState, node_state
 from slurm_defrag.policy.cost import to_milli
 from slurm_defrag.policy.drain import DrainConfig
-from slurm_defrag.solver.geometry import Geometry, arrange, blocks_for
-from slurm_defrag.solver.nodes import SUBSET_JOB_CAP, JobTable, NodeState, node_state
 from slurm_defrag.solver.problem import OptionKind
 
 INF = float("inf")

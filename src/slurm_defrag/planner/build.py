@@ -7,11 +7,11 @@ from datetime import datetime
 
 from slurm_defrag.domain.cluster import ClusterSnapshot, Job
 from slurm_defrag.metrics.demand import DemandItem
+from slurm_defrag.planner.budget import Budget
+from slurm_defrag.planner.candidates import Candidates, RawOption, TargetSpec
+from slurm_defrag.planner.geometry import demand_item, geometry_of
+from slurm_defrag.planner.nodes import JobTable
 from slurm_defrag.policy.cost import to_milli
-from slurm_defrag.policy.limits import Budget
-from slurm_defrag.solver.candidates import Candidates, RawOption, TargetSpec
-from slurm_defrag.solver.geometry import demand_item, geometry_of
-from slurm_defrag.solver.nodes import JobTable
 from slurm_defrag.solver.problem import (
     JobData,
     LimitData,

@@ -18,12 +18,12 @@ from slurm_defrag.domain.plan import (
     Victim,
 )
 from slurm_defrag.domain.topology import indices_of
-from slurm_defrag.policy.cost import MILLI
+from slurm_defrag.domain.units import MILLI
+from slurm_defrag.planner.build import Indexed
+from slurm_defrag.planner.candidates import Candidates, TargetSpec
+from slurm_defrag.planner.explain import node_notes, request_text, unserved_reason
+from slurm_defrag.planner.nodes import JobTable
 from slurm_defrag.policy.file import Policy
-from slurm_defrag.solver.build import Indexed
-from slurm_defrag.solver.candidates import Candidates, TargetSpec
-from slurm_defrag.solver.explain import node_notes, request_text, unserved_reason
-from slurm_defrag.solver.nodes import JobTable
 from slurm_defrag.solver.problem import OptionKind
 from slurm_defrag.solver.result import SolveResult
 
