@@ -1,0 +1,224 @@
+"""slurm.conf as slurm-defrag reads it: nodes (GPU GRES, features), partitions, a few options.
+
+Slurm's own file format, so it lives with the other Slurm adapters: ``plugins render`` reads
+it to write the table ``job_submit.lua`` uses. Follows ``Include`` (relative to the file's
+directory), ``NodeName=DEFAULT`` / ``PartitionName=DEFAULT``, ``Nodes=ALL`` and ``NodeSet=``.
+Every name it hands on is checked to be a plain Slurm name: the names end up in Lua source.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shlex
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from slurm_defrag.errors import InputError
+
+# What Slurm accepts in node, partition and GRES type names that we write into the table
+# (its own parser allows little more; anything else is a typo or an attack on the Lua).
+_NAME_RE = re.compile(r"[A-Za-z0-9_.+-]{1,256}", re.ASCII)
+
+
+def check_name(kind: str, name: str, where: str) -> str:
+    """``name`` if it is a plain Slurm name (letters, digits, ``. _ - +``), else InputError."""
+    if not _NAME_RE.fullmatch(name):
+        raise InputError(f"{where}: {kind} {name[:80]!r} is not a plain Slurm name "
+                         "(letters, digits, . _ - +)")
+    return name
+_COUNT_RE = re.compile(r"^(\d+)([KkMmGg]?)$")
+_SUFFIX = {"": 1, "k": 1024, "m": 1024**2, "g": 1024**3}
+
+
+
+
+@dataclass
+class NodeConf:
+    name: str
+    gpus: int = 0
+    models: dict[str, int] = field(default_factory=dict)
+    features: tuple[str, ...] = ()
+
+
+@dataclass
+class PartitionConf:
+    name: str
+    nodes: list[str]
+    default: bool = False
+
+
+@dataclass
+class SlurmConf:
+    nodes: dict[str, NodeConf] = field(default_factory=dict)
+    partitions: dict[str, PartitionConf] = field(default_factory=dict)
+    scheduler_parameters: tuple[str, ...] = ()
+    slurm_user: str = "root"
+
+    @property
+    def default_partition(self) -> str | None:
+        return next((p.name for p in self.partitions.values() if p.default), None)
+
+
+def parse_gres_field(text: str, where: str) -> tuple[int, dict[str, int]]:
+    """GPUs of a slurm.conf ``Gres=`` value: (total, {type: count}); untyped GPUs count only
+    in the total. ``gpu:a100:8``, ``gpu:8``, ``gpu:a100:4,gpu:v100:4``, ``gpu:a100:no_consume:8``.
+    """
+    total, models = 0, dict[str, int]()
+    for item in (i.strip() for i in text.split(",")):
+        if not item or item.lower() in ("(null)", "none"):
+            continue
+        parts = item.split(":")
+        if parts[0] != "gpu":
+            continue
+        count = 1
+        rest = [p for p in parts[1:] if p not in ("no_consume", "")]
+        if rest and (m := _COUNT_RE.match(rest[-1])):
+            count = int(m[1]) * _SUFFIX[m[2].lower()]
+            rest = rest[:-1]
+        if len(rest) > 1:
+            raise InputError(f"{where}: cannot read Gres item {item!r}")
+        total += count
+        if rest:
+            models[rest[0]] = models.get(rest[0], 0) + count
+    return total, models
+
+
+def _logical_lines(text: str) -> Iterable[tuple[int, str]]:
+    """(line number, line) with comments removed and backslash continuations joined."""
+    buf, start = "", 0
+    for no, raw in enumerate(text.splitlines(), 1):
+        line = re.sub(r"(?<!\\)#.*", "", raw).replace("\\#", "#").rstrip()
+        if not buf:
+            start = no
+        if line.endswith("\\"):
+            buf += line[:-1] + " "
+            continue
+        buf += line
+        if buf.strip():
+            yield start, buf.strip()
+        buf = ""
+    if buf.strip():
+        yield start, buf.strip()
+
+
+def _split_top_level(text: str) -> list[str]:
+    """Split a node list on commas outside brackets: ``a[1-2],b,set1``."""
+    out, depth, cur = [], 0, ""
+    for ch in text:
+        depth += ch == "["
+        depth -= ch == "]"
+        if ch == "," and depth == 0:
+            out.append(cur)
+            cur = ""
+        else:
+            cur += ch
+    out.append(cur)
+    return [p.strip() for p in out if p.strip()]
+
+
+def _expand(hosts: str, where: str) -> list[str]:
+    import hostlist
+
+    try:
+        return list(hostlist.expand_hostlist(hosts))
+    except hostlist.BadHostlist as exc:
+        raise InputError(f"{where}: bad host list {hosts!r}: {exc}") from None
+
+
+def parse_slurm_conf(path: Path) -> SlurmConf:
+    """Nodes (GPU GRES, features), partitions and SchedulerParameters of a slurm.conf.
+
+    Follows ``Include`` lines (relative to the file's directory) and understands
+    ``NodeName=DEFAULT`` / ``PartitionName=DEFAULT``, ``Nodes=ALL`` and ``NodeSet=``.
+    """
+    conf = SlurmConf()
+    node_defaults: dict[str, str] = {}
+    part_defaults: dict[str, str] = {}
+    nodesets: dict[str, tuple[str, str, str]] = {}  # name -> (where, "nodes"|"feature", value)
+    raw_parts: list[tuple[str, str, dict[str, str]]] = []  # (where, name, attrs)
+
+    def read(p: Path, depth: int) -> None:
+        if depth > 10:
+            raise InputError(f"{p}: Include nested more than 10 deep")
+        try:
+            text = p.read_text(encoding="utf-8")
+        except OSError as exc:
+            raise InputError(f"{p}: cannot read slurm.conf: {exc.strerror}") from None
+        for no, line in _logical_lines(text):
+            where = f"{p}:{no}"
+            if line.lower().startswith("include "):
+                target = line.split(None, 1)[1].strip().strip('"')
+                inc = Path(target) if os.path.isabs(target) else p.parent / target
+                for one in sorted(inc.parent.glob(inc.name)) if "*" in inc.name else [inc]:
+                    read(one, depth + 1)
+                continue
+            try:
+                words = shlex.split(line)
+            except ValueError as exc:
+                raise InputError(f"{where}: {exc}") from None
+            attrs: dict[str, str] = {}
+            for w in words:
+                key, sep, value = w.partition("=")
+                if sep:
+                    attrs[key.lower()] = value
+            if not words or "=" not in words[0]:
+                continue
+            head = words[0].partition("=")[0].lower()
+            if head == "nodename":
+                name = attrs["nodename"]
+                if name.upper() == "DEFAULT":
+                    node_defaults.update({k: v for k, v in attrs.items() if k != "nodename"})
+                    continue
+                merged = {**node_defaults, **attrs}
+                gpus, models = parse_gres_field(merged.get("gres", ""), where)
+                features = tuple(
+                    f for f in re.split(r"[,&|]", merged.get("features", "")) if f
+                )
+                for model in models:
+                    check_name("GPU type", model, where)
+                for host in _expand(name, where):
+                    conf.nodes[check_name("node name", host, where)] = NodeConf(
+                        host, gpus, dict(models), features)
+            elif head == "partitionname":
+                name = attrs["partitionname"]
+                if name.upper() == "DEFAULT":
+                    part_defaults.update({k: v for k, v in attrs.items() if k != "partitionname"})
+                    continue
+                raw_parts.append((where, check_name("partition name", name, where),
+                                  {**part_defaults, **attrs}))
+            elif head == "nodeset":
+                kind = "nodes" if "nodes" in attrs else "feature"
+                nodesets[attrs["nodeset"]] = (where, kind, attrs.get(kind, ""))
+            elif head == "slurmuser":
+                conf.slurm_user = attrs["slurmuser"]
+            elif head == "schedulerparameters":
+                conf.scheduler_parameters = tuple(
+                    p.strip() for p in attrs["schedulerparameters"].split(",") if p.strip()
+                )
+
+    read(path, 0)
+    # Node sets and partitions are resolved once every node is known.
+    sets: dict[str, list[str]] = {}
+    for set_name, (where, kind, value) in nodesets.items():
+        if kind == "nodes":
+            sets[set_name] = _expand(value, where)
+        else:
+            sets[set_name] = [n for n, nc in conf.nodes.items() if value in nc.features]
+    for where, name, attrs in raw_parts:
+        members: list[str] = []
+        for item in _split_top_level(attrs.get("nodes", "")):
+            if item.upper() == "ALL":
+                members.extend(conf.nodes)
+            elif item in sets:
+                members.extend(sets[item])
+            else:
+                members.extend(_expand(item, where))
+        unknown = [n for n in members if n not in conf.nodes]
+        if unknown:
+            raise InputError(f"{where}: partition {name}: node {unknown[0]} is not defined")
+        conf.partitions[name] = PartitionConf(
+            name, list(dict.fromkeys(members)), attrs.get("default", "").upper() == "YES"
+        )
+    return conf
