@@ -18,6 +18,7 @@ from pathlib import Path
 
 from rich.console import Console
 
+import repo_traces  # noqa: F401  (sets SLURM_DEFRAG_TRACES for a checkout)
 from slurm_defrag import suite
 from slurm_defrag.sim import report
 

@@ -13,6 +13,7 @@ from collections import Counter
 
 import numpy as np
 
+import repo_traces  # noqa: F401  (sets SLURM_DEFRAG_TRACES for a checkout)
 from slurm_defrag.sim.cluster import ClusterState
 from slurm_defrag.sim.frag import typical_types
 from slurm_defrag.sim.policies.base import PolicyContext

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import argparse
 
+import repo_traces  # noqa: F401  (sets SLURM_DEFRAG_TRACES for a checkout)
 from slurm_defrag import suite
 from slurm_defrag.sim.planner_step import PlannerStep
 from slurm_defrag.sim.protocol_a import run_a

@@ -10,6 +10,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field, replace
 from functools import partial
+from pathlib import Path
 
 from rich.console import Console
 
@@ -52,9 +53,10 @@ class Suite:
         return {k: list(v) if isinstance(v, tuple) else v for k, v in asdict(self).items()}
 
 
-def load(suite: Suite) -> tuple[list[NodeSpec], list[JobSpec]]:
-    nodes = apply_overlay(openb.load_nodes(suite.node_list), suite.overlay)
-    jobs = openb.load_pods(suite.trace)
+def load(suite: Suite, traces: Path | None = None) -> tuple[list[NodeSpec], list[JobSpec]]:
+    """The suite's cluster and jobs; ``traces`` is the trace folder (default: the env var)."""
+    nodes = apply_overlay(openb.load_nodes(suite.node_list, traces), suite.overlay)
+    jobs = openb.load_pods(suite.trace, traces)
     return nodes, require_nvlink(jobs) if suite.nvlink_jobs else jobs
 
 
@@ -62,8 +64,10 @@ def _steps(suite: Suite) -> list[DefragStep]:
     return [make_step(name) for name in suite.defrag]
 
 
-def protocol_a(suite: Suite, console: Console | None = None) -> list[ResultA]:
-    nodes, jobs = load(suite)
+def protocol_a(
+    suite: Suite, console: Console | None = None, traces: Path | None = None
+) -> list[ResultA]:
+    nodes, jobs = load(suite, traces)
     steps = _steps(suite)
     tasks, labels = [], []
     for step in steps:
@@ -77,8 +81,10 @@ def protocol_a(suite: Suite, console: Console | None = None) -> list[ResultA]:
     return run_grid(tasks, labels, console)
 
 
-def protocol_b(suite: Suite, console: Console | None = None) -> list[ResultB]:
-    nodes, jobs = load(suite)
+def protocol_b(
+    suite: Suite, console: Console | None = None, traces: Path | None = None
+) -> list[ResultB]:
+    nodes, jobs = load(suite, traces)
     nodes = scale_cluster(nodes, suite.scale)
     base = SettingsB(
         horizon=suite.horizon_h * 3600,

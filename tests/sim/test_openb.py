@@ -128,3 +128,24 @@ def test_simulate_protocol_a_with_the_planner_prints_the_defrag_table(traces: Pa
     res = CliRunner().invoke(app, ["simulate", "--requeue-cap", "always", "--seeds", "1"])
     assert res.exit_code != 0
     assert "--requeue-cap" in str(res.exception)
+
+
+def test_no_trace_folder_says_where_to_get_it(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The package never guesses a machine path: no option and no env var is one line
+    naming both and where the openb trace comes from (issue #17)."""
+    monkeypatch.delenv("SLURM_DEFRAG_TRACES", raising=False)
+    res = CliRunner().invoke(app, ["simulate", "--seeds", "1"])
+    assert isinstance(res.exception, InputError)
+    assert "--traces DIR" in str(res.exception)
+    assert "alibaba/clusterdata" in str(res.exception)
+
+
+def test_traces_option_wins_and_must_exist(traces: Path, tmp_path: Path,
+                                           monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("SLURM_DEFRAG_TRACES", str(tmp_path / "nowhere"))
+    res = CliRunner().invoke(app, ["simulate", "--traces", str(tmp_path / "missing")])
+    assert isinstance(res.exception, InputError)
+    assert "--traces" in str(res.exception)
+    res = CliRunner().invoke(app, ["simulate", "--traces", str(traces), "--seeds", "1",
+                                   "--policies", "first-fit", "--json"])
+    assert res.exit_code == 0, res.output

@@ -78,8 +78,19 @@ def simulate(
         Path | None, typer.Option("--out", help="Folder for results JSON and PNG plots.")
     ] = None,
     json_out: JsonOpt = False,
+    traces: Annotated[
+        Path | None,
+        typer.Option(
+            "--traces",
+            envvar="SLURM_DEFRAG_TRACES",
+            help="Folder holding alibaba-gpu-v2023/ (the openb trace); env SLURM_DEFRAG_TRACES.",
+        ),
+    ] = None,
 ) -> None:
     """Replay Alibaba openb against Slurm-like placement policies (see docs/benchmarks.md)."""
+    from slurm_defrag.traces.openb import folder
+
+    folder(traces)  # a missing trace is the first thing said, before minutes of work
     from slurm_defrag.extras import require_extra
 
     require_extra("numpy", "sim", "simulate")
@@ -125,7 +136,7 @@ def simulate(
     console = Console()
     title = f"openb {trace}, overlay {overlay}" + (", NVLink jobs" if nvlink_jobs else "")
     if protocol == "a":
-        runs_a = suite.protocol_a(s)
+        runs_a = suite.protocol_a(s, traces=traces)
         text = report.to_json("A", s.settings(), runs_a)
         if out is not None:
             report.plot_a(runs_a, out / "protocol_a.png", f"Protocol A: {title}")
@@ -142,7 +153,7 @@ def simulate(
             if any(r.defrag != "none" for r in runs_a):
                 console.print(report.table_a_defrag(runs_a, f"Protocol A with defrag — {title}"))
     else:
-        runs_b = suite.protocol_b(s)
+        runs_b = suite.protocol_b(s, traces=traces)
         text = report.to_json("B", s.settings(), runs_b)
         if out is not None:
             report.plot_b(runs_b, out / "protocol_b.png", f"Protocol B: {title}")

@@ -16,7 +16,7 @@ from pathlib import Path
 from slurm_defrag.domain.units import MILLI
 from slurm_defrag.errors import InputError
 from slurm_defrag.sim.model import JobSpec, NodeSpec
-from slurm_defrag.traces.paths import trace_root
+from slurm_defrag.traces.paths import WHERE_TO_GET, trace_root
 
 FOLDER = "alibaba-gpu-v2023"
 NODE_LISTS = {"gpu": "openb_node_list_gpu_node.csv", "all": "openb_node_list_all_node.csv"}
@@ -25,7 +25,10 @@ _POD_COLUMNS = ("name", "cpu_milli", "memory_mib", "num_gpu", "gpu_milli")
 
 
 def folder(root: Path | None = None) -> Path:
-    return (root or trace_root()) / FOLDER
+    path = trace_root(root) / FOLDER
+    if not path.is_dir():
+        raise InputError(f"{path}: no openb trace here; {WHERE_TO_GET}")
+    return path
 
 
 def pod_variants(root: Path | None = None) -> list[str]:
