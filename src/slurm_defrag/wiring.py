@@ -16,7 +16,7 @@ from slurm_defrag.actuator.killswitch import KillSwitch
 from slurm_defrag.policy.file import Policy, default_policy, load_policy
 from slurm_defrag.service.history import StoreHistory
 from slurm_defrag.service.http import Page
-from slurm_defrag.service.loop import Cycle
+from slurm_defrag.service.loop import Cycle, CycleDeps, CycleRules
 from slurm_defrag.service.observer import NO_OBSERVER, ObservedSlurm
 from slurm_defrag.service.prometheus import Exporter
 from slurm_defrag.service.runner import Service, crash_hook
@@ -47,13 +47,13 @@ def build(settings: ServiceSettings) -> tuple[Service, Store]:
     if exporter is not None:  # count Slurm errors where every Slurm call passes
         backend = ObservedSlurm(backend, exporter.slurm_error)
     cycle = Cycle(
-        mode=settings.mode, reader=backend, writer=backend, repo=repo,
-        policy=policy_of(settings), lease=lease,
-        killswitch=KillSwitch(settings.kill_switch_file), ttl_s=settings.plan_ttl_s,
+        CycleDeps(backend, backend, repo, lease, KillSwitch(settings.kill_switch_file),
+                  history),
+        CycleRules(settings.mode, policy_of(settings), settings.plan_ttl_s,
+                   settings.packing_weight_bump if settings.packing else None),
         hook=crash_hook(settings.test_crash_after),
-        packing_bump=settings.packing_weight_bump if settings.packing else None,
-        observer=exporter or NO_OBSERVER, history=history,
-    )  # fmt: skip
+        observer=exporter or NO_OBSERVER,
+    )
     pages: dict[str, Page] = {}
     if exporter is not None:
         pages["/metrics"] = exporter.page

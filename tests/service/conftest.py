@@ -11,7 +11,7 @@ from service_helpers import CycleFactory, FakeClock, open_store
 from slurm_defrag.actuator.executor import Hook
 from slurm_defrag.actuator.killswitch import KillSwitch
 from slurm_defrag.policy.file import Policy, default_policy
-from slurm_defrag.service.loop import Cycle
+from slurm_defrag.service.loop import Cycle, CycleDeps, CycleRules
 from slurm_defrag.service.observer import NO_OBSERVER, Observer
 from slurm_defrag.slurm.fake import FakeSlurm
 from slurm_defrag.store.database import Store
@@ -45,11 +45,9 @@ def make_cycle(fake: FakeSlurm, store: Store, clock: FakeClock, tmp_path: Path) 
              policy: Policy | None = None, ttl_s: float = 900.0,
              reader: object = None, packing_bump: int | None = None,
              observer: Observer = NO_OBSERVER) -> Cycle:
-        return Cycle(
-            mode=mode, reader=reader or fake, writer=fake, repo=Repository(store),  # type: ignore[arg-type]
-            policy=policy or default_policy(), lease=Lease(store, holder, ttl_s=30),
-            killswitch=KillSwitch(tmp_path / "STOP"), ttl_s=ttl_s, clock=clock, hook=hook,
-            packing_bump=packing_bump, observer=observer,
-        )
+        deps = CycleDeps(reader or fake, fake, Repository(store),  # type: ignore[arg-type]
+                         Lease(store, holder, ttl_s=30), KillSwitch(tmp_path / "STOP"))
+        rules = CycleRules(mode, policy or default_policy(), ttl_s, packing_bump)
+        return Cycle(deps, rules, clock=clock, hook=hook, observer=observer)
 
     return make

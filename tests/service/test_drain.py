@@ -13,7 +13,7 @@ import pytest
 from service_helpers import FakeClock, slurm_schedules
 
 from slurm_defrag.actuator.audit import AuditingWriter
-from slurm_defrag.actuator.executor import Executor
+from slurm_defrag.actuator.executor import Channel, Executor, Safety
 from slurm_defrag.domain.cluster import ClusterSnapshot, GpuRequest, Job, JobState, Node, NodeFlag
 from slurm_defrag.domain.plan import Plan
 from slurm_defrag.planner.facade import make_plan
@@ -43,9 +43,9 @@ def drain_fake(clock: FakeClock) -> FakeSlurm:
 
 def _executor(store: Store, fake: FakeSlurm, clock: FakeClock, ttl_s: float = 7200) -> Executor:
     plans = Plans(store.engine)
-    return Executor(fake, AuditingWriter(fake, plans, dry_run=False), plans,
-                    parse_policy({"version": 1}), mode="enforce", ttl_s=ttl_s,
-                    history=InMemoryPreemptionHistory(), clock=clock)
+    return Executor(Channel(fake, AuditingWriter(fake, plans, dry_run=False), plans, "enforce"),
+                    Safety(parse_policy({"version": 1}), ttl_s, InMemoryPreemptionHistory()),
+                    clock=clock)
 
 
 def _blocker_ends(fake: FakeSlurm) -> None:

@@ -8,7 +8,7 @@ from pathlib import Path
 from service_helpers import CycleFactory, FakeClock, slurm_schedules
 
 from slurm_defrag.actuator.audit import AuditingWriter
-from slurm_defrag.actuator.executor import Executor
+from slurm_defrag.actuator.executor import Channel, Executor, Safety
 from slurm_defrag.domain.cluster import ClusterSnapshot, JobState
 from slurm_defrag.domain.plan import Plan
 from slurm_defrag.planner.facade import make_plan
@@ -50,8 +50,8 @@ def _admitted(store: Store, fake: FakeSlurm, clock: FakeClock,
               policy_text: dict[str, object] | None = None) -> tuple[Executor, int]:
     policy = parse_policy({"version": 1, **(policy_text or {})})
     plans = Plans(store.engine)
-    ex = Executor(fake, AuditingWriter(fake, plans, dry_run=False), plans, policy,
-                  mode="enforce", ttl_s=900, history=InMemoryPreemptionHistory(), clock=clock)
+    ex = Executor(Channel(fake, AuditingWriter(fake, plans, dry_run=False), plans, "enforce"),
+                  Safety(policy, 900, InMemoryPreemptionHistory()), clock=clock)
     pid = ex.admit(make_plan(fake.snapshot(), default_policy()))
     assert pid is not None or policy_text
     return ex, pid or 0

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable
+from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from enum import Enum
 
@@ -51,60 +52,70 @@ class Outcome(Enum):
     WAITING = "waiting"
 
 
+@dataclass(frozen=True)
+class Channel:
+    """Where an executor acts and records: the only difference between enforce and dry-run.
+
+    ``reader`` gives the fresh reads right before acting and ``writer`` the auditing writer,
+    both around the real backend (enforce) or the dry-run sandbox; ``plans`` is where plans,
+    steps and commands are recorded; ``mode`` (``enforce`` | ``dry-run``) is recorded on
+    each plan.
+    """
+
+    reader: SlurmReader
+    writer: AuditingWriter
+    plans: Plans
+    mode: str
+
+
+@dataclass(frozen=True)
+class Safety:
+    """What every step is checked against: the policy's protections and limits, the past
+    requeues the limits count (``history``), how long a plan may stay in flight (``ttl_s``,
+    then it is rolled back) and ``stop`` (why action must stop now: the kill switch)."""
+
+    policy: Policy
+    ttl_s: float
+    history: PreemptionHistory
+    stop: Callable[[], str | None] = lambda: None
+
+
 class Executor:
     """Admits plans and advances them through Slurm.
 
     Parameters
     ----------
-    reader
-        Fresh reads right before acting (the real backend, or the dry-run sandbox).
-    writer
-        The auditing writer around the real backend (enforce) or the sandbox (dry-run).
-    plans
-        Where plans, steps and commands are recorded.
-    policy
-        Protections and limits re-checked here.
-    mode
-        ``enforce`` or ``dry-run`` (recorded on the plan; the only difference is the writer).
-    ttl_s
-        Seconds a plan may stay in flight before it is rolled back.
-    history
-        Past requeues and open plans, for the limits.
+    channel
+        Where it reads, writes and records (:class:`Channel`).
+    safety
+        What each step is checked against (:class:`Safety`).
     clock
         Now, for deadlines and protections (tests pass a fake clock).
     hook
         Called after each step acts / is recorded (crash injection in tests).
-    stop
-        Returns why action must stop now (kill switch), checked before every step.
     observer
         Told of plans ending and victims requeued (the Prometheus counters).
     """
 
     def __init__(
         self,
-        reader: SlurmReader,
-        writer: AuditingWriter,
-        plans: Plans,
-        policy: Policy,
+        channel: Channel,
+        safety: Safety,
         *,
-        mode: str,
-        ttl_s: float,
-        history: PreemptionHistory,
         clock: Callable[[], datetime] = lambda: datetime.now(UTC),
         hook: Hook | None = None,
-        stop: Callable[[], str | None] = lambda: None,
         observer: ActionObserver = NO_ACTION_OBSERVER,
     ) -> None:
-        self.reader = reader
-        self.writer = writer
-        self.plans = plans
-        self.policy = policy
-        self.mode = mode
-        self.ttl = timedelta(seconds=ttl_s)
-        self.history = history
+        self.reader = channel.reader
+        self.writer = channel.writer
+        self.plans = channel.plans
+        self.mode = channel.mode
+        self.policy = safety.policy
+        self.ttl = timedelta(seconds=safety.ttl_s)
+        self.history = safety.history
+        self.stop = safety.stop
         self.clock = clock
         self.hook = hook or (lambda kind, phase: None)
-        self.stop = stop
         self.observer = observer
 
     # -- admission -----------------------------------------------------------------------

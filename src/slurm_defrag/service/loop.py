@@ -25,7 +25,7 @@ from datetime import UTC, datetime
 from pydantic import ValidationError
 
 from slurm_defrag.actuator.audit import AuditingWriter
-from slurm_defrag.actuator.executor import Executor, Hook
+from slurm_defrag.actuator.executor import Channel, Executor, Hook, Safety
 from slurm_defrag.actuator.killswitch import KillSwitch
 from slurm_defrag.actuator.packing import Packer
 from slurm_defrag.domain.cluster import ClusterSnapshot
@@ -59,48 +59,72 @@ class CycleReport:
     """Plan database id -> status after this cycle."""
 
 
+@dataclass(frozen=True)
+class CycleDeps:
+    """What a cycle talks to: Slurm (``reader`` for the snapshot and fresh reads, ``writer``
+    for enforce plans), the database (``repo``), the ``lease`` and ``killswitch`` that gate
+    any action, and the requeue ``history`` the limits count (default: read from ``repo``)."""
+
+    reader: SlurmReader
+    writer: SlurmWriter
+    repo: Repository
+    lease: Lease
+    killswitch: KillSwitch
+    history: StoreHistory | None = None
+
+
+@dataclass(frozen=True)
+class CycleRules:
+    """How a cycle decides: ``mode`` (``off`` | ``dry-run`` | ``enforce``), the ``policy``,
+    how long a plan may stay in flight (``ttl_s``) and the Weight bump of packing
+    (``packing_bump``; None = packing off, weights changed earlier are restored)."""
+
+    mode: str
+    policy: Policy
+    ttl_s: float
+    packing_bump: int | None = None
+
+
 class Cycle:
     """Everything one cycle needs; :meth:`run` is the scheduler's job function."""
 
     def __init__(
         self,
+        deps: CycleDeps,
+        rules: CycleRules,
         *,
-        mode: str,
-        reader: SlurmReader,
-        writer: SlurmWriter,
-        repo: Repository,
-        policy: Policy,
-        lease: Lease,
-        killswitch: KillSwitch,
-        ttl_s: float,
         clock: Callable[[], datetime] = lambda: datetime.now(UTC),
         hook: Hook | None = None,
-        packing_bump: int | None = None,
         observer: Observer = NO_OBSERVER,
-        history: StoreHistory | None = None,
     ) -> None:
-        self.mode = mode
+        self.mode = rules.mode
         self.observer = observer
-        self.reader = reader
-        self.repo = repo
-        self.policy = policy
-        self.lease = lease
-        self.killswitch = killswitch
-        self.ttl_s = ttl_s
+        self.reader = deps.reader
+        self.repo = deps.repo
+        self.policy = rules.policy
+        self.lease = deps.lease
+        self.killswitch = deps.killswitch
+        self.ttl_s = rules.ttl_s
         self.clock = clock
         self.hook = hook
-        self.history = history or StoreHistory(repo.plans)
+        self.history = deps.history or StoreHistory(deps.repo.plans)
         # Kept across cycles: a metrics pass recomputes only the node classes that changed.
         self.metrics_cache = MetricsCache()
-        self.executor = Executor(
-            reader, AuditingWriter(writer, repo.plans, dry_run=False), repo.plans, policy,
-            mode="enforce", ttl_s=ttl_s, history=self.history, clock=clock, hook=hook,
-            stop=self._stop, observer=observer,
-        )  # fmt: skip
-        self.packer = Packer(self.executor.writer, repo.plans, packing_bump or 0)
-        self.packing = packing_bump is not None
+        self.executor = self._executor(
+            Channel(deps.reader, AuditingWriter(deps.writer, deps.repo.plans, dry_run=False),
+                    deps.repo.plans, "enforce"),
+            hook,
+        )
+        self.packer = Packer(self.executor.writer, deps.repo.plans, rules.packing_bump or 0)
+        self.packing = rules.packing_bump is not None
         """Packing wanted; when False, weights changed earlier are restored."""
         self.last: CycleReport | None = None
+
+    def _executor(self, channel: Channel, hook: Hook | None) -> Executor:
+        """The executor on ``channel``: the real Slurm, or the dry-run sandbox — the same
+        code and the same safety rules either way; only the channel differs."""
+        safety = Safety(self.policy, self.ttl_s, self.history, stop=self._stop)
+        return Executor(channel, safety, clock=self.clock, hook=hook, observer=self.observer)
 
     def _stop(self) -> str | None:
         if not self.lease.held:
@@ -198,11 +222,11 @@ class Cycle:
                      plan.plan_id)
             return None
         sandbox = FakeSlurm(self.repo.load_snapshot(sid), clock=self.clock)
-        executor = Executor(
-            sandbox, AuditingWriter(sandbox, self.repo.plans, dry_run=True), self.repo.plans,
-            self.policy, mode="dry-run", ttl_s=self.ttl_s, history=self.history,
-            clock=self.clock, hook=None, stop=self._stop, observer=self.observer,
-        )  # fmt: skip
+        executor = self._executor(
+            Channel(sandbox, AuditingWriter(sandbox, self.repo.plans, dry_run=True),
+                    self.repo.plans, "dry-run"),
+            hook=None,
+        )
         for stale in executor.open_plans():
             # A dry-run plan is opened and closed within one cycle; an open one means the
             # process died in between. Its sandbox is gone, so it cannot be resumed.
