@@ -28,7 +28,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from slurm_defrag.domain.cluster import HOLDS_GPUS, ClusterSnapshot, Job, Reservation
-from slurm_defrag.slurm import openapi, scontrol_text
+from slurm_defrag.slurm import ids, openapi, scontrol_text
 from slurm_defrag.slurm.assemble import Parts, assemble
 from slurm_defrag.slurm.errors import SlurmParseError, SlurmRejectedError
 from slurm_defrag.slurm.mapping import Doc
@@ -166,6 +166,8 @@ class CliSlurm:
         start: datetime | None,
         duration_s: int,
     ) -> None:
+        name, nodes = ids.reservation_name(name), ids.node_names(nodes)
+        users, accounts = ids.principals(users, "user"), ids.principals(accounts, "account")
         args = [
             "scontrol", "create", "reservation",
             f"ReservationName={name}",
@@ -188,6 +190,7 @@ class CliSlurm:
             log.info("reservation %s already exists with the same nodes", name)
 
     def delete_reservation(self, name: str) -> None:
+        name = ids.reservation_name(name)
         try:
             self.run("scontrol", "delete", f"ReservationName={name}")
         except SlurmRejectedError:
@@ -197,6 +200,7 @@ class CliSlurm:
     def requeue(self, job_id: str, reason: str) -> None:
         # scontrol requeue takes no reason; log it so the action stays attributable
         # without overwriting the job's comments (they may carry defrag:nvlink=K).
+        job_id = ids.job_id(job_id)
         log.info("requeue job %s: %s", job_id, reason)
         try:
             self.run("scontrol", "requeue", job_id)
@@ -205,9 +209,11 @@ class CliSlurm:
                 raise
 
     def update_job(self, job_id: str, **fields: str) -> None:
+        job_id = ids.job_id(job_id)
         self.run("scontrol", "update", f"JobId={job_id}", *_assignments(fields))
 
     def update_node(self, node: str, **fields: str) -> None:
+        node = ids.node_name(node)
         self.run("scontrol", "update", f"NodeName={node}", *_assignments(fields))
 
     def _reservation(self, name: str) -> Reservation | None:
