@@ -388,9 +388,11 @@ class PyslurmSlurm:
                 raise
 
     def requeue(self, job_id: str, reason: str) -> None:
-        self._rpc(f"requeue {job_id}", self.ps.Job(_numeric(job_id)).requeue)
+        number = _numeric(job_id)  # before anything of pyslurm is touched
+        self._rpc(f"requeue {job_id}", self.ps.Job(number).requeue)
 
     def update_job(self, job_id: str, **fields: str) -> None:
+        number = _numeric(job_id)
         changes: dict[str, Any] = {}
         for key, value in fields.items():
             attr = _JOB_FIELDS.get(key)
@@ -401,7 +403,7 @@ class PyslurmSlurm:
                 )
             changes[attr] = value
         desc = self.ps.JobSubmitDescription(**changes)
-        self._rpc(f"update job {job_id}", lambda: self.ps.Job(_numeric(job_id)).modify(desc))
+        self._rpc(f"update job {job_id}", lambda: self.ps.Job(number).modify(desc))
 
     def update_node(self, node: str, **fields: str) -> None:
         node = ids.node_name(node)
