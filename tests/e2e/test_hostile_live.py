@@ -295,7 +295,8 @@ def test_hostile_jobs_read_exactly_as_slurm_holds_them(reads: Reads, scene: Scen
             job = by_id(snap)[job_id]
             assert (job.name, job.comment, job.admin_comment) == (
                 sub["name"], sub["comment"], ""), (snap.source, role)
-            assert set(job.gpus) == {"node01"} and len(job.gpus["node01"]) == 1, role
+            assert set(job.gpus) == {"node01"}, role
+            assert len(job.gpus["node01"]) == 1, role
         assert by_id(reads.json)[job_id].gpus == by_id(reads.rest)[job_id].gpus
 
 
