@@ -351,3 +351,19 @@ def test_pyslurm_and_fake_writers_refuse_ids(bad: str, recordings: Any) -> None:
     with pytest.raises(SlurmRejectedError, match=r"refused node name"):
         fake.create_reservation("r1", ["node01,node02"], [], [], None, 60)
     assert fake.calls == []
+
+
+def test_rereads_are_bounded(scene: Scene, monkeypatch: pytest.MonkeyPatch,
+                             caplog: pytest.LogCaptureFixture) -> None:
+    """Hostile jobs cannot make a text snapshot arbitrarily slow: beyond REREAD_MAX
+    doubtful records per snapshot, jobs are left out (with the warning) unread."""
+    from slurm_defrag.slurm import cli as cli_module
+
+    monkeypatch.setattr(cli_module, "REREAD_MAX", 0)
+    runner = Replay(scene, "text", TEXT_ONLY)
+    with caplog.at_level(logging.WARNING):
+        jobs = by_id(cli(scene, runner).snapshot().jobs)
+    assert not [c for c in runner.calls if c.startswith("scontrol show job -d ") and
+                c.split()[-1].isdigit()]
+    assert scene.jobs["V"] not in jobs  # its record had a forged copy: doubtful, unread
+    assert f"job {scene.jobs['V']} left out" in caplog.text

@@ -64,6 +64,10 @@ log = logging.getLogger(__name__)
 JSON_SCONTROL_SINCE = (23, 2)
 """First release with ``scontrol show ... --json``."""
 
+REREAD_MAX = 100
+"""Doubtful job records re-read one by one per text snapshot (two commands each); the rest
+are left out (with the warning) so hostile jobs cannot make a snapshot arbitrarily slow."""
+
 _KEY = re.compile(r"^[A-Za-z][A-Za-z0-9_]*$")
 _TEXT_CMD = ("scontrol", "show", "job", "-d")
 _TEXT_WHERE = " ".join(_TEXT_CMD)
@@ -185,10 +189,8 @@ class CliSlurm:
         records = scontrol_text.job_records(self.run(*_TEXT_CMD))
         scontrol_text.check_one_liners(records, self.run(*_TEXT_CMD, "-o"))
         good = [r for r in records if not r.problems]
-        clean = {r.job_id for r in good}
+        # (A forged copy of a job's record gives the real one a problem too: same JobId.)
         doubtful = {r.job_id: r.problems[0] for r in records if r.problems}
-        for job_id in clean & set(doubtful):  # its real record read cleanly: forged copies
-            doubtful.pop(job_id)
         if doubtful:
             good += self._reread(doubtful)
         out = []
@@ -203,12 +205,14 @@ class CliSlurm:
         listed = set(self.run("squeue", "--noheader", "--all", "--states=all",
                               "--format=%A").split())
         out = []
+        budget = REREAD_MAX
         for job_id, problem in sorted(doubtful.items(), key=lambda kv: int(kv[0])):
             if job_id not in listed:  # no such job (made up), or it ended meanwhile
                 log.warning("%s: ignoring a record of JobId=%s that squeue does not list "
                             "(%s)", _TEXT_WHERE, job_id, problem)
                 continue
-            record = self._read_one(ids.job_id(job_id))
+            budget -= 1
+            record = self._read_one(ids.job_id(job_id)) if budget >= 0 else None
             if record is None:
                 log.warning("%s: job %s left out: its record cannot be read unambiguously "
                             "(%s); its GPUs stay busy, it is never requeued",

@@ -7,6 +7,28 @@ per group of nodes with identical allocations, so the host list is expanded).
 
 The multi-line format (without ``-o``) is parsed: free-text fields such as a node's
 ``Reason=`` or a job's ``Comment=`` then start their own line and may contain spaces.
+
+Job records are hostile input (job owners write names, comments, paths; Slurm prints them
+verbatim, newlines included: checked on 22.05 and 24.11), so they are not read as "every
+``Key=`` token" but with the layout of ``slurm_sprint_job_info`` (:func:`job_records`):
+
+* ``JobName`` is the rest of the first line (``-J 'x JobId=1'`` is a name, not an id);
+* every further line must start with a key Slurm prints there, *after* the previous
+  line's key in Slurm's order; a line that does not is the continuation of the free-text
+  value before it (name, command, work dir, comments, std paths) - so a forged
+  ``\n   AdminComment=x`` after a ``Comment=`` is part of the comment - or, after any
+  other line, a problem;
+* a key appears once per record, the required lines are all there, the record ends the
+  way Slurm ends one, and no two records start with the same ``JobId=``.
+
+A record with a problem is not trusted (the callers in :mod:`slurm_defrag.slurm.cli`
+decide what that means). One forgery the structure cannot see: a newline in a value
+followed by a key that comes later in the order and that the real record lacks
+(``--chdir $'/x\n   AdminComment=defrag:protect'`` on a job without an admin comment).
+:func:`check_one_liners` catches it: ``-o`` prints a record on one line and a newline
+inside a value breaks that line, so a record without problems must be exactly one line
+of ``scontrol show job -d -o``. (The ``-o`` form alone would not do: there a value's
+spaces cannot be told from the separators.)
 """
 
 from __future__ import annotations
