@@ -367,3 +367,47 @@ def test_rereads_are_bounded(scene: Scene, monkeypatch: pytest.MonkeyPatch,
                 c.split()[-1].isdigit()]
     assert scene.jobs["V"] not in jobs  # its record had a forged copy: doubtful, unread
     assert f"job {scene.jobs['V']} left out" in caplog.text
+
+
+def test_plan_victims_are_real_jobs_and_the_same_from_json_and_text(scene: Scene) -> None:
+    """Defect 1 (enforce with the text fallback requeued a job id the user chose): the
+    dry-run plan for the pending 8-GPU job picks the same real victims either way."""
+    from slurm_defrag.policy.file import load_policy
+    from slurm_defrag.solver.planner import make_plan
+
+    policy = load_policy(FIXTURES.parent.parent / "docker" / "defrag" / "policy.toml")
+    victims = []
+    for how, overrides in (("json", {}), ("text", TEXT_ONLY)):
+        snap = cli(scene, Replay(scene, how, overrides)).snapshot()
+        plan = make_plan(snap, policy, targets=[scene.jobs["P"]])
+        victims.append({v.job_id for v in plan.victims})
+    assert victims[0] == victims[1]
+    assert victims[0]
+    assert victims[0] <= set(scene.jobs.values()) - {scene.jobs[r] for r in ("P",)}
+
+
+def test_cross_check_warns_once_per_job(scene: Scene, caplog: pytest.LogCaptureFixture) -> None:
+    """Unverifiable records are skipped with one log line per job (V has forged copies)."""
+    with caplog.at_level(logging.WARNING):
+        cli(scene, Replay(scene, "json")).snapshot()
+    assert caplog.text.count(f"job {scene.jobs['V']} not cross-checked") == 1
+
+
+@pytest.mark.parametrize("version", ["22.05", "24.11"])
+def test_a_pending_array_with_a_task_list_does_not_fail_the_read(
+    recordings: Any, version: str
+) -> None:
+    """A user's ``--array=1,3,5-7`` prints ``ArrayTaskId=1,3,5-7`` on the array's own
+    record; reading it as one integer raised SlurmParseError for the whole snapshot (text
+    fallback and cross-check alike). It is the job itself, as in the JSON."""
+    head, array = "JobId=9 JobName=", "JobId=9 ArrayJobId=9 ArrayTaskId=1,3,5-7 JobName="
+    text = recordings.text(version, "scontrol_show_job_-d.txt").replace(head, array)
+    one = recordings.text(version, "scontrol_show_job_-d_-o.txt").replace(head, array)
+    from test_contract import TEXT_ONLY as refused
+
+    runner = recordings.ReplayRunner(
+        version, {**refused, "scontrol show job -d": text, "scontrol show job -d -o": one})
+    jobs = by_id(recordings.cli(version, runner, cluster_name="fakegpu").snapshot().jobs)
+    assert jobs["9"].state == "PENDING"
+    runner = recordings.ReplayRunner(version, {"scontrol show job -d": text})
+    assert "9" in by_id(recordings.cli(version, runner).snapshot().jobs)

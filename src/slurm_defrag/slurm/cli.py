@@ -332,18 +332,21 @@ def cross_check(json_jobs: Sequence[Job], records: Sequence[scontrol_text.JobRec
     GPUs in that moment (a requeued job waits at least the credential lifetime).
     """
     by_json = {j.id: j for j in json_jobs}
+    warned: set[str] = set()
     for i, r in enumerate(records):
         path = f"jobs[{i}]"
         if r.problems:
-            log.warning("%s: job %s not cross-checked: %s", _TEXT_WHERE, r.job_id,
-                        r.problems[0])
+            if r.job_id not in warned:  # one line per job, however many forged copies
+                warned.add(r.job_id)
+                log.warning("%s: job %s not cross-checked: %s", _TEXT_WHERE, r.job_id,
+                            r.problems[0])
+            continue
+        state = scontrol_text.job_state(r, _TEXT_WHERE, path)
+        if state not in HOLDS_GPUS:
             continue
         job_id = scontrol_text.display_id(r, _TEXT_WHERE, path)
         job = by_json.get(job_id)
-        if job is None or job.state not in HOLDS_GPUS:
-            continue
-        state = scontrol_text.job_state(r, _TEXT_WHERE, path)
-        if state != job.state:
+        if job is None or job.state != state:
             continue
         differs = _differing_string(r, job)
         if differs is not None:

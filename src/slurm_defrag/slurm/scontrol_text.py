@@ -425,10 +425,13 @@ def text_value(r: Record, key: str) -> str:
 
 def display_id(r: Record, where: str, path: str) -> str:
     """``123``, ``120_3``, ``200+1``: the id the JSON and the writers use."""
+    # A pending array's own record prints its task ranges (ArrayTaskId=1,3,5-7): it is the
+    # job itself then, as in the JSON (whose array_task_id is unset there).
+    task = _val(r, "ArrayTaskId")
     return m.job_id(
         r.fields["JobId"],
         _int(r, "ArrayJobId", where, path),
-        _int(r, "ArrayTaskId", where, path),
+        int(task) if re.fullmatch(r"[0-9]{1,10}", task) else None,
         _int(r, "HetJobId", where, path),
         _int(r, "HetJobOffset", where, path),
     )
