@@ -206,7 +206,7 @@ class CliSlurm:
                               "--format=%A").split())
         out = []
         budget = REREAD_MAX
-        for job_id, problem in sorted(doubtful.items(), key=lambda kv: int(kv[0])):
+        for job_id, problem in sorted(doubtful.items(), key=lambda kv: (len(kv[0]), kv[0])):
             if job_id not in listed:  # no such job (made up), or it ended meanwhile
                 log.warning("%s: ignoring a record of JobId=%s that squeue does not list "
                             "(%s)", _TEXT_WHERE, job_id, problem)
