@@ -114,7 +114,8 @@ def test_text_per_gpu_cpus_and_memory_times_gpus_per_node(
     prints them (22.05 ``gres:gpu:4``, 24.11 ``gres/gpu:4``)."""
     record = text_record(recordings, version, "scontrol_show_job_-d.txt", "JobId=9 ")
     sep = ":" if version == "22.05" else "/"
-    extra = f"   CpusPerTres=gres{sep}gpu:4 MemPerTres=gres{sep}gpu:2048\n   TresPerNode="
+    # two lines, as slurm_sprint_job_info prints them
+    extra = f"   CpusPerTres=gres{sep}gpu:4\n   MemPerTres=gres{sep}gpu:2048\n   TresPerNode="
     (job,) = scontrol_text.jobs(record.replace("   TresPerNode=", extra), "w")
     assert host_of(job) == (32, 16384)
 

@@ -15,6 +15,30 @@ reservations   ``scontrol show reservations --json``  ``scontrol show reservatio
 is refused (older Slurm, no JSON serializer plugin) the ``scontrol show`` text is read
 instead. With ``cross_check_text`` on, ``scontrol show job -d`` is read as well and every
 running job's per-node GPU indices must agree with the JSON.
+
+Job text is hostile input. ``scontrol show job -d`` prints values verbatim - the job name
+unquoted at the end of the first line, comments and paths with spaces, ``Key=`` and
+newlines (22.05 and 24.11 take all of them from ``sbatch -J/--comment/--chdir``) - so a
+job owner can write text that reads like fields of their record, or like whole records of
+other jobs. The JSON escapes strings and is the source of truth wherever it exists; the
+text is read with :func:`scontrol_text.job_records` (lines in Slurm's order, keys once,
+required lines present, one record per JobId) and only what survives is used:
+
+* **cross-check** (JSON read): a record is compared only if it has no problems *and* its
+  job name, comment and admin comment equal the JSON's for that job; any other record is
+  skipped with one warning naming the job (an attacker can make their own job, or one
+  whose id they forge, unverifiable - never fail the cycle). A real disagreement on a
+  verifiable record still fails: that is an adapter or Slurm bug.
+* **fallback** (``squeue --json`` refused): besides the structure, each record must be
+  exactly one line of ``scontrol show job -d -o`` (:func:`scontrol_text.check_one_liners`):
+  that proves no value of it holds a newline, which is the one forgery the structure alone
+  cannot see (``--chdir $'/x\n   AdminComment=defrag:protect'`` on a job without an admin
+  comment prints exactly like a real one). The ids of records that fail are intersected
+  with ``squeue --noheader --format=%A`` (numbers only: nothing a user controls) and
+  re-read one by one (``scontrol show job -d <id>`` and ``-o <id>``: that job alone, so no
+  other job's values are in it); a job that still does not read cleanly is left out with a
+  warning. It is then never requeued, and its GPUs stay busy through the nodes' GresUsed
+  ("busy, job not visible" on the map).
 """
 
 from __future__ import annotations
@@ -28,7 +52,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from slurm_defrag.domain.cluster import HOLDS_GPUS, ClusterSnapshot, Job, Reservation
-from slurm_defrag.slurm import openapi, scontrol_text
+from slurm_defrag.slurm import ids, openapi, scontrol_text
 from slurm_defrag.slurm.assemble import Parts, assemble
 from slurm_defrag.slurm.errors import SlurmParseError, SlurmRejectedError
 from slurm_defrag.slurm.mapping import Doc
@@ -40,7 +64,13 @@ log = logging.getLogger(__name__)
 JSON_SCONTROL_SINCE = (23, 2)
 """First release with ``scontrol show ... --json``."""
 
+REREAD_MAX = 100
+"""Doubtful job records re-read one by one per text snapshot (two commands each); the rest
+are left out (with the warning) so hostile jobs cannot make a snapshot arbitrarily slow."""
+
 _KEY = re.compile(r"^[A-Za-z][A-Za-z0-9_]*$")
+_TEXT_CMD = ("scontrol", "show", "job", "-d")
+_TEXT_WHERE = " ".join(_TEXT_CMD)
 
 
 class CliSlurm:
@@ -141,19 +171,68 @@ class CliSlurm:
         return from_text(self.run(*text_cmd), " ".join(text_cmd))
 
     def _jobs(self) -> tuple[list[Job], str | None]:
-        text_cmd = ("scontrol", "show", "job", "-d")
         try:
             out = self.run("squeue", "--json")
         except SlurmRejectedError as exc:
-            log.warning("%s; reading %s text instead", exc, " ".join(text_cmd))
-            return scontrol_text.jobs(self.run(*text_cmd), " ".join(text_cmd)), None
+            log.warning("%s; reading %s text instead", exc, _TEXT_WHERE)
+            return self._text_jobs(), None
         data = self.decode(out, "squeue --json")
         fam = openapi.family(data, "squeue --json")
         doc = Doc(data, "squeue --json", "")
         jobs = fam.jobs(doc)
         if self.settings.cross_check_text:
-            cross_check(jobs, scontrol_text.jobs(self.run(*text_cmd), " ".join(text_cmd)))
+            cross_check(jobs, scontrol_text.job_records(self.run(*_TEXT_CMD)))
         return jobs, fam.cluster(doc)
+
+    def _text_jobs(self) -> list[Job]:
+        """Jobs from ``scontrol show job -d`` text alone (see the module docstring)."""
+        records = scontrol_text.job_records(self.run(*_TEXT_CMD))
+        scontrol_text.check_one_liners(records, self.run(*_TEXT_CMD, "-o"))
+        good = [r for r in records if not r.problems]
+        # (A forged copy of a job's record gives the real one a problem too: same JobId.)
+        doubtful = {r.job_id: r.problems[0] for r in records if r.problems}
+        if doubtful:
+            good += self._reread(doubtful)
+        out = []
+        for i, r in enumerate(good):
+            job = scontrol_text.job_from_record(r, _TEXT_WHERE, f"jobs[{i}]")
+            if job is not None:
+                out.append(job)
+        return out
+
+    def _reread(self, doubtful: dict[str, str]) -> list[scontrol_text.JobRecord]:
+        """Re-read each doubtful job alone; the ones that read cleanly."""
+        listed = set(self.run("squeue", "--noheader", "--all", "--states=all",
+                              "--format=%A").split())
+        out = []
+        budget = REREAD_MAX
+        for job_id, problem in sorted(doubtful.items(), key=lambda kv: (len(kv[0]), kv[0])):
+            if job_id not in listed:  # no such job (made up), or it ended meanwhile
+                log.warning("%s: ignoring a record of JobId=%s that squeue does not list "
+                            "(%s)", _TEXT_WHERE, job_id, problem)
+                continue
+            budget -= 1
+            record = self._read_one(ids.job_id(job_id)) if budget >= 0 else None
+            if record is None:
+                log.warning("%s: job %s left out: its record cannot be read unambiguously "
+                            "(%s); its GPUs stay busy, it is never requeued",
+                            _TEXT_WHERE, job_id, problem)
+            else:
+                out.append(record)
+        return out
+
+    def _read_one(self, job_id: str) -> scontrol_text.JobRecord | None:
+        try:
+            text = self.run(*_TEXT_CMD, job_id)
+            one_liner = self.run(*_TEXT_CMD, "-o", job_id)
+        except SlurmRejectedError:  # ended meanwhile: "Invalid job id specified"
+            return None
+        # An array's or heterogeneous job's leader id lists its other records too.
+        records = [r for r in scontrol_text.job_records(text) if r.job_id == job_id]
+        scontrol_text.check_one_liners(records, one_liner)
+        if len(records) != 1 or records[0].problems:
+            return None
+        return records[0]
 
     # -- writer ------------------------------------------------------------------------
 
@@ -166,6 +245,8 @@ class CliSlurm:
         start: datetime | None,
         duration_s: int,
     ) -> None:
+        name, nodes = ids.reservation_name(name), ids.node_names(nodes)
+        users, accounts = ids.principals(users, "user"), ids.principals(accounts, "account")
         args = [
             "scontrol", "create", "reservation",
             f"ReservationName={name}",
@@ -188,6 +269,7 @@ class CliSlurm:
             log.info("reservation %s already exists with the same nodes", name)
 
     def delete_reservation(self, name: str) -> None:
+        name = ids.reservation_name(name)
         try:
             self.run("scontrol", "delete", f"ReservationName={name}")
         except SlurmRejectedError:
@@ -197,6 +279,7 @@ class CliSlurm:
     def requeue(self, job_id: str, reason: str) -> None:
         # scontrol requeue takes no reason; log it so the action stays attributable
         # without overwriting the job's comments (they may carry defrag:nvlink=K).
+        job_id = ids.job_id(job_id)
         log.info("requeue job %s: %s", job_id, reason)
         try:
             self.run("scontrol", "requeue", job_id)
@@ -205,9 +288,11 @@ class CliSlurm:
                 raise
 
     def update_job(self, job_id: str, **fields: str) -> None:
+        job_id = ids.job_id(job_id)
         self.run("scontrol", "update", f"JobId={job_id}", *_assignments(fields))
 
     def update_node(self, node: str, **fields: str) -> None:
+        node = ids.node_name(node)
         self.run("scontrol", "update", f"NodeName={node}", *_assignments(fields))
 
     def _reservation(self, name: str) -> Reservation | None:
@@ -233,23 +318,55 @@ def _utc(t: datetime) -> str:
     return t.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%S")
 
 
-def cross_check(json_jobs: Sequence[Job], text_jobs: Sequence[Job]) -> None:
+def cross_check(json_jobs: Sequence[Job], records: Sequence[scontrol_text.JobRecord]) -> None:
     """Fail if JSON and text disagree on the GPUs of a job running in both reads.
+
+    Only text records without problems whose user-controlled strings (job name, comment,
+    admin comment) equal the JSON's are compared; the others are skipped with a warning
+    naming the job. Only the fields a job owner cannot reach from a value are read from
+    the record: the first line's ids, the state and the ``Nodes=`` detail lines (all
+    printed before the first free-text value but the name, which ends the first line).
 
     The two commands run a moment apart; a job that started or ended in between has a
     different state and is skipped. A job cannot be requeued and started again on other
     GPUs in that moment (a requeued job waits at least the credential lifetime).
     """
-    text_by_id = {j.id: j for j in text_jobs}
-    for job in json_jobs:
-        other = text_by_id.get(job.id)
-        if other is None or job.state not in HOLDS_GPUS or other.state != job.state:
+    by_json = {j.id: j for j in json_jobs}
+    warned: set[str] = set()
+    for i, r in enumerate(records):
+        path = f"jobs[{i}]"
+        if r.problems:
+            if r.job_id not in warned:  # one line per job, however many forged copies
+                warned.add(r.job_id)
+                log.warning("%s: job %s not cross-checked: %s", _TEXT_WHERE, r.job_id,
+                            r.problems[0])
             continue
-        if dict(other.gpus) != dict(job.gpus):
+        state = scontrol_text.job_state(r, _TEXT_WHERE, path)
+        if state not in HOLDS_GPUS:
+            continue
+        job_id = scontrol_text.display_id(r, _TEXT_WHERE, path)
+        job = by_json.get(job_id)
+        if job is None or job.state != state:
+            continue
+        differs = _differing_string(r, job)
+        if differs is not None:
+            log.warning("%s: job %s not cross-checked: its %s differs from squeue --json "
+                        "(a value that reads like fields)", _TEXT_WHERE, job_id, differs)
+            continue
+        gpus = scontrol_text.job_gpus(r, _TEXT_WHERE, path)
+        if gpus != dict(job.gpus):
             raise SlurmParseError(
                 f"scontrol show job -d: job {job.id}: GPU indices "
-                f"{_fmt(other.gpus)} disagree with squeue --json {_fmt(job.gpus)}"
+                f"{_fmt(gpus)} disagree with squeue --json {_fmt(job.gpus)}"
             )
+
+
+def _differing_string(r: scontrol_text.JobRecord, job: Job) -> str | None:
+    for key, value in (("JobName", job.name), ("Comment", job.comment),
+                       ("AdminComment", job.admin_comment)):
+        if scontrol_text.text_value(r, key) != value:
+            return key
+    return None
 
 
 def _fmt(gpus: Any) -> str:

@@ -29,6 +29,7 @@ from slurm_defrag.domain.cluster import (
     NodeFlag,
     Reservation,
 )
+from slurm_defrag.slurm import ids
 from slurm_defrag.slurm.errors import SlurmRejectedError
 from slurm_defrag.slurm.mapping import default_nvlink, reservation_state
 
@@ -96,6 +97,9 @@ class FakeSlurm:
         start: datetime | None,
         duration_s: int,
     ) -> None:
+        # The same id checks as the real writers, so dry-run refuses what they would.
+        ids.reservation_name(name), ids.node_names(nodes)
+        ids.principals(users, "user"), ids.principals(accounts, "account")
         self.calls.append(("create_reservation", name, ",".join(nodes)))
         unknown = [n for n in nodes if n not in self.nodes]
         if unknown:
@@ -121,10 +125,12 @@ class FakeSlurm:
         )
 
     def delete_reservation(self, name: str) -> None:
+        ids.reservation_name(name)
         self.calls.append(("delete_reservation", name))
         self.reservations.pop(name, None)
 
     def requeue(self, job_id: str, reason: str) -> None:
+        ids.job_id(job_id)
         self.calls.append(("requeue", job_id, reason))
         job = self._job(job_id)
         if job["state"] == JobState.PENDING:
@@ -151,6 +157,7 @@ class FakeSlurm:
         )
 
     def update_job(self, job_id: str, **fields: str) -> None:
+        ids.job_id(job_id)
         self.calls.append(("update_job", job_id, *(f"{k}={v}" for k, v in fields.items())))
         job = self._job(job_id)
         for key, value in fields.items():
@@ -163,6 +170,7 @@ class FakeSlurm:
                 job["priority"] = int(value)
 
     def update_node(self, node: str, **fields: str) -> None:
+        ids.node_name(node)
         self.calls.append(("update_node", node, *(f"{k}={v}" for k, v in fields.items())))
         data = self.nodes.get(node)
         if data is None:

@@ -28,7 +28,7 @@ from slurm_defrag.domain.cluster import (
     Reservation,
 )
 from slurm_defrag.errors import InputError
-from slurm_defrag.slurm import host
+from slurm_defrag.slurm import host, ids
 from slurm_defrag.slurm import mapping as m
 from slurm_defrag.slurm.assemble import Parts, assemble
 from slurm_defrag.slurm.errors import SlurmRejectedError, from_failure
@@ -353,6 +353,8 @@ class PyslurmSlurm:
         start: datetime | None,
         duration_s: int,
     ) -> None:
+        name, nodes = ids.reservation_name(name), ids.node_names(nodes)
+        users, accounts = ids.principals(users, "user"), ids.principals(accounts, "account")
         ps = self.ps
         begin = start or self._clock()
         resv = ps.Reservation(
@@ -378,6 +380,7 @@ class PyslurmSlurm:
             return None
 
     def delete_reservation(self, name: str) -> None:
+        name = ids.reservation_name(name)
         try:
             self._rpc(f"delete reservation {name}", self.ps.Reservation(name).delete)
         except SlurmRejectedError:
@@ -385,9 +388,11 @@ class PyslurmSlurm:
                 raise
 
     def requeue(self, job_id: str, reason: str) -> None:
-        self._rpc(f"requeue {job_id}", self.ps.Job(_numeric(job_id)).requeue)
+        number = _numeric(job_id)  # before anything of pyslurm is touched
+        self._rpc(f"requeue {job_id}", self.ps.Job(number).requeue)
 
     def update_job(self, job_id: str, **fields: str) -> None:
+        number = _numeric(job_id)
         changes: dict[str, Any] = {}
         for key, value in fields.items():
             attr = _JOB_FIELDS.get(key)
@@ -398,9 +403,10 @@ class PyslurmSlurm:
                 )
             changes[attr] = value
         desc = self.ps.JobSubmitDescription(**changes)
-        self._rpc(f"update job {job_id}", lambda: self.ps.Job(_numeric(job_id)).modify(desc))
+        self._rpc(f"update job {job_id}", lambda: self.ps.Job(number).modify(desc))
 
     def update_node(self, node: str, **fields: str) -> None:
+        node = ids.node_name(node)
         allowed = {"state": "state", "reason": "reason", "weight": "weight"}
         changes = {}
         for key, value in fields.items():
@@ -416,8 +422,11 @@ class PyslurmSlurm:
 
 
 def _numeric(job_id: str) -> int:
-    if not job_id.isdigit():
+    """pyslurm's ``Job(id)`` takes the unique numeric id only (not ``123_4``/``123+1``)."""
+    ids.job_id(job_id)  # the same message as the other writers for a value that is no id
+    try:
+        return ids.numeric_job_id(job_id)
+    except SlurmRejectedError:
         raise SlurmRejectedError(
             f"Slurm rejected job {job_id}: the pyslurm backend takes plain numeric job ids"
-        )
-    return int(job_id)
+        ) from None

@@ -24,7 +24,7 @@ import httpx
 
 from slurm_defrag.domain.cluster import ClusterSnapshot
 from slurm_defrag.errors import InputError
-from slurm_defrag.slurm import openapi
+from slurm_defrag.slurm import ids, openapi
 from slurm_defrag.slurm.assemble import Parts, assemble
 from slurm_defrag.slurm.errors import (
     SlurmParseError,
@@ -190,6 +190,8 @@ class RestSlurm:
         start: datetime | None,
         duration_s: int,
     ) -> None:
+        name, nodes = ids.reservation_name(name), ids.node_names(nodes)
+        users, accounts = ids.principals(users, "user"), ids.principals(accounts, "account")
         v = self.api_version()
         if v < "v0.0.43":
             raise SlurmRejectedError(
@@ -213,6 +215,7 @@ class RestSlurm:
         self.call("POST", f"/slurm/{v}/reservations", body)
 
     def delete_reservation(self, name: str) -> None:
+        name = ids.reservation_name(name)  # it becomes part of the URL path
         v = self._data_parser(f"delete reservation {name}")
         try:
             self.call("DELETE", f"/slurm/{v}/reservation/{name}")
@@ -222,12 +225,14 @@ class RestSlurm:
                 raise
 
     def requeue(self, job_id: str, reason: str) -> None:
+        job_id = ids.job_id(job_id)
         raise SlurmRejectedError(
             f"Slurm rejected requeue of job {job_id}: slurmrestd has no requeue endpoint; "
             "use the cli backend"
         )
 
     def update_job(self, job_id: str, **fields: str) -> None:
+        job_id = ids.job_id(job_id)  # it becomes part of the URL path
         v = self.api_version()
         body: dict[str, Any] = {}
         for key, value in fields.items():
@@ -243,6 +248,7 @@ class RestSlurm:
         self.call("POST", f"/slurm/{v}/job/{job_id}", body)
 
     def update_node(self, node: str, **fields: str) -> None:
+        node = ids.node_name(node)  # it becomes part of the URL path
         v = self._data_parser(f"update node {node}")
         body: dict[str, Any] = {}
         for key, value in fields.items():

@@ -7,15 +7,38 @@ per group of nodes with identical allocations, so the host list is expanded).
 
 The multi-line format (without ``-o``) is parsed: free-text fields such as a node's
 ``Reason=`` or a job's ``Comment=`` then start their own line and may contain spaces.
+
+Job records are hostile input (job owners write names, comments, paths; Slurm prints them
+verbatim, newlines included: checked on 22.05 and 24.11), so they are not read as "every
+``Key=`` token" but with the layout of ``slurm_sprint_job_info`` (:func:`job_records`):
+
+* ``JobName`` is the rest of the first line (``-J 'x JobId=1'`` is a name, not an id);
+* every further line must start with a key Slurm prints there, *after* the previous
+  line's key in Slurm's order; a line that does not is the continuation of the free-text
+  value before it (name, command, work dir, comments, std paths) - so a forged
+  ``\n   AdminComment=x`` after a ``Comment=`` is part of the comment - or, after any
+  other line, a problem;
+* a key appears once per record, the required lines are all there, the record ends the
+  way Slurm ends one, and no two records start with the same ``JobId=``.
+
+A record with a problem is not trusted (the callers in :mod:`slurm_defrag.slurm.cli`
+decide what that means). One forgery the structure cannot see: a newline in a value
+followed by a key that comes later in the order and that the real record lacks
+(``--chdir $'/x\n   AdminComment=defrag:protect'`` on a job without an admin comment).
+:func:`check_one_liners` catches it: ``-o`` prints a record on one line and a newline
+inside a value breaks that line, so a record without problems must be exactly one line
+of ``scontrol show job -d -o``. (The ``-o`` form alone would not do: there a value's
+spaces cannot be told from the separators.)
 """
 
 from __future__ import annotations
 
 import re
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 
-from slurm_defrag.domain.cluster import GPU_MEMORY_GB, Job, Node, Partition, Reservation
+from slurm_defrag.domain.cluster import GPU_MEMORY_GB, Job, JobState, Node, Partition, Reservation
 from slurm_defrag.slurm import host
 from slurm_defrag.slurm import mapping as m
 
@@ -129,13 +152,289 @@ def _memory(r: Record, key: str, where: str, path: str) -> int | None:
     return host.memory_mb(_val(r, key), where, f"{path}.{key}")
 
 
+# -- job records: parsed in the order Slurm prints them -------------------------------
+#
+# slurm_sprint_job_info() (src/api/job_info.c in 22.05, src/scontrol/info_job.c in 24.11)
+# prints one record per job: "JobId=%u [ArrayJobId=%u ArrayTaskId=%s | HetJobId=%u
+# HetJobOffset=%u ]JobName=%s", then every further line after line_end = "\n   " (" " with
+# -o), in a fixed order, then a last line_end and "\n\n" ("\n" with -o). Values are printed
+# verbatim: a job name, comment or work directory may hold spaces, "Key=" and newlines.
+
+# The keys that may start a line, in the order Slurm prints those lines (22.05 and 24.11
+# merged: 22.05 prints TRES= and Power=, 24.11 ReqTRES=/AllocTRES=), each with the keys
+# that line may carry. A key on a line that is not listed for that line is part of the
+# value before it (``MailUser=a Comment=b``: a mail address with a space).
+_LINES: tuple[tuple[tuple[str, ...], tuple[str, ...]], ...] = (
+    (("HetJobIdSet",), ()),
+    (("UserId",), ("GroupId", "MCS_label")),
+    (("Priority",), ("Nice", "Account", "QOS", "WCKey")),
+    (("JobState",), ("Reason", "FailedNode", "Dependency")),
+    (("Requeue",), ("Restarts", "BatchFlag", "Reboot", "ExitCode")),
+    (("DerivedExitCode",), ()),
+    (("RunTime",), ("TimeLimit", "TimeMin")),
+    (("SubmitTime",), ("EligibleTime",)),
+    (("AccrueTime",), ()),
+    (("ResizeTime",), ()),
+    (("StartTime",), ("EndTime", "Deadline")),
+    (("CronJob", "CrontabSpec"), ("CrontabSpec",)),
+    (("PreemptEligibleTime",), ("PreemptTime",)),
+    (("SuspendTime",), ("SecsPreSuspend", "LastSchedEval", "Scheduler")),
+    (("Partition",), ("AllocNode:Sid",)),
+    (("ReqNodeList",), ("ExcNodeList",)),
+    (("NodeList",), ("SchedNodeList",)),
+    (("BatchFeatures", "BatchHost"), ("BatchHost",)),
+    (("StepMgrEnabled",), ()),
+    (("FedOrigin",), ("FedViableSiblings", "FedActiveSiblings")),
+    (("NumNodes",), ("NumCPUs", "NumTasks", "CPUs/Task", "ReqB:S:C:T")),
+    (("TRES", "ReqTRES"), ()),
+    (("AllocTRES",), ()),
+    (("Socks/Node",), ("NtasksPerN:B:S:C", "CoreSpec", "ThreadSpec")),
+    (("JOB_GRES",), ()),
+    (("Nodes",), ("CPU_IDs", "Mem", "GRES")),  # one line per group of nodes: repeats
+    (("MinCPUsNode",), ("MinMemoryNode", "MinMemoryCPU", "MinMemoryTRES", "MinTmpDiskNode")),
+    (("Features",), ("DelayBoot",)),
+    (("ClusterFeatures",), ()),
+    (("Prefer",), ()),
+    (("Reservation",), ()),
+    (("OverSubscribe",), ("Contiguous", "Licenses", "Network")),
+    (("Command",), ()),
+    (("WorkDir",), ()),
+    (("AdminComment",), ()),
+    (("SystemComment",), ()),
+    (("Comment",), ()),
+    (("Extra",), ()),
+    (("StdErr",), ()),
+    (("StdIn",), ()),
+    (("StdOut",), ()),
+    (("Switches",), ()),
+    (("BurstBuffer",), ()),
+    (("BurstBufferState",), ()),
+    (("Power",), ()),
+    (("GresAllowTaskSharing", "GresEnforceBind", "GresOneTaskPerSharing",
+      "KillOInInvalidDependent", "SpreadJob"), ()),
+    (("OOMKillStep",), ()),
+    (("CpusPerTres",), ()),
+    (("MemPerTres",), ()),
+    (("TresBind",), ()),
+    (("TresFreq",), ()),
+    (("TresPerJob",), ()),
+    (("TresPerNode",), ()),
+    (("TresPerSocket",), ()),
+    (("TresPerTask",), ()),
+    (("MailUser",), ("MailType",)),
+    (("NtasksPerTRES",), ()),
+    (("Container",), ("ContainerID",)),
+    (("SELinuxContext",), ()),
+    (("ResvPorts",), ()),
+)
+_SLOT = {key: i for i, (starts, _) in enumerate(_LINES) for key in starts}
+_NODES_SLOT = _SLOT["Nodes"]
+# Lines whose one value is the rest of the line (it may hold spaces and "Key="); they are
+# also the only values that may continue over several lines.
+_REST_OF_LINE = frozenset(
+    {"Command", "WorkDir", "AdminComment", "SystemComment", "Comment", "Extra", "StdErr",
+     "StdIn", "StdOut"}
+)
+_TRAILING_SPACE = frozenset({"AdminComment", "SystemComment", "Comment", "Extra"})
+"""Printed as "Key=%s " (with a space after the value)."""
+# Lines every job record has, whatever its state (22.05 and 24.11).
+_REQUIRED = ("UserId", "Priority", "JobState", "Requeue", "RunTime", "SubmitTime",
+             "StartTime", "SuspendTime", "Partition", "ReqNodeList", "NodeList", "NumNodes",
+             "Socks/Node", "MinCPUsNode", "Features", "OverSubscribe", "Command", "WorkDir")
+_FIRST_LINE = re.compile(
+    r"JobId=(?P<JobId>[1-9][0-9]{0,9}) "
+    r"(?:ArrayJobId=(?P<ArrayJobId>[0-9]{1,10}) ArrayTaskId=(?P<ArrayTaskId>\S+) "
+    r"(?:ArrayTaskThrottle=(?P<ArrayTaskThrottle>[0-9]+) )?"
+    r"|HetJobId=(?P<HetJobId>[0-9]{1,10}) HetJobOffset=(?P<HetJobOffset>[0-9]{1,10}) )?"
+    r"JobName=(?P<JobName>.*)",
+    re.ASCII,
+)
+_RECORD_START = re.compile(r"^JobId=", re.MULTILINE)
+_LINE_KEY = re.compile(r"^ {3}( {2})?([A-Za-z][\w/:.]*)=")
+_END = "\n   \n\n"
+"""How a record ends: the last line_end, then "\n\n"."""
+# Values that change between two reads a moment apart; masked when a record is compared
+# with its -o line (only the non-blank run after "Key=": never a space or a newline).
+_MOVING = re.compile(
+    r"(^| )(RunTime|LastSchedEval|StartTime|EndTime|EligibleTime|AccrueTime|Priority|"
+    r"Reason|SchedNodeList|Scheduler)=[^ \n]*"
+)
+
+
+@dataclass
+class JobRecord(Record):
+    """One job of ``scontrol show job -d``, and why it cannot be trusted (if it cannot).
+
+    ``problems`` empty means: every line is where Slurm prints it, no key twice, every
+    required line there, the record ends as Slurm ends one and no other record has this
+    JobId. ``text`` is the record as printed (for the one-line comparison).
+    """
+
+    job_id: str = ""
+    text: str = ""
+    problems: list[str] = field(default_factory=list)
+    continued: bool = False
+    """A value ran over several lines: a newline inside a name, comment, path."""
+
+
+def job_records(text: str) -> list[JobRecord]:
+    """Every record of ``scontrol show job -d`` text, with its problems noted.
+
+    A record starts at a line beginning with ``JobId=`` (where Slurm starts one; a value
+    holding a newline can start one too: that record, and the one it cut short, then have
+    problems or share a JobId with the real record, and are not trusted).
+    """
+    starts = [mt.start() for mt in _RECORD_START.finditer(text)]
+    out = [_job_record(text[a:b]) for a, b in zip(starts, [*starts[1:], len(text)], strict=True)]
+    seen: dict[str, int] = {}
+    for r in out:
+        seen[r.job_id] = seen.get(r.job_id, 0) + 1
+    for r in out:
+        if seen[r.job_id] > 1:
+            r.problems.append(f"JobId={r.job_id} starts {seen[r.job_id]} records")
+    return out
+
+
+def _job_record(chunk: str) -> JobRecord:
+    r = JobRecord(text=chunk)
+    body = chunk
+    if chunk.endswith(_END):
+        body = chunk[: -len(_END)]
+    elif chunk.endswith(_END[:-2]):  # cut at "\n\n" (tests) or the last record of a file
+        body = chunk[: -len(_END) + 2]
+    else:
+        r.problems.append("the record does not end as Slurm ends one")
+    first, _, rest = body.partition("\n")
+    head = _FIRST_LINE.fullmatch(first)
+    if head is None:
+        match = re.match(r"JobId=(\S*)", first)
+        r.job_id = match[1] if match else ""
+        r.problems.append("the first line is not JobId=... JobName=...")
+        return r
+    r.job_id = head["JobId"]
+    r.fields.update({k: v for k, v in head.groupdict().items() if v is not None})
+    slot = -1
+    last: str | None = "JobName"  # the key whose value continues on an unknown line
+    for line in rest.split("\n") if rest else []:
+        km = _LINE_KEY.match(line)
+        key = km[2] if km else None
+        at = _SLOT.get(key or "")
+        detail = at == _NODES_SLOT and km is not None and km[1] is not None
+        in_order = at is not None and (at > slot or (detail and slot == _NODES_SLOT))
+        if at is not None and (km[1] is not None) != (at == _NODES_SLOT):  # type: ignore[index]
+            in_order = False  # "Nodes=" is indented by five, everything else by three
+        if in_order and key is not None and at is not None:
+            slot = at
+            parsed = _template_line(line.lstrip(" "), key)
+            if detail:
+                r.details.append(parsed)
+            else:
+                twice = sorted(set(parsed) & set(r.fields))
+                if twice:
+                    r.problems.append(f"{twice[0]}= appears twice")
+                r.fields.update(parsed)
+            last = key if key in _REST_OF_LINE else None
+        elif last is not None:
+            # Not a line Slurm would print here: the value before goes on over this line.
+            r.fields[last] += "\n" + line
+            r.continued = True
+        elif at is not None:
+            r.problems.append(f"{key}= is out of order")
+        elif not line.startswith("   "):
+            r.problems.append(f"line {line[:40]!r} is not part of a job record")
+        # else: a line of a newer Slurm we do not know (and do not read)
+    for key in _TRAILING_SPACE & set(r.fields):
+        r.fields[key] = r.fields[key].removesuffix(" ")
+    missing = [k for k in _REQUIRED if k not in r.fields]
+    if missing:
+        r.problems.append(f"no {missing[0]}= line")
+    return r
+
+
+def _template_line(line: str, key: str) -> dict[str, str]:
+    """``Key=value Key2=value2`` of one known line; only that line's keys split it."""
+    if key in _REST_OF_LINE:
+        return {key: line[len(key) + 1 :]}
+    allowed = {key, *_LINES[_SLOT[key]][1]}
+    out: dict[str, str] = {}
+    cur: str | None = None
+    for tok in line.split(" "):
+        k, sep, v = tok.partition("=")
+        if sep and k in allowed and k not in out:
+            out[k], cur = v, k
+        elif cur is not None:
+            out[cur] += " " + tok
+    return out
+
+
+def one_line(r: JobRecord) -> str:
+    """The record as ``scontrol show job -d -o`` prints it, if no value holds a newline."""
+    body = r.text[: -2] if r.text.endswith("\n\n") else r.text
+    return body.replace("\n   ", " ")
+
+
+def check_one_liners(records: Sequence[JobRecord], one_liner_text: str) -> None:
+    """Note a problem on every record that ``-o`` does not print as exactly that one line.
+
+    ``-o`` prints each record on one line, and a newline inside a value breaks it there.
+    So a record whose values hold no newline is exactly one line of the ``-o`` output
+    (the only one starting with its ``JobId=``), and a record that does - or one cut short
+    or made up by such a value - is not: a line break turned into a line start in the
+    multi-line text (``\n   AdminComment=x`` inside a work directory reads like a line of
+    its own there) stays a line break in ``-o``. Values that change between the two reads
+    (run time, scheduler times, priority, reason) are masked; they never hold a blank.
+    """
+    lines: dict[str, list[str]] = {}
+    for line in one_liner_text.split("\n"):
+        head = re.match(r"JobId=([0-9]+) ", line)
+        if head:
+            lines.setdefault(head[1], []).append(_MOVING.sub(r"\1\2=*", line))
+    for r in records:
+        found = lines.get(r.job_id, [])
+        if len(found) != 1:
+            r.problems.append(f"-o prints {len(found)} lines for JobId={r.job_id}")
+        elif found[0] != _MOVING.sub(r"\1\2=*", one_line(r)):
+            r.problems.append("-o prints it differently: a value holds a line break")
+
+
 def jobs(text: str, where: str) -> list[Job]:
+    """The jobs of records without problems (those with problems raise: use job_records)."""
     out = []
-    for i, r in enumerate(parse_records(text)):
-        job = _job(r, where, f"jobs[{i}]")
+    for i, r in enumerate(job_records(text)):
+        if r.problems:
+            raise m.parse_error(where, f"jobs[{i}]", "; ".join(r.problems))
+        job = job_from_record(r, where, f"jobs[{i}]")
         if job is not None:
             out.append(job)
     return out
+
+
+def job_from_record(r: Record, where: str, path: str) -> Job | None:
+    """The domain job of one record; None for a finished job."""
+    return _job(r, where, path)
+
+
+def job_state(r: Record, where: str, path: str) -> JobState:
+    return m.job_state(_val(r, "JobState"), where, f"{path}.JobState")
+
+
+def text_value(r: Record, key: str) -> str:
+    """A string field as the domain holds it (Slurm's "(null)" and friends: empty)."""
+    return _val(r, key)
+
+
+def display_id(r: Record, where: str, path: str) -> str:
+    """``123``, ``120_3``, ``200+1``: the id the JSON and the writers use."""
+    # A pending array's own record prints its task ranges (ArrayTaskId=1,3,5-7): it is the
+    # job itself then, as in the JSON (whose array_task_id is unset there).
+    task = _val(r, "ArrayTaskId")
+    return m.job_id(
+        r.fields["JobId"],
+        _int(r, "ArrayJobId", where, path),
+        int(task) if re.fullmatch(r"[0-9]{1,10}", task) else None,
+        _int(r, "HetJobId", where, path),
+        _int(r, "HetJobOffset", where, path),
+    )
 
 
 def _job(r: Record, where: str, path: str) -> Job | None:
@@ -162,13 +461,7 @@ def _job(r: Record, where: str, path: str) -> Job | None:
         Job,
         where,
         path,
-        id=m.job_id(
-            r.fields["JobId"],
-            _int(r, "ArrayJobId", where, path),
-            _int(r, "ArrayTaskId", where, path),
-            _int(r, "HetJobId", where, path),
-            _int(r, "HetJobOffset", where, path),
-        ),
+        id=display_id(r, where, path),
         name=_val(r, "JobName"),
         user=_val(r, "UserId").split("(", 1)[0],
         account=_val(r, "Account"),
