@@ -14,6 +14,7 @@ import httpx
 import pytest
 
 from slurm_defrag import cli
+from slurm_defrag.errors import ExitCode
 from slurm_defrag.slurm import backends
 from slurm_defrag.slurm.cli import CliSlurm
 from slurm_defrag.slurm.errors import (
@@ -117,7 +118,7 @@ def test_bad_setting_is_one_input_error_line(
     with pytest.raises(SystemExit) as info:
         cli.main()
     err = capsys.readouterr().err
-    assert info.value.code == 2
+    assert info.value.code == ExitCode.BAD_INPUT
     assert "SLURM_DEFRAG_SLURM_TOPOLOGY_TEMPLATES" in err
     assert "nvlink-9" in err
 

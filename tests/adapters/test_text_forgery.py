@@ -372,8 +372,8 @@ def test_rereads_are_bounded(scene: Scene, monkeypatch: pytest.MonkeyPatch,
 def test_plan_victims_are_real_jobs_and_the_same_from_json_and_text(scene: Scene) -> None:
     """Defect 1 (enforce with the text fallback requeued a job id the user chose): the
     dry-run plan for the pending 8-GPU job picks the same real victims either way."""
+    from slurm_defrag.planner.facade import make_plan
     from slurm_defrag.policy.file import load_policy
-    from slurm_defrag.solver.planner import make_plan
 
     policy = load_policy(FIXTURES.parent.parent / "docker" / "defrag" / "policy.toml")
     victims = []

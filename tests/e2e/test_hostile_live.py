@@ -51,11 +51,11 @@ from live_cluster import (
 
 from infra import require
 from slurm_defrag.domain.cluster import ClusterSnapshot, Job
+from slurm_defrag.planner.facade import make_plan
 from slurm_defrag.policy.file import load_policy
 from slurm_defrag.slurm.cli import CliSlurm
 from slurm_defrag.slurm.runner import subprocess_runner
 from slurm_defrag.slurm.settings import SlurmSettings
-from slurm_defrag.solver.planner import make_plan
 
 pytestmark = pytest.mark.slurm
 
