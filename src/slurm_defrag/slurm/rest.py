@@ -109,7 +109,9 @@ class RestSlurm:
     def _decode(self, resp: httpx.Response, what: str) -> Any:
         try:
             data = resp.json()
-        except (json.JSONDecodeError, UnicodeDecodeError):
+        except (ValueError, RecursionError):
+            # Not JSON, not UTF-8 (both ValueErrors), an integer of over 4,300 digits
+            # (ValueError), or nested deeper than the parser recurses.
             data = None
         if resp.status_code in (401, 403):
             raise SlurmRejectedError(
