@@ -284,7 +284,8 @@ def scontrol_text(draw: st.DrawFn, name: str) -> str:
 
 
 random_text = st.text(
-    alphabet=st.sampled_from(list("=:,()[]- \n\t0123456789²٣abcJobIdNodesGRESIDX")) | st.characters(),
+    alphabet=st.sampled_from(list("=:,()[]- \n\t0123456789²٣abcJobIdNodesGRESIDX"))
+    | st.characters(),
     max_size=300,
 )
 """Text with no structure at all (weighted towards the characters the parsers split on)."""

@@ -19,7 +19,6 @@ from types import SimpleNamespace
 from typing import Any
 
 import httpx
-from fuzzing import FUZZ, FUZZ_EXAMPLES, assert_clean
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from slurm_inputs import (
@@ -33,7 +32,9 @@ from slurm_inputs import (
     scontrol_text,
 )
 
-from slurm_defrag.slurm import openapi, scontrol_text as text_parser
+from fuzzing import FUZZ, FUZZ_EXAMPLES, assert_clean
+from slurm_defrag.slurm import openapi
+from slurm_defrag.slurm import scontrol_text as text_parser
 from slurm_defrag.slurm.cli import CliSlurm
 from slurm_defrag.slurm.mapping import Doc
 from slurm_defrag.slurm.pyslurm_adapter import PyslurmSlurm, parts_from
@@ -315,7 +316,8 @@ def test_rest_snapshot_fuzz(case: tuple[str, str, bytes]) -> None:
             return httpx.Response(200, json={"meta": {}, "errors": [], "pings": []})
         if endpoint == bad_endpoint:
             return httpx.Response(200, content=bad_body)
-        return httpx.Response(200, text=recording(version, f"slurmrestd_GET_slurm_{api}_{endpoint}.json"))
+        name = f"slurmrestd_GET_slurm_{api}_{endpoint}.json"
+        return httpx.Response(200, text=recording(version, name))
 
     client = httpx.Client(base_url="http://slurmrestd", transport=httpx.MockTransport(handler))
     backend = RestSlurm(

@@ -105,7 +105,8 @@ def tres_text(v: Any, where: str = WHERE, field: str = "tres") -> str:
 
 def _layout(layout: Any, path: str) -> Mapping[str, Any]:
     if not isinstance(layout, Mapping) or not all(isinstance(k, str) for k in layout):
-        raise m.parse_error(WHERE, f"{path}.layout", f"expected node -> layout, got {m.show(layout)}")
+        problem = f"expected node -> layout, got {m.show(layout)}"
+        raise m.parse_error(WHERE, f"{path}.layout", problem)
     return layout
 
 
@@ -118,15 +119,17 @@ def layout_gpus(layout: Mapping[str, Any], path: str) -> dict[str, frozenset[int
     for node, res in _layout(layout, path).items():
         gres = res.get("gres") if isinstance(res, Mapping) else None
         if gres is not None and not isinstance(gres, Mapping):
-            raise m.parse_error(WHERE, f"{path}.layout.{node}.gres", f"expected an object, got {m.show(gres)}")
+            problem = f"expected an object, got {m.show(gres)}"
+            raise m.parse_error(WHERE, f"{path}.layout.{node}.gres", problem)
         found: set[int] = set()
         for key, spec in (gres or {}).items():
             if not str(key).startswith("gpu") or not isinstance(spec, Mapping):
                 continue
             field = f"{path}.layout.{node}.gres.{key}"
             count, indexes = spec.get("count"), spec.get("indexes")
-            if isinstance(count, bool) or not isinstance(count, int) or not isinstance(indexes, str):
-                raise m.parse_error(WHERE, field, f"expected count and indexes, got {m.show(spec)}")
+            if type(count) is not int or not isinstance(indexes, str):
+                problem = f"expected count and indexes, got {m.show(spec)}"
+                raise m.parse_error(WHERE, field, problem)
             found |= m.indices(f"{key}:{count}(IDX:{indexes})", WHERE, field)
         if found:
             out[node] = frozenset(found)

@@ -14,7 +14,6 @@ act on such clusters.
 
 from __future__ import annotations
 
-import json
 import math
 from collections.abc import Callable, Sequence
 from datetime import UTC, datetime
