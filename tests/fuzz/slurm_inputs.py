@@ -99,11 +99,25 @@ _NUMBERS = (
 )
 _FLOATS = (float("nan"), float("inf"), float("-inf"), 1e308, -1e308, 0.5, 1.5, -0.0)
 
+# Generated GRES strings and host lists, built once: drawing them per case with builds()
+# or from_regex() costs ~0.5 ms of the few ms a case may take.
+_BOUNDS = (0, 1, 3, 7, 15, 16, 17, 99_999, 10**8, 10**30)
+_RANGES = tuple(f"{a}-{b}" for a in _BOUNDS[:5] for b in _BOUNDS) + tuple(
+    f"{a},{b}" for a in _BOUNDS[:4] for b in _BOUNDS[3:]
+)
+GENERATED = tuple(
+    f"gpu:{t}:{n}(IDX:{r})"
+    for t in ("a100", "a100-80g", "1g.10gb", "²")
+    for n in (0, 2, 16, 10**8)
+    for r in _RANGES[::3]
+) + tuple(f"{p}[{r}]" for p in ("node", "n", "") for r in _RANGES)
+
+_STRINGS = HOSTILE_TOKENS + GENERATED
+
 hostile_text = st.one_of(
     st.sampled_from(HOSTILE_TOKENS),
-    st.text(max_size=24),
-    st.from_regex(r"gpu:[a-z0-9]{1,5}:[0-9]{1,3}\(IDX:[0-9,\-]{1,12}\)", fullmatch=True),
-    st.from_regex(r"[a-z]{1,4}\[[0-9,\-]{1,14}\]", fullmatch=True),
+    st.sampled_from(GENERATED),
+    st.text(max_size=12),
 )
 """Strings that probe the GRES, host list, number, time and duration parsers."""
 
@@ -115,19 +129,21 @@ def _deep(depth: int) -> Any:
     return v
 
 
+_CONTAINERS = (
+    [], {}, [None], ["x"], [1], {"set": True, "number": 2**70},
+    {"set": True, "infinite": False, "number": "7"}, {"number": None},
+    {"set": "yes", "number": float("nan")}, ["RUNNING", 5], [HOSTILE_TOKENS[0], "node01"],
+    _deep(20), _deep(61),
+)
+_VALUES = (None, True, False, *_NUMBERS, *_FLOATS)
+
 hostile_value = st.one_of(
-    st.none(),
-    st.booleans(),
-    st.sampled_from(_NUMBERS),
-    st.integers(),
-    st.sampled_from(_FLOATS),
-    hostile_text,
+    st.sampled_from(_VALUES),
+    st.sampled_from(_STRINGS),
     # copied: a mutation must never change the constant seen by later cases
-    st.sampled_from([[], {}, [None], ["x"], [1], {"set": True, "number": 2**70},
-                     {"set": True, "infinite": False, "number": "7"}, {"number": None},
-                     {"set": "yes", "number": float("nan")}, ["RUNNING", 5]]).map(copy.deepcopy),
-    st.integers(min_value=20, max_value=60).map(_deep),
-    st.lists(hostile_text, max_size=3),
+    st.sampled_from(_CONTAINERS).map(copy.deepcopy),
+    st.integers(),
+    st.text(max_size=12),
 )
 """Any JSON-ish value a field might hold instead of what Slurm documents."""
 
@@ -168,51 +184,70 @@ def _slots(value: Any, out: list[tuple[Any, Any]], depth: int = 0) -> None:
 _DIGIT_SWAPS = ("²", "٣", "１", "9" * 30, "99999999")
 
 
+# Strategies built once: building one inside a composite on every draw costs more than
+# the draw itself (a case makes a dozen draws).
+_INDEX = st.integers(0, 2**16)
+_CHANGES = st.integers(1, 4)
+_JSON_KIND = st.sampled_from(
+    ("replace", "replace", "replace", "edit", "delete", "duplicate", "add", "wrap")
+)
+_TEXT_KIND = st.sampled_from(("value", "value", "token", "newline", "cut", "digits"))
+_SWAP = st.sampled_from(_DIGIT_SWAPS)
+_ADD_KEY = st.sampled_from(("x", "nodes", "gres", "job_id", "errors"))
+_WRAP = st.sampled_from((lambda v: [v], lambda v: {"number": v}))
+_SEPARATOR = st.sampled_from((" ", "\n", "\n   ", ""))
+_NEWLINE = st.sampled_from(("\n", "\n   ", "\r\n", "\u2028"))
+_FEW = st.integers(0, 3)
+_CUT = st.integers(1, 40)
+_VERSION = st.sampled_from(VERSIONS)
+
+
+def pick(draw: st.DrawFn, n: int) -> int:
+    """An index below ``n`` (one shared strategy instead of one per length)."""
+    return draw(_INDEX) % n
+
+
 @st.composite
 def mutated_json(draw: st.DrawFn, root: Any) -> Any:
     """``root`` (freshly parsed, so mutated in place) with 1-4 hostile changes."""
-    for _ in range(draw(st.integers(1, 4))):
-        slots: list[tuple[Any, Any]] = []
-        _slots(root, slots)
-        if not slots:
-            break
-        container, key = slots[draw(st.integers(0, len(slots) - 1))]
-        kind = draw(st.sampled_from(("replace", "replace", "replace", "edit", "delete",
-                                     "duplicate", "add", "wrap")))
+    slots: list[tuple[Any, Any]] = []  # found once: walking a 24.11 job costs ~0.3 ms
+    _slots(root, slots)
+    if not slots:
+        return root
+    for _ in range(draw(_CHANGES)):
+        container, key = slots[pick(draw, len(slots))]
+        if key not in container if isinstance(container, dict) else key >= len(container):
+            continue  # removed by an earlier change
+        kind = draw(_JSON_KIND)
         if kind == "replace":
             container[key] = draw(hostile_value)
         elif kind == "edit" and isinstance(container[key], str) and container[key]:
             s = container[key]
-            if re.search(r"[0-9]", s) and draw(st.booleans()):
-                swap = draw(st.sampled_from(_DIGIT_SWAPS))
-                container[key] = re.sub(r"[0-9]+", swap, s, count=draw(st.integers(0, 2)))
+            if re.search(r"[0-9]", s) and draw(_FEW) < 2:
+                container[key] = re.sub(r"[0-9]+", draw(_SWAP), s, count=draw(_FEW))
             else:
-                at = draw(st.integers(0, len(s)))
+                at = pick(draw, len(s) + 1)
                 container[key] = s[:at] + draw(hostile_text) + s[at:]
         elif kind == "delete":
             del container[key]
         elif kind == "duplicate" and isinstance(container, list):
             container.insert(key, json.loads(json.dumps(container[key], allow_nan=True)))
         elif kind == "add" and isinstance(container, dict):
-            container[draw(st.sampled_from(("x", "nodes", "gres", "job_id", "errors")))] = (
-                draw(hostile_value)
-            )
+            container[draw(_ADD_KEY)] = draw(hostile_value)
         elif kind == "wrap":
-            container[key] = draw(st.sampled_from((lambda v: [v], lambda v: {"number": v})))(
-                container[key]
-            )
+            container[key] = draw(_WRAP)(container[key])
     return root
 
 
 @st.composite
 def json_document(draw: st.DrawFn, version: str, name: str, key: str) -> Any:
-    """1-3 recorded records of ``name`` (under ``key``) in their frame, then mutated."""
+    """1-2 recorded records of ``name`` (under ``key``) in their frame, then mutated."""
     frame, records = json_parts(version, name, key)
-    picked = draw(st.lists(st.integers(0, len(records) - 1), min_size=1, max_size=3))
+    picked = [pick(draw, len(records)) for _ in range(1 + draw(_FEW) // 2)]
     doc = json.loads(frame)
     doc[key] = [json.loads(records[i]) for i in picked]
     # Mostly the records: the frame is only ``meta`` and ``errors`` (a tenth of the cases).
-    draw(mutated_json(doc if draw(st.integers(0, 9)) == 0 else doc[key]))
+    draw(mutated_json(doc if draw(_INDEX) % 10 == 0 else doc[key]))
     return doc
 
 
@@ -238,48 +273,50 @@ TEXT_TOKENS = (
 )
 
 
-def text_records(text: str) -> list[str]:
+_TEXT_TOKEN = st.sampled_from(TEXT_TOKENS)
+
+
+@cache
+def text_records(version: str, name: str) -> tuple[str, ...]:
     """A recording split into its records (a record starts at an unindented line)."""
     records: list[str] = []
-    for line in text.splitlines(keepends=True):
+    for line in recording(version, name).splitlines(keepends=True):
         if records and (line[:1].isspace() or not line.strip()):
             records[-1] += line
         else:
             records.append(line)
-    return records
+    return tuple(records)
 
 
 @st.composite
 def mutated_text(draw: st.DrawFn, text: str) -> str:
     """``text`` with 1-4 hostile edits: a value replaced, a token or newline spliced in."""
-    for _ in range(draw(st.integers(1, 4))):
-        kind = draw(st.sampled_from(("value", "value", "token", "newline", "cut", "digits")))
+    for _ in range(draw(_CHANGES)):
+        kind = draw(_TEXT_KIND)
         if kind == "value":
             values = list(re.finditer(r"(?<==)[^\s]*", text))
             if values:
-                v = values[draw(st.integers(0, len(values) - 1))]
+                v = values[pick(draw, len(values))]
                 text = text[: v.start()] + draw(hostile_text) + text[v.end() :]
                 continue
-        at = draw(st.integers(0, len(text)))
+        at = pick(draw, len(text) + 1)
         if kind == "token" or kind == "value":
-            sep = draw(st.sampled_from((" ", "\n", "\n   ", "")))
-            text = text[:at] + sep + draw(st.sampled_from(TEXT_TOKENS)) + " " + text[at:]
+            text = text[:at] + draw(_SEPARATOR) + draw(_TEXT_TOKEN) + " " + text[at:]
         elif kind == "newline":
-            text = text[:at] + draw(st.sampled_from(("\n", "\n   ", "\r\n", "\u2028"))) + text[at:]
+            text = text[:at] + draw(_NEWLINE) + text[at:]
         elif kind == "cut":
-            text = text[:at] + text[at + draw(st.integers(1, 40)) :]
+            text = text[:at] + text[at + draw(_CUT) :]
         else:
-            text = re.sub(r"[0-9]+", draw(st.sampled_from(_DIGIT_SWAPS)), text,
-                          count=draw(st.integers(1, 3)))
+            text = re.sub(r"[0-9]+", draw(_SWAP), text, count=1 + draw(_FEW))
     return text
 
 
 @st.composite
 def scontrol_text(draw: st.DrawFn, name: str) -> str:
     """1-3 records of ``scontrol show ...`` (either release, multi-line or ``-o``), mutated."""
-    version = draw(st.sampled_from(VERSIONS))
-    records = text_records(recording(version, name))
-    picked = draw(st.lists(st.sampled_from(records), min_size=1, max_size=3))
+    version = draw(_VERSION)
+    records = text_records(version, name)
+    picked = [records[pick(draw, len(records))] for _ in range(1 + draw(_FEW) % 3)]
     return draw(mutated_text("".join(picked)))
 
 
