@@ -7,12 +7,58 @@ Slurm prints GPU use in several places (``GresUsed=`` on nodes, ``GRES=`` per no
 
 Index ranges are ``0-3``, ``0,4-6`` or ``N/A``. Parsing happens once, at the adapter
 boundary; the rest of the code only sees :class:`GresEntry` with a frozenset of indices.
+
+Every number is checked before any work grows with it: Slurm output can carry what a
+user typed, and ``IDX:0-99999999`` expanded first would take gigabytes next to slurmctld.
+Only ASCII digits are digits (``"²".isdigit()`` is True, yet ``int("²")`` fails).
 """
 
 from __future__ import annotations
 
 import re
 from dataclasses import dataclass
+
+from slurm_defrag.domain.topology import MAX_GPUS_PER_NODE
+
+MAX_DIGITS = 18
+"""Longest digit run read as a number: enough for any 64-bit value Slurm prints, and far
+below Python's int() limit (4,300 digits, a ValueError rather than a GresParseError)."""
+
+MAX_GRES_COUNT = 2**32
+"""Largest GRES count read; Slurm's own counts are far smaller (GPUs, shards, MPS shares)."""
+
+MAX_RANGE_INDEX = 1 << 20
+"""Largest index a generic range list may name (``parse_index_ranges`` default)."""
+
+
+def ascii_digits(text: str, max_len: int = MAX_DIGITS) -> bool:
+    """True for a non-empty run of ASCII ``0-9`` of at most ``max_len`` characters.
+
+    ``str.isdigit()`` also accepts ``²`` or ``٣``; such text is not a Slurm number.
+    """
+    return 0 < len(text) <= max_len and text.isascii() and text.isdigit()
+
+
+def index_intervals(text: str, limit: int, what: str = "GPU index") -> list[tuple[int, int]]:
+    """``0-1,4-6`` -> ``[(0, 1), (4, 6)]`` without expanding; every index must be < limit.
+
+    ``N/A``, ``(null)`` and ``""`` give ``[]``. Raises :class:`GresParseError`.
+    """
+    text = text.strip()
+    if text in ("", "N/A", "(null)"):
+        return []
+    out: list[tuple[int, int]] = []
+    for part in text.split(","):
+        lo, sep, hi = part.partition("-")
+        if not ascii_digits(lo) or (sep and not ascii_digits(hi)):
+            raise GresParseError(f"bad {what} range {part[:40]!r} in {text[:200]!r}")
+        first, last = int(lo), int(hi) if sep else int(lo)
+        if last < first:
+            raise GresParseError(f"descending {what} range {part!r} in {text[:200]!r}")
+        if last >= limit:
+            raise GresParseError(f"{what} {last} out of range (0..{limit - 1}) in {text[:200]!r}")
+        out.append((first, last))
+    return out
 
 
 class GresParseError(ValueError):
@@ -33,29 +79,35 @@ class GresEntry:
 
 
 # name, optional type (may contain '-', digits, '.'), optional count, optional (...) detail.
+# ASCII digits only (re.ASCII): a Unicode digit is not a count.
 _ENTRY = re.compile(
     r"^(?P<name>[A-Za-z_][\w.-]*)"
-    r"(?::(?P<type>(?!\d+(?:[(]|$))[^:(]+))?"
-    r"(?::(?P<count>\d+))?"
-    r"(?:\((?P<detail>[^)]*)\))?$"
+    r"(?::(?P<type>(?![0-9]+(?:[(]|$))[^:(]+))?"
+    r"(?::(?P<count>[0-9]+))?"
+    r"(?:\((?P<detail>[^)]*)\))?$",
+    re.ASCII,
 )
 
 
-def parse_index_ranges(text: str) -> frozenset[int]:
-    """Parse ``0-1,4-6`` into ``{0, 1, 4, 5, 6}``; ``N/A`` and ``""`` give the empty set."""
-    text = text.strip()
-    if text in ("", "N/A", "(null)"):
-        return frozenset()
+def parse_index_ranges(text: str, limit: int = MAX_RANGE_INDEX) -> frozenset[int]:
+    """Parse ``0-1,4-6`` into ``{0, 1, 4, 5, 6}``; ``N/A`` and ``""`` give the empty set.
+
+    Every index must be below ``limit``, checked before anything is expanded.
+    """
     out: set[int] = set()
-    for part in text.split(","):
-        lo, sep, hi = part.partition("-")
-        if not lo.isdigit() or (sep and not hi.isdigit()):
-            raise GresParseError(f"bad GPU index range {part!r} in {text!r}")
-        first, last = int(lo), int(hi) if sep else int(lo)
-        if last < first:
-            raise GresParseError(f"descending GPU index range {part!r} in {text!r}")
+    for first, last in index_intervals(text, limit):
         out.update(range(first, last + 1))
     return frozenset(out)
+
+
+def count_indices(text: str, limit: int = MAX_RANGE_INDEX, what: str = "index") -> int:
+    """How many distinct indices a range list names, counted without expanding it."""
+    count, end = 0, -1
+    for first, last in sorted(index_intervals(text, limit, what)):
+        if last > end:
+            count += last - max(first, end + 1) + 1
+            end = last
+    return count
 
 
 def format_index_ranges(indices: frozenset[int] | set[int]) -> str:
@@ -113,13 +165,18 @@ def parse_gres(text: str | None) -> list[GresEntry]:
         detail = m["detail"]
         indices: frozenset[int] | None = None
         if detail is not None and detail.startswith("IDX:"):
-            try:
-                indices = parse_index_ranges(detail[4:])
+            try:  # a node has at most MAX_GPUS_PER_NODE devices: indices 0..15
+                indices = parse_index_ranges(detail[4:], limit=MAX_GPUS_PER_NODE)
             except GresParseError as exc:  # name the whole string, not only the range
                 raise GresParseError(f"{exc} (GRES {text!r})") from None
-        count = int(m["count"]) if m["count"] is not None else (
+        raw_count = m["count"]
+        if raw_count is not None and not ascii_digits(raw_count):
+            raise GresParseError(f"count {raw_count[:40]!r} is not a number in {text!r}")
+        count = int(raw_count) if raw_count is not None else (
             len(indices) if indices is not None else 1
         )
+        if count > MAX_GRES_COUNT:
+            raise GresParseError(f"count {count} out of range in {text!r}")
         entries.append(GresEntry(m["name"], m["type"], count, indices))
     return entries
 

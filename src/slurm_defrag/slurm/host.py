@@ -24,12 +24,19 @@ from collections.abc import Iterable
 from typing import Any, NamedTuple
 
 from slurm_defrag.domain.cluster import GpuRequest, JobState
-from slurm_defrag.domain.gres import GresParseError, parse_index_ranges
+from slurm_defrag.domain.gres import GresParseError, count_indices
 from slurm_defrag.slurm.mapping import NULLS, gpu_ask, parse_error
 
 # Slurm prints memory in MB, optionally scaled: ``100000``, ``4096M``, ``4G``, ``1.50G``.
-_MEMORY = re.compile(r"(\d+(?:\.\d+)?)([KMGTP]?)", re.IGNORECASE)
+# ASCII digits only, and few of them: float("9" * 400) is inf, and round(inf) raises.
+_MEMORY = re.compile(r"([0-9]{1,18}(?:\.[0-9]{1,9})?)([KMGTP]?)", re.IGNORECASE | re.ASCII)
 _MB_PER_UNIT = {"K": 1 / 1024, "M": 1, "G": 1024, "T": 1024**2, "P": 1024**3}
+
+MAX_MEMORY_MB = 2**53
+"""Largest memory size read (MB; 8 EiB = 2**63 bytes would be 2**43 MB): exact in a float."""
+
+MAX_CPU_ID = 1 << 16
+"""CPU ids in ``CPU_IDs=`` / ``cpu_ids`` must be below this (no node has 65,536 CPUs)."""
 
 
 class HostUse(NamedTuple):
@@ -50,16 +57,22 @@ def memory_mb(text: str, where: str, field: str) -> int | None:
         return None
     match = _MEMORY.fullmatch(text)
     if match is None:
-        raise parse_error(where, field, f"not a memory size: {text!r}")
-    return round(float(match[1]) * _MB_PER_UNIT[(match[2] or "M").upper()])
+        raise parse_error(where, field, f"not a memory size: {text[:40]!r}")
+    mb = round(float(match[1]) * _MB_PER_UNIT[(match[2] or "M").upper()])
+    if mb > MAX_MEMORY_MB:
+        raise parse_error(where, field, f"memory size out of range: {text!r}")
+    return mb
 
 
 def count_ids(text: str, where: str, field: str) -> int:
-    """How many CPUs a ``0-3,8`` id list names (``CPU_IDs=``, pyslurm ``cpu_ids``)."""
+    """How many CPUs a ``0-3,8`` id list names (``CPU_IDs=``, pyslurm ``cpu_ids``).
+
+    Counted from the ranges, never expanded: ``CPU_IDs=0-99999999`` costs nothing.
+    """
     try:
-        return len(parse_index_ranges(text))
+        return count_indices(text, limit=MAX_CPU_ID, what="CPU id")
     except GresParseError:
-        raise parse_error(where, field, f"not a CPU id list: {text!r}") from None
+        raise parse_error(where, field, f"not a CPU id list: {text[:60]!r}") from None
 
 
 def per_gpu(text: str, where: str, field: str) -> int | None:

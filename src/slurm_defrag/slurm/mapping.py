@@ -23,7 +23,9 @@ than 8 GPUs do not fit one NVLink island anyway.
 
 from __future__ import annotations
 
+import math
 import re
+import reprlib
 from collections.abc import Iterable, Mapping
 from datetime import UTC, datetime
 from typing import Any, TypeVar
@@ -32,7 +34,12 @@ import hostlist
 from pydantic import BaseModel, ValidationError
 
 from slurm_defrag.domain.cluster import GpuRequest, JobState, NodeFlag
-from slurm_defrag.domain.gres import GresParseError, gpu_entries, gpu_indices
+from slurm_defrag.domain.gres import (
+    GresParseError,
+    ascii_digits,
+    gpu_entries,
+    gpu_indices,
+)
 from slurm_defrag.domain.topology import MAX_GPUS_PER_NODE
 from slurm_defrag.slurm.errors import SlurmParseError
 
@@ -75,8 +82,45 @@ _NODE_WORD_ALIASES: dict[str, NodeFlag] = {
 }
 
 
+# -- bounds on numbers from outside (checked before any work grows with them) ------------
+
+MIN_NUMBER, MAX_NUMBER = -(2**63), 2**64 - 1
+"""A JSON number must fit Slurm's 64-bit fields (uint64 NO_VAL64 included)."""
+
+MAX_EPOCH = 253_402_300_799
+"""9999-12-31T23:59:59Z: the last second a datetime holds. Slurm prints far-future ends
+(year 2164 is recorded); beyond this is not a time."""
+
+MAX_JOB_ID = 2**32 - 1
+"""Slurm job ids (and array/het ids) are uint32."""
+
+MAX_HOSTS = 65_536
+"""Largest host list expanded (python-hostlist expands eagerly, 100,000 per range and any
+number of ranges); the biggest Slurm clusters have about 10,000 nodes."""
+
+_MAX_HOST_GROUPS = 8  # bracket groups in one host name: python-hostlist recurses per group
+
+_SHOW = reprlib.Repr()
+_SHOW.maxstring = _SHOW.maxother = 60
+_SHOW.maxlist = _SHOW.maxdict = 4
+_SHOW.maxlevel = 2
+
+_CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f\u2028\u2029]")
+
+
+def show(v: object) -> str:
+    """A short repr for messages: bounded length and depth, whatever Slurm sent."""
+    return _SHOW.repr(v)
+
+
 def parse_error(where: str, field: str, problem: str) -> SlurmParseError:
-    return SlurmParseError(f"{where}: {field}: {problem}")
+    """The one error for unreadable Slurm output; one line whatever the input held.
+
+    Field paths may carry names from Slurm (``layout.<node>``), so control characters
+    (newlines, terminal escapes) are shown escaped.
+    """
+    message = f"{where}: {field}: {problem}"
+    return SlurmParseError(_CONTROL.sub(lambda c: c[0].encode("unicode_escape").decode(), message))
 
 
 class Doc:
@@ -118,7 +162,24 @@ class Doc:
         return number(self.data.get(key), self.where, self.field(key))
 
     def time(self, key: str) -> datetime | None:
-        return epoch(self.number(key))
+        return epoch(self.number(key), self.where, self.field(key))
+
+    def flag(self, key: str, default: bool) -> bool:
+        """A boolean field; absent or null give ``default``."""
+        v = self.data.get(key)
+        if v is None:
+            return default
+        if not isinstance(v, bool):
+            raise self.error(key, f"expected true or false, got {show(v)}")
+        return v
+
+    def strings(self, key: str) -> list[str]:
+        """A list of strings (absent/null give ``[]``)."""
+        items = self.array(key)
+        for i, v in enumerate(items):
+            if not isinstance(v, str):
+                raise self.error(f"{key}[{i}]", f"expected a string, got {show(v)}")
+        return items
 
     def array(self, key: str) -> list[Any]:
         v = self.data.get(key)
@@ -141,21 +202,29 @@ def _kind(v: object) -> str:
 
 
 def number(v: Any, where: str, field: str) -> int | None:
+    """An integer field (floats are truncated), bounded to 64 bits; null gives None."""
     if isinstance(v, Mapping):  # data_parser v0.0.39+: {"set": bool, "infinite": bool, "number": n}
         if v.get("infinite") or not v.get("set", True):
             return None
         v = v.get("number")
+        field = f"{field}.number"
     if v is None:
         return None
     if isinstance(v, bool) or not isinstance(v, int | float):
         raise parse_error(where, field, f"expected a number, got {_kind(v)}")
+    if isinstance(v, float) and not math.isfinite(v):
+        raise parse_error(where, field, f"expected a number, got {v}")
+    if not MIN_NUMBER <= v <= MAX_NUMBER:
+        raise parse_error(where, field, f"number out of range: {show(v)}")
     return int(v)
 
 
-def epoch(seconds: int | None) -> datetime | None:
+def epoch(seconds: int | None, where: str = "Slurm", field: str = "time") -> datetime | None:
     """Epoch seconds -> aware UTC datetime; Slurm writes 0 for "never"."""
     if not seconds:
         return None
+    if not 0 < seconds <= MAX_EPOCH:
+        raise parse_error(where, field, f"time out of range: {seconds}")
     return datetime.fromtimestamp(seconds, UTC)
 
 
@@ -177,9 +246,10 @@ def duration_s(value: str, where: str, field: str) -> int | None:
     """Slurm durations ``[days-]hours:minutes:seconds`` (or ``minutes``); UNLIMITED = None."""
     if value in NULLS or value.upper() in ("UNLIMITED", "INFINITE", "PARTITION_LIMIT", "NONE"):
         return None
-    m = re.fullmatch(r"(?:(\d+)-)?(\d+)(?::(\d+))?(?::(\d+))?", value)
+    # ASCII digits, at most 9 each: a duration is never longer than Slurm's uint32 minutes.
+    m = re.fullmatch(r"(?:([0-9]{1,9})-)?([0-9]{1,9})(?::([0-9]{1,9}))?(?::([0-9]{1,9}))?", value)
     if not m:
-        raise parse_error(where, field, f"not a duration: {value!r}")
+        raise parse_error(where, field, f"not a duration: {show(value)}")
     days, a, b, c = (int(x) if x else 0 for x in m.groups())
     if m[4] is not None:  # h:m:s
         secs = a * 3600 + b * 60 + c
@@ -190,22 +260,67 @@ def duration_s(value: str, where: str, field: str) -> int | None:
     return days * 86400 + secs
 
 
-def split_list(v: Any) -> tuple[str, ...]:
+def split_list(v: Any, where: str = "Slurm", field: str = "list") -> tuple[str, ...]:
     """``"a,b"`` or ``["a", "b"]`` -> ``("a", "b")``; nulls give ``()``."""
     if v is None:
         return ()
-    items = v.split(",") if isinstance(v, str) else [str(x) for x in v]
+    if isinstance(v, str):
+        items = v.split(",")
+    elif isinstance(v, list | tuple):
+        items = []
+        for i, x in enumerate(v):
+            if not isinstance(x, str):
+                raise parse_error(where, f"{field}[{i}]", f"expected a string, got {show(x)}")
+            items.append(x)
+    else:
+        raise parse_error(where, field, f"expected a list of strings, got {_kind(v)}")
     return tuple(s.strip() for s in items if s.strip() and s.strip() not in NULLS)
 
 
+def hostlist_size(text: str) -> int:
+    """How many names a host list expands to, at most (without expanding it).
+
+    Raises ValueError when that is more than :data:`MAX_HOSTS`, or when a range bound is
+    too long to be a node number. Malformed lists are left to python-hostlist to refuse.
+    """
+    total = 0
+    for part in re.split(r",(?![^\[]*\])", text):
+        groups = re.findall(r"\[([^\]]*)\]", part)
+        if len(groups) > _MAX_HOST_GROUPS:
+            raise ValueError(f"more than {_MAX_HOST_GROUPS} ranges in one name")
+        names = 1
+        for group in groups:
+            size = 0
+            for rng in group.split(","):
+                lo, sep, hi = rng.partition("-")
+                if not ascii_digits(lo, 12) or (sep and not ascii_digits(hi, 12)):
+                    if len(rng) > 25:
+                        raise ValueError(f"bad range {show(rng)}")
+                    size += 1  # python-hostlist says what is wrong with it
+                    continue
+                size += max(int(hi) - int(lo) + 1, 1) if sep else 1
+            names *= max(size, 1)
+            if names > MAX_HOSTS:
+                break
+        total += names
+        if total > MAX_HOSTS:
+            raise ValueError(f"more than {MAX_HOSTS} names")
+    return total
+
+
 def expand_nodes(text: str, where: str, field: str) -> tuple[str, ...]:
-    """``node[01-04,07]`` -> node names, via python-hostlist (never by hand)."""
+    """``node[01-04,07]`` -> node names, via python-hostlist (never by hand).
+
+    The size is bounded first (:func:`hostlist_size`): ``node[0-99999999]`` is refused,
+    not expanded.
+    """
     if text in NULLS:
         return ()
     try:
+        hostlist_size(text)
         return tuple(hostlist.expand_hostlist(text))
-    except hostlist.BadHostlist as exc:
-        raise parse_error(where, field, f"bad host list {text!r}: {exc}") from None
+    except (hostlist.BadHostlist, ValueError) as exc:
+        raise parse_error(where, field, f"bad host list {show(text)}: {exc}") from None
 
 
 def node_flags(words: Iterable[str]) -> frozenset[NodeFlag]:
@@ -233,22 +348,32 @@ def job_state(v: Any, where: str, field: str) -> JobState:
     its GPUs, so the flag wins.
     """
     words = [v] if isinstance(v, str) else list(v) if isinstance(v, list) else []
-    words = [str(w).upper() for w in words]
-    if not words:
-        raise parse_error(where, field, f"expected a job state, got {v!r}")
+    if not words or not all(isinstance(w, str) for w in words):
+        raise parse_error(where, field, f"expected a job state, got {show(v)}")
+    words = [w.upper() for w in words]
     if "COMPLETING" in words:
         return JobState.COMPLETING
     try:
         return JobState(words[0])
     except ValueError:
-        raise parse_error(where, field, f"unknown job state {words[0]!r}") from None
+        raise parse_error(where, field, f"unknown job state {show(words[0])}") from None
 
 
 def job_id(
     raw: Any, array_job: int | None, array_task: int | None, het_job: int | None,
-    het_offset: int | None,
+    het_offset: int | None, *, where: str = "Slurm", field: str = "job_id",
 ) -> str:
-    """Slurm's display id: ``123``, array task ``120_3``, het component ``200+1``."""
+    """Slurm's display id: ``123``, array task ``120_3``, het component ``200+1``.
+
+    Every part must be a Slurm id (0..2**32-1, ASCII digits): these ids reach argv.
+    """
+    if isinstance(raw, str) and ascii_digits(raw, 10):
+        raw = int(raw)
+    if isinstance(raw, bool) or not isinstance(raw, int) or not 0 < raw <= MAX_JOB_ID:
+        raise parse_error(where, field, f"not a job id: {show(raw)}")
+    for part in (array_job, array_task, het_job, het_offset):
+        if part is not None and not 0 <= part <= MAX_JOB_ID:
+            raise parse_error(where, field, f"job {raw}: id part out of range: {part}")
     if array_job and array_task is not None:
         return f"{array_job}_{array_task}"
     if het_job and het_offset is not None and het_offset > 0:
@@ -285,9 +410,9 @@ def strip_reason_stamp(reason: str) -> str:
     return re.sub(r"\s*\[[^\]@]*@[^\]]*\]$", "", reason).strip()
 
 
-def preempt_mode(words: Any) -> str:
+def preempt_mode(words: Any, where: str = "Slurm", field: str = "preempt_mode") -> str:
     """``["requeue"]`` / ``"REQUEUE"`` / ``["disabled"]`` -> ``REQUEUE`` / ``OFF``."""
-    items = {w.upper() for w in split_list(words)}
+    items = {w.upper() for w in split_list(words, where, field)}
     if "DISABLED" in items:
         items = (items - {"DISABLED"}) | {"OFF"}
     return ",".join(sorted(items))
@@ -316,7 +441,7 @@ def nvlink_from_comments(admin_comment: str, comment: str) -> bool | None:
         value = m[1].lower()
         if value in _FALSE:
             return False
-        if value in _TRUE or value.isdigit():
+        if value in _TRUE or ascii_digits(value):
             return True
     return None
 
@@ -395,6 +520,13 @@ def build(model: type[M], where: str, path: str, **fields: Any) -> M:
 
 
 def natural_key(s: str) -> tuple[Any, ...]:
-    """Sort ``node2`` before ``node10`` and job ``9`` before ``10``."""
-    return tuple(int(p) if p.isdigit() else p for p in re.split(r"(\d+)", s))
+    """Sort ``node2`` before ``node10`` and job ``9`` before ``10``.
+
+    ASCII digit runs (odd positions of the split) compare by value without int(): a name
+    from Slurm may hold thousands of digits, or ``²`` (isdigit, yet no int).
+    """
+    parts = re.split(r"([0-9]+)", s)
+    return tuple(
+        (len(p.lstrip("0")), p.lstrip("0"), p) if i % 2 else p for i, p in enumerate(parts)
+    )
 

@@ -38,16 +38,17 @@ class V0038:
     # -- version-specific spellings (overridden by V0042) ------------------------------
 
     def node_state(self, d: m.Doc) -> list[str]:
-        return [d.text("state"), *map(str, d.array("state_flags"))]
+        return [d.text("state"), *d.strings("state_flags")]
 
     def node_features(self, d: m.Doc) -> tuple[str, ...]:
-        return m.split_list(d.get("active_features"))
+        return _features(d)
 
     def job_nodes(self, d: m.Doc) -> tuple[str, ...]:
         """Allocated nodes in allocation order: the order of ``gres_detail``."""
         res = d.get("job_resources")
         if isinstance(res, dict):
-            names = [a.get("nodename") for a in res.get("allocated_nodes") or ()]
+            allocated = m.Doc(res, d.where, d.field("job_resources")).items("allocated_nodes")
+            names = [a.get("nodename") for a in allocated]
             if names and all(isinstance(n, str) for n in names):
                 return tuple(names)
         return m.expand_nodes(d.text("nodes"), d.where, d.field("nodes"))
@@ -59,12 +60,12 @@ class V0038:
         return d.number("priority_tier") or 0
 
     def partition_preempt_mode(self, d: m.Doc) -> str:
-        return m.preempt_mode(d.get("preemption_mode"))
+        return m.preempt_mode(d.get("preemption_mode"), d.where, d.field("preemption_mode"))
 
     def cluster(self, doc: m.Doc) -> str | None:
         jobs = doc.get("jobs")
         if isinstance(jobs, list) and jobs and isinstance(jobs[0], dict):
-            return jobs[0].get("cluster") or None
+            return m.Doc(jobs[0], doc.where, "jobs[0]").text("cluster") or None
         return None
 
     # -- shared mapping ----------------------------------------------------------------
@@ -80,7 +81,7 @@ class V0038:
             where,
             path,
             name=d.req("name"),
-            partitions=m.split_list(d.get("partitions")),
+            partitions=m.split_list(d.get("partitions"), where, d.field("partitions")),
             state=m.node_flags(self.node_state(d)),
             gpu_model=model,
             gpu_count=count,
@@ -116,7 +117,7 @@ class V0038:
             per_task=d.text("tres_per_task"),
             nodes=d.number("node_count"),
             tasks=d.number("tasks"),
-            exclusive=_exclusive(d.get("shared")),
+            exclusive=_exclusive(d),
             comment=comment,
             admin_comment=admin_comment,
         )
@@ -130,6 +131,8 @@ class V0038:
                 d.number("array_task_id"),
                 d.number("het_job_id"),
                 d.number("het_job_offset"),
+                where=d.where,
+                field=d.field("job_id"),
             ),
             name=d.text("name"),
             user=d.text("user_name"),
@@ -143,7 +146,7 @@ class V0038:
             # A pending job's start_time is the scheduler's estimate, not a fact.
             start_time=None if state == "PENDING" else d.time("start_time"),
             time_limit_s=None if time_limit is None else time_limit * 60,
-            requeue=bool(d.get("requeue", True)),
+            requeue=d.flag("requeue", True),
             gpus=self.job_gpus(d),
             request=request,
             comment=comment,
@@ -178,12 +181,12 @@ class V0038:
         nodes = self.job_nodes(d)
         if len(nodes) != len(details):
             raise d.error(
-                "gres_detail", f"{len(details)} entries for {len(nodes)} nodes {list(nodes)}"
+                "gres_detail", f"{len(details)} entries for {len(nodes)} nodes {m.show(nodes)}"
             )
         out = {}
         for i, (node, detail) in enumerate(zip(nodes, details, strict=True)):
             if not isinstance(detail, str):
-                raise d.error(f"gres_detail[{i}]", f"expected a string, got {detail!r}")
+                raise d.error(f"gres_detail[{i}]", f"expected a string, got {m.show(detail)}")
             out[node] = m.indices(detail, d.where, d.field(f"gres_detail[{i}]"))
         return out
 
@@ -214,9 +217,14 @@ class V0038:
                     nodes=m.expand_nodes(d.text("node_list"), d.where, d.field("node_list")),
                     start_time=start,
                     end_time=end,
-                    users=m.split_list(d.get("users")),
-                    accounts=m.split_list(d.get("accounts")),
-                    flags=tuple(sorted(f.upper() for f in m.split_list(d.get("flags")))),
+                    users=m.split_list(d.get("users"), d.where, d.field("users")),
+                    accounts=m.split_list(d.get("accounts"), d.where, d.field("accounts")),
+                    flags=tuple(
+                        sorted(
+                            f.upper()
+                            for f in m.split_list(d.get("flags"), d.where, d.field("flags"))
+                        )
+                    ),
                     state=m.reservation_state(start, end, now),
                 )
             )
@@ -229,15 +237,14 @@ class V0042(V0038):
     name = "v0.0.42"
 
     def node_state(self, d: m.Doc) -> list[str]:
-        return [str(w) for w in d.array("state")]
-
-    def node_features(self, d: m.Doc) -> tuple[str, ...]:
-        return m.split_list(d.get("active_features"))
+        return d.strings("state")
 
     def job_nodes(self, d: m.Doc) -> tuple[str, ...]:
         res = d.get("job_resources")
         if isinstance(res, dict) and isinstance(res.get("nodes"), dict):
-            names = [a.get("name") for a in res["nodes"].get("allocation") or ()]
+            base = d.field("job_resources.nodes")
+            allocation = m.Doc(res["nodes"], d.where, base).items("allocation")
+            names = [a.get("name") for a in allocation]
             if names and all(isinstance(n, str) for n in names):
                 return tuple(names)
         return m.expand_nodes(d.text("nodes"), d.where, d.field("nodes"))
@@ -264,12 +271,15 @@ class V0042(V0038):
 
     def partition_preempt_mode(self, d: m.Doc) -> str:
         # data_parser v0.0.42 has no partition preemption mode; newer ones may.
-        return m.preempt_mode(d.get("preempt_mode") or d.get("preemption_mode"))
+        key = "preempt_mode" if d.get("preempt_mode") else "preemption_mode"
+        return m.preempt_mode(d.get(key), d.where, d.field(key))
 
     def cluster(self, doc: m.Doc) -> str | None:
         meta = doc.get("meta")
         slurm = meta.get("slurm") if isinstance(meta, dict) else None
-        return (slurm.get("cluster") or None) if isinstance(slurm, dict) else None
+        if not isinstance(slurm, dict):
+            return None
+        return m.Doc(slurm, doc.where, "meta.slurm").text("cluster") or None
 
 
 # host.node_fields() parameter -> the node field holding it (v0.0.38 has no effective CPUs
@@ -325,10 +335,15 @@ def _inner(d: m.Doc, key: str, number: str) -> int:
     return (m.Doc(sub, d.where, d.field(key)).number(number) or 0) if sub else 0
 
 
-def _exclusive(shared: Any) -> bool:
+def _exclusive(d: m.Doc) -> bool:
     """``--exclusive`` shows as ``"shared": "none"`` (22.05) or ``["none"]`` (24.11)."""
-    words = [shared] if isinstance(shared, str) else shared if isinstance(shared, list) else []
-    return any(str(w).lower() in ("none", "exclusive", "no") for w in words)
+    shared = d.get("shared")
+    words = [d.text("shared")] if isinstance(shared, str) or shared is None else d.strings("shared")
+    return any(w.lower() in ("none", "exclusive", "no") for w in words)
+
+
+def _features(d: m.Doc) -> tuple[str, ...]:
+    return m.split_list(d.get("active_features"), d.where, d.field("active_features"))
 
 
 def family(data: Any, where: str) -> V0038:
@@ -338,13 +353,15 @@ def family(data: Any, where: str) -> V0038:
     plugin = meta.get("plugin") if isinstance(meta, dict) else None
     if not isinstance(plugin, dict):
         raise doc.error("meta.plugin", "missing: cannot tell the schema version")
-    parser = str(plugin.get("data_parser") or "")
+    parser = plugin.get("data_parser")
+    parser = parser if isinstance(parser, str) else ""
     if parser.startswith("data_parser/"):
         return V0042()
-    ptype = str(plugin.get("type") or "")
+    ptype = plugin.get("type")
+    ptype = ptype if isinstance(ptype, str) else ""
     if ptype.startswith("openapi/v0.0.3") and ptype <= "openapi/v0.0.38":
         return V0038()
-    raise doc.error("meta.plugin", f"unknown schema {ptype or parser!r}")
+    raise doc.error("meta.plugin", f"unknown schema {m.show(ptype or parser)}")
 
 
 def error_texts(data: Any) -> list[str]:
@@ -354,14 +371,23 @@ def error_texts(data: Any) -> list[str]:
     and the cause, "Unable to contact slurm controller", in the other.
     """
     errors = data.get("errors") if isinstance(data, dict) else None
+    if not errors:
+        return []
+    if not isinstance(errors, list):  # not Slurm's shape, yet it says something failed
+        return [m.show(errors)]
     out = []
-    for e in errors or ():
+    for e in errors:
         if isinstance(e, dict):
-            parts = [str(e[k]) for k in ("description", "error") if e.get(k)]
-            out.append(": ".join(dict.fromkeys(parts)) or str(e))
+            parts = [_text(e[k]) for k in ("description", "error") if e.get(k)]
+            out.append(": ".join(dict.fromkeys(parts)) or m.show(e))
         else:
-            out.append(str(e))
+            out.append(_text(e))
     return out
+
+
+def _text(v: Any) -> str:
+    """An error text as Slurm sent it if a string, else a short repr (never deep str())."""
+    return v if isinstance(v, str) else m.show(v)
 
 
 def check_errors(data: Any, what: str, stderr: str = "") -> None:

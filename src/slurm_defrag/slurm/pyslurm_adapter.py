@@ -86,7 +86,7 @@ _ASKED = {
 # -- mapping (pure; takes to_dict() output) --------------------------------------------
 
 
-def tres_text(v: Any) -> str:
+def tres_text(v: Any, where: str = WHERE, field: str = "tres") -> str:
     """``{"gres/gpu:a100": 2}`` (24.11 ``gres_per_node``) or a 25.11 TrackableResources."""
     if v is None:
         return ""
@@ -95,9 +95,19 @@ def tres_text(v: Any) -> str:
     if not isinstance(v, Mapping):
         for method in ("to_dict", "as_dict"):
             if callable(getattr(v, method, None)):
-                return tres_text(getattr(v, method)())
-        return str(v)
+                return tres_text(getattr(v, method)(), where, field)
+        raise m.parse_error(where, field, f"expected TRES, got {m.show(v)}")
+    for k, n in v.items():
+        if not isinstance(k, str) or isinstance(n, bool) or not isinstance(n, int):
+            raise m.parse_error(where, field, f"expected TRES counts, got {m.show(v)}")
     return ",".join(f"{k}:{n}" for k, n in v.items())
+
+
+def _layout(layout: Any, path: str) -> Mapping[str, Any]:
+    if not isinstance(layout, Mapping) or not all(isinstance(k, str) for k in layout):
+        problem = f"expected node -> layout, got {m.show(layout)}"
+        raise m.parse_error(WHERE, f"{path}.layout", problem)
+    return layout
 
 
 def layout_gpus(layout: Mapping[str, Any], path: str) -> dict[str, frozenset[int]]:
@@ -106,23 +116,30 @@ def layout_gpus(layout: Mapping[str, Any], path: str) -> dict[str, frozenset[int
     Each entry is re-spelt as ``gpu:a100:4(IDX:0-3)`` so the one GRES parser checks it.
     """
     out: dict[str, frozenset[int]] = {}
-    for node, res in layout.items():
+    for node, res in _layout(layout, path).items():
         gres = res.get("gres") if isinstance(res, Mapping) else None
+        if gres is not None and not isinstance(gres, Mapping):
+            problem = f"expected an object, got {m.show(gres)}"
+            raise m.parse_error(WHERE, f"{path}.layout.{node}.gres", problem)
         found: set[int] = set()
         for key, spec in (gres or {}).items():
             if not str(key).startswith("gpu") or not isinstance(spec, Mapping):
                 continue
-            text = f"{key}:{spec.get('count')}(IDX:{spec.get('indexes')})"
-            found |= m.indices(text, WHERE, f"{path}.layout.{node}.gres.{key}")
+            field = f"{path}.layout.{node}.gres.{key}"
+            count, indexes = spec.get("count"), spec.get("indexes")
+            if type(count) is not int or not isinstance(indexes, str):
+                problem = f"expected count and indexes, got {m.show(spec)}"
+                raise m.parse_error(WHERE, field, problem)
+            found |= m.indices(f"{key}:{count}(IDX:{indexes})", WHERE, field)
         if found:
-            out[str(node)] = frozenset(found)
+            out[node] = frozenset(found)
     return out
 
 
 def layout_host(layout: Mapping[str, Any], path: str) -> list[host.HostUse]:
     """``{"node01": {"cpu_ids": "0-3", "memory": 4096}}`` -> CPUs and memory per node."""
     out = []
-    for node, res in layout.items():
+    for node, res in _layout(layout, path).items():
         d = m.Doc(res, WHERE, f"{path}.layout.{node}")
         cpus = host.count_ids(d.text("cpu_ids"), WHERE, d.field("cpu_ids"))
         out.append(host.HostUse(cpus, d.number("memory") or 0))
@@ -130,19 +147,21 @@ def layout_host(layout: Mapping[str, Any], path: str) -> list[host.HostUse]:
 
 
 def job(d: m.Doc, layout: Mapping[str, Any]) -> Job | None:
-    state = m.job_state(str(d.req("state")), d.where, d.field("state"))
+    state = m.job_state(d.req("state"), d.where, d.field("state"))
     if state in m.FINISHED:
         return None
     time_limit = d.number("time_limit")
     comment, admin_comment = d.text("comment"), d.text("admin_comment")
     sharing = d.text("resource_sharing").upper()
+    per_node_key = "tres_per_node" if d.get("tres_per_node") else "gres_per_node"
+    per_node = d.get(per_node_key)
     request = m.gpu_request(
         where=d.where,
         path=d.path,
         # 25.11 calls it tres_per_node; 24.11 only has the now deprecated gres_per_node.
-        per_node=tres_text(d.get("tres_per_node") or d.get("gres_per_node")),
-        per_job=tres_text(d.get("tres_per_job")),
-        per_task=tres_text(d.get("tres_per_task")),
+        per_node=tres_text(per_node, d.where, d.field(per_node_key)),
+        per_job=tres_text(d.get("tres_per_job"), d.where, d.field("tres_per_job")),
+        per_task=tres_text(d.get("tres_per_task"), d.where, d.field("tres_per_task")),
         nodes=d.number("num_nodes"),
         tasks=d.number("ntasks"),
         exclusive=sharing in ("NO", "EXCLUSIVE", "NONE"),
@@ -159,6 +178,8 @@ def job(d: m.Doc, layout: Mapping[str, Any]) -> Job | None:
             d.number("array_task_id"),
             d.number("heterogeneous_id"),
             d.number("heterogeneous_offset"),
+            where=d.where,
+            field=d.field("id"),
         ),
         name=d.text("name"),
         user=d.text("user_name"),
@@ -171,7 +192,7 @@ def job(d: m.Doc, layout: Mapping[str, Any]) -> Job | None:
         submit_time=d.time("submit_time"),
         start_time=None if state == "PENDING" else d.time("start_time"),
         time_limit_s=None if time_limit is None else time_limit * 60,
-        requeue=bool(d.get("is_requeueable", True)),
+        requeue=d.flag("is_requeueable", True),
         gpus=layout_gpus(layout, d.path),
         request=request,
         comment=comment,
@@ -188,20 +209,20 @@ def job(d: m.Doc, layout: Mapping[str, Any]) -> Job | None:
 
 
 def node(d: m.Doc, used: frozenset[int]) -> Node:
-    gres = tres_text(d.get("configured_gres"))
+    gres = tres_text(d.get("configured_gres"), d.where, d.field("configured_gres"))
     model, count = m.gpu_inventory(gres, d.where, d.field("configured_gres"))
     return m.build(
         Node,
         d.where,
         d.path,
         name=d.req("name"),
-        partitions=m.split_list(d.get("partitions")),
+        partitions=m.split_list(d.get("partitions"), d.where, d.field("partitions")),
         state=m.node_flags([d.text("state")]),
         gpu_model=model,
         gpu_count=count,
         gpu_memory_gb=GPU_MEMORY_GB.get(model or "", 0.0),
         gpus_used=used,
-        features=m.split_list(d.get("active_features")),
+        features=m.split_list(d.get("active_features"), d.where, d.field("active_features")),
         weight=d.number("weight"),
         reason=d.text("reason"),
         **host.node_fields(**{param: d.number(key) for param, key in _NODE_HOST.items()}),
@@ -216,12 +237,14 @@ def partition(d: m.Doc) -> Partition:
         name=d.req("name"),
         nodes=m.expand_nodes(d.text("nodes"), d.where, d.field("nodes")),
         priority_tier=d.number("priority_tier") or 0,
-        preempt_mode=m.preempt_mode(d.get("preempt_mode")),
+        preempt_mode=m.preempt_mode(d.get("preempt_mode"), d.where, d.field("preempt_mode")),
     )
 
 
-def reservation_flags(v: Any) -> tuple[str, ...]:
+def reservation_flags(v: Any, where: str = WHERE, field: str = "flags") -> tuple[str, ...]:
     """``ReservationFlags.IGNORE_RUNNING_JOBS|SPECIFIC_NODES`` -> scontrol flag names."""
+    if v is not None and not isinstance(v, str) and not hasattr(v, "name"):
+        raise m.parse_error(where, field, f"expected reservation flags, got {m.show(v)}")
     text = str(v or "")
     if "." in text.split("|", 1)[0]:
         text = text.split(".", 1)[1]
@@ -239,9 +262,9 @@ def reservation(d: m.Doc, now: datetime) -> Reservation:
         nodes=m.expand_nodes(d.text("nodes"), d.where, d.field("nodes")),
         start_time=start,
         end_time=end,
-        users=m.split_list(d.get("users")),
-        accounts=m.split_list(d.get("accounts")),
-        flags=reservation_flags(d.get("flags")),
+        users=m.split_list(d.get("users"), d.where, d.field("users")),
+        accounts=m.split_list(d.get("accounts"), d.where, d.field("accounts")),
+        flags=reservation_flags(d.get("flags"), d.where, d.field("flags")),
         state=m.reservation_state(start, end, now),
     )
 
@@ -256,7 +279,7 @@ def parts_from(
     for i, obj in enumerate(jobs):
         d = m.Doc(obj.to_dict(), WHERE, f"jobs[{i}]")
         cluster = cluster or d.text("cluster") or None
-        j = job(d, obj.get_resource_layout_per_node() or {})
+        j = job(d, _layout(obj.get_resource_layout_per_node() or {}, f"jobs[{i}]"))
         if j is not None:
             mapped_jobs.append(j)
     used: dict[str, set[int]] = {}

@@ -14,7 +14,6 @@ act on such clusters.
 
 from __future__ import annotations
 
-import json
 import math
 from collections.abc import Callable, Sequence
 from datetime import UTC, datetime
@@ -109,7 +108,9 @@ class RestSlurm:
     def _decode(self, resp: httpx.Response, what: str) -> Any:
         try:
             data = resp.json()
-        except (json.JSONDecodeError, UnicodeDecodeError):
+        except (ValueError, RecursionError):
+            # Not JSON, not UTF-8 (both ValueErrors), an integer of over 4,300 digits
+            # (ValueError), or nested deeper than the parser recurses.
             data = None
         if resp.status_code in (401, 403):
             raise SlurmRejectedError(
