@@ -264,13 +264,9 @@ def test_parse_error_is_one_line_whatever_the_field_holds() -> None:
     assert str(err) == "w: layout.a\\nb\\x1b[31m: bad"
 
 
-# -- found by the fuzz tests, to be fixed in files other helpers own ---------------------
+# -- found by the fuzz tests ------------------------------------------------------------
 
 
-@pytest.mark.xfail(
-    strict=True, raises=ValueError,
-    reason="scontrol_text._int: str.isdigit() then int(); for the text-parser rewrite",
-)
 @pytest.mark.parametrize("value", ["²", "9" * 5000])
 def test_scontrol_text_integer_is_ascii_and_bounded(
     recordings: SimpleNamespace, value: str
@@ -284,10 +280,6 @@ def test_scontrol_text_integer_is_ascii_and_bounded(
     refused(scontrol_text.jobs, text, "scontrol show job -d", match="NumNodes")
 
 
-@pytest.mark.xfail(
-    strict=True, raises=(ValueError, RecursionError),
-    reason="CliSlurm.decode catches only JSONDecodeError (cli.py, not this helper's file)",
-)
 @pytest.mark.parametrize(
     "out", ['{"meta": 1' + "1" * 5000 + "}", "[" * 100_000 + "]" * 100_000],
     ids=["5000-digit-integer", "deep-nesting"],

@@ -411,3 +411,9 @@ def test_a_pending_array_with_a_task_list_does_not_fail_the_read(
     assert jobs["9"].state == "PENDING"
     runner = recordings.ReplayRunner(version, {"scontrol show job -d": text})
     assert "9" in by_id(recordings.cli(version, runner).snapshot().jobs)
+
+
+@pytest.mark.parametrize("text", ["", "No jobs in the system\n", "\n\n"])
+def test_no_job_record_at_all_reads_as_no_jobs(text: str) -> None:
+    """Found by the fuzz tests: text without a single ``JobId=`` line raised ValueError."""
+    assert scontrol_text.job_records(text) == []

@@ -75,7 +75,7 @@ def _uid_of(user: str, warnings: list[str]) -> int | None:
     hook rewrites the record on job updates made by it (resolved on this host)."""
     import pwd
 
-    if user.isdigit():
+    if user.isascii() and user.isdigit() and len(user) <= 10:  # a uid, not a name like "²"
         return int(user)
     try:
         return pwd.getpwnam(user).pw_uid

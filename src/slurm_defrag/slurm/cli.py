@@ -109,6 +109,11 @@ class CliSlurm:
             raise SlurmParseError(
                 f"{what}: output is not JSON (line {exc.lineno} column {exc.colno}: {exc.msg})"
             ) from None
+        except (ValueError, RecursionError):
+            # an integer of over 4,300 digits (ValueError), or nested deeper than the
+            # parser recurses: not Slurm's JSON either
+            raise SlurmParseError(f"{what}: output is not JSON (number too long or nested "
+                                  "too deep)") from None
         openapi.check_errors(data, what, stderr)
         return data
 

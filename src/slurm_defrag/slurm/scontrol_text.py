@@ -39,6 +39,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 
 from slurm_defrag.domain.cluster import GPU_MEMORY_GB, Job, JobState, Node, Partition, Reservation
+from slurm_defrag.domain.gres import ascii_digits
 from slurm_defrag.slurm import host
 from slurm_defrag.slurm import mapping as m
 
@@ -107,8 +108,9 @@ def _int(r: Record, key: str, where: str, path: str) -> int | None:
     v = _val(r, key).split("-", 1)[0]  # NumNodes=1-1 (min-max)
     if not v:
         return None
-    if not v.isdigit():
-        raise m.parse_error(where, f"{path}.{key}", f"not an integer: {v!r}")
+    # ASCII and bounded before int(): "²" passes isdigit(), 5,000 digits exceed int()'s limit
+    if not ascii_digits(v, 19) or int(v) > m.MAX_NUMBER:
+        raise m.parse_error(where, f"{path}.{key}", f"not an integer: {m.show(v)}")
     return int(v)
 
 
@@ -285,7 +287,8 @@ def job_records(text: str) -> list[JobRecord]:
     problems or share a JobId with the real record, and are not trusted).
     """
     starts = [mt.start() for mt in _RECORD_START.finditer(text)]
-    out = [_job_record(text[a:b]) for a, b in zip(starts, [*starts[1:], len(text)], strict=True)]
+    ends = [*starts[1:], len(text)] if starts else []  # no record ("No jobs in the system")
+    out = [_job_record(text[a:b]) for a, b in zip(starts, ends, strict=True)]
     seen: dict[str, int] = {}
     for r in out:
         seen[r.job_id] = seen.get(r.job_id, 0) + 1
@@ -491,7 +494,7 @@ def _job_needs(r: Record, where: str, path: str, gpus: int) -> host.HostUse:
         cpus=_int(r, "NumCPUs", where, path),
         nodes=_int(r, "NumNodes", where, path),
         cpus_per_task=_int(r, "CPUs/Task", where, path),
-        tasks_per_node=int(tasks_per_node) if tasks_per_node.isdigit() else None,
+        tasks_per_node=int(tasks_per_node) if ascii_digits(tasks_per_node, 9) else None,
         min_cpus_per_node=_int(r, "MinCPUsNode", where, path),
         memory_per_node=_memory(r, "MinMemoryNode", where, path),
         memory_per_cpu=_memory(r, "MinMemoryCPU", where, path),
