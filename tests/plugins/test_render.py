@@ -57,6 +57,10 @@ def compose_conf(tmp: Path, extra_sched: str = ",ignore_prefer_validation") -> P
         ("gpu:a100-80g:8", 8, {"a100-80g": 8}),
         ("gpu:a100:4,gpu:v100:4", 8, {"a100": 4, "v100": 4}),
         ("gpu:a100:no_consume:2", 2, {"a100": 2}),
+        ("gpu:no_consume:2", 2, {}),
+        ("gpu:a100:1K", 1024, {"a100": 1024}),
+        ("gpu:a100:8(S:0-1)", 8, {"a100": 8}),
+        ("gres/gpu:h100:2", 2, {"h100": 2}),
         ("nic:2,gpu:h100:4", 4, {"h100": 4}),
         ("", 0, {}),
         ("(null)", 0, {}),
@@ -67,7 +71,7 @@ def test_gres_field(text: str, total: int, models: dict[str, int]) -> None:
 
 
 def test_gres_field_rejects_garbage() -> None:
-    with pytest.raises(InputError, match="x: cannot read Gres item"):
+    with pytest.raises(InputError, match="x: cannot read Gres"):
         parse_gres_field("gpu:a:b:c", "x")
 
 

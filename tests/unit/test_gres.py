@@ -195,3 +195,18 @@ def test_gres_string_round_trip(indices: frozenset[int], gpu_type: str) -> None:
     text = f"gpu:{gpu_type}:{len(indices)}(IDX:{format_index_ranges(indices)})"
     assert parse_gres(text) == [GresEntry("gpu", gpu_type, len(indices), indices)]
     assert gpu_indices(text) == indices
+
+
+@pytest.mark.parametrize(
+    ("text", "entry"),
+    [
+        ("gpu:a100:no_consume:8", GresEntry("gpu", "a100", 8, None, no_consume=True)),
+        ("gpu:no_consume:2", GresEntry("gpu", None, 2, None, no_consume=True)),
+        ("gpu:a100:2K", GresEntry("gpu", "a100", 2048, None)),
+        ("shard:g", GresEntry("shard", "g", 1, None)),
+    ],
+)
+def test_slurm_conf_forms_share_the_grammar(text: str, entry: GresEntry) -> None:
+    """slurm.conf's ``Gres=`` (no_consume, K/M/G counts) is read by the same parser as
+    Slurm's output: one GRES grammar in the code base (issue #17)."""
+    assert parse_gres(text) == [entry]

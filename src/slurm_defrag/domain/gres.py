@@ -1,9 +1,12 @@
 """The one parser of Slurm GRES strings such as ``gpu:a100:4(IDX:0-1,4-5)``.
 
 Slurm prints GPU use in several places (``GresUsed=`` on nodes, ``GRES=`` per node of a job,
-``gres_detail`` / ``gres_used`` in JSON). They share one grammar::
+``gres_detail`` / ``gres_used`` in JSON), and slurm.conf's ``Gres=`` configures it. They
+share one grammar::
 
-    name[:type][:count][(IDX:ranges|S:sockets)]   joined by commas at top level
+    name[:type][:no_consume][:count[K|M|G]][(IDX:ranges|S:sockets)]   joined by commas
+
+(``no_consume`` and the count suffixes appear in slurm.conf only.)
 
 Index ranges are ``0-3``, ``0,4-6`` or ``N/A``. Parsing happens once, at the adapter
 boundary; the rest of the code only sees :class:`GresEntry` with a frozenset of indices.
@@ -76,17 +79,21 @@ class GresEntry:
     type: str | None
     count: int
     indices: frozenset[int] | None = None
+    no_consume: bool = False
 
 
 # name, optional type (may contain '-', digits, '.'), optional count, optional (...) detail.
 # ASCII digits only (re.ASCII): a Unicode digit is not a count.
 _ENTRY = re.compile(
     r"^(?P<name>[A-Za-z_][\w.-]*)"
-    r"(?::(?P<type>(?![0-9]+(?:[(]|$))[^:(]+))?"
-    r"(?::(?P<count>[0-9]+))?"
+    r"(?::(?P<type>(?!no_consume(?:[:(]|$))(?![0-9]+[KkMmGg]?(?:[(]|$))[^:(]+))?"
+    r"(?::(?P<no_consume>no_consume))?"
+    r"(?::(?P<count>[0-9]+)(?P<suffix>[KkMmGg])?)?"
     r"(?:\((?P<detail>[^)]*)\))?$",
     re.ASCII,
 )
+_SUFFIX = {None: 1, "k": 1024, "m": 1024**2, "g": 1024**3}
+"""slurm.conf count suffixes (``gres.conf``/``slurm.conf`` man pages: K, M, G = 1024^n)."""
 
 
 def parse_index_ranges(text: str, limit: int = MAX_RANGE_INDEX) -> frozenset[int]:
@@ -172,12 +179,11 @@ def parse_gres(text: str | None) -> list[GresEntry]:
         raw_count = m["count"]
         if raw_count is not None and not ascii_digits(raw_count):
             raise GresParseError(f"count {raw_count[:40]!r} is not a number in {text!r}")
-        count = int(raw_count) if raw_count is not None else (
-            len(indices) if indices is not None else 1
-        )
+        count = int(raw_count) * _SUFFIX[(m["suffix"] or "").lower() or None] if (
+            raw_count is not None) else (len(indices) if indices is not None else 1)
         if count > MAX_GRES_COUNT:
             raise GresParseError(f"count {count} out of range in {text!r}")
-        entries.append(GresEntry(m["name"], m["type"], count, indices))
+        entries.append(GresEntry(m["name"], m["type"], count, indices, m["no_consume"] is not None))
     return entries
 
 

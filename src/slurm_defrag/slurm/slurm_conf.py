@@ -15,6 +15,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from slurm_defrag.domain.gres import GresParseError, gpu_entries
 from slurm_defrag.errors import InputError
 
 # What Slurm accepts in node, partition and GRES type names that we write into the table
@@ -28,8 +29,6 @@ def check_name(kind: str, name: str, where: str) -> str:
         raise InputError(f"{where}: {kind} {name[:80]!r} is not a plain Slurm name "
                          "(letters, digits, . _ - +)")
     return name
-_COUNT_RE = re.compile(r"^(\d+)([KkMmGg]?)$")
-_SUFFIX = {"": 1, "k": 1024, "m": 1024**2, "g": 1024**3}
 
 
 
@@ -64,25 +63,19 @@ class SlurmConf:
 def parse_gres_field(text: str, where: str) -> tuple[int, dict[str, int]]:
     """GPUs of a slurm.conf ``Gres=`` value: (total, {type: count}); untyped GPUs count only
     in the total. ``gpu:a100:8``, ``gpu:8``, ``gpu:a100:4,gpu:v100:4``, ``gpu:a100:no_consume:8``.
+    Read with the one GRES grammar (:mod:`slurm_defrag.domain.gres`).
     """
-    total, models = 0, dict[str, int]()
-    for item in (i.strip() for i in text.split(",")):
-        if not item or item.lower() in ("(null)", "none"):
-            continue
-        parts = item.split(":")
-        if parts[0] != "gpu":
-            continue
-        count = 1
-        rest = [p for p in parts[1:] if p not in ("no_consume", "")]
-        if rest and (m := _COUNT_RE.match(rest[-1])):
-            count = int(m[1]) * _SUFFIX[m[2].lower()]
-            rest = rest[:-1]
-        if len(rest) > 1:
-            raise InputError(f"{where}: cannot read Gres item {item!r}")
-        total += count
-        if rest:
-            models[rest[0]] = models.get(rest[0], 0) + count
-    return total, models
+    if text.strip().lower() == "none":
+        return 0, {}
+    try:
+        entries = gpu_entries(text)
+    except GresParseError as exc:
+        raise InputError(f"{where}: cannot read Gres {text[:80]!r}: {exc}") from None
+    models: dict[str, int] = {}
+    for e in entries:
+        if e.type is not None:
+            models[e.type] = models.get(e.type, 0) + e.count
+    return sum(e.count for e in entries), models
 
 
 def _logical_lines(text: str) -> Iterable[tuple[int, str]]:
