@@ -290,3 +290,23 @@ def test_cli_json_decoder_limits_are_parse_errors(out: str) -> None:
 
     with pytest.raises(SlurmParseError, match="squeue --json: output is not JSON"):
         CliSlurm.decode(out, "squeue --json")
+
+
+@pytest.mark.parametrize("hosts", ["gpu[0-99999999]", "g[1-9][1-9][1-9][1-9][1-9][1-9][1-9]",
+                                   "g[1-2"])
+def test_admin_host_lists_are_sized_before_expanding(tmp_path: Path, hosts: str) -> None:
+    """gres.conf, slurm.conf and topology_templates host lists were expanded eagerly by
+    python-hostlist: ``gpu[0-99999999]`` in an admin file is one clear line, not gigabytes."""
+    from slurm_defrag.errors import InputError
+    from slurm_defrag.slurm.gres_conf import parse_gres_conf_links
+    from slurm_defrag.slurm.mapping import expand_config_hosts
+    from slurm_defrag.slurm.slurm_conf import parse_slurm_conf
+
+    with pytest.raises(InputError, match="bad host list"):
+        expand_config_hosts(hosts, "topology_templates")
+    with pytest.raises(InputError, match="gres.conf NodeName: bad host list"):
+        parse_gres_conf_links(f"NodeName={hosts} Name=gpu File=/dev/nvidia0 Links=-1\n")
+    conf = tmp_path / "slurm.conf"
+    conf.write_text(f"NodeName={hosts} Gres=gpu:2\n")
+    with pytest.raises(InputError, match="bad host list"):
+        parse_slurm_conf(conf)

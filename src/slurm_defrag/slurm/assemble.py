@@ -13,12 +13,12 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
 
-import hostlist
 from pydantic import ValidationError
 
 from slurm_defrag.domain.cluster import ClusterSnapshot, Job, Node, Partition, Reservation
 from slurm_defrag.domain.topology import BUILTIN_TOPOLOGIES, GpuTopology
 from slurm_defrag.errors import InputError
+from slurm_defrag.slurm import mapping as m
 from slurm_defrag.slurm.errors import SlurmParseError
 from slurm_defrag.slurm.gres_conf import LinksParseError, parse_gres_conf_links
 from slurm_defrag.slurm.mapping import natural_key
@@ -41,11 +41,7 @@ def node_topologies(settings: SlurmSettings) -> dict[str, GpuTopology]:
     """node -> topology, from ``gres_conf`` Links= first, then ``topology_templates``."""
     out: dict[str, GpuTopology] = {}
     for pattern, template in settings.topology_templates.items():
-        try:
-            names = hostlist.expand_hostlist(pattern)
-        except hostlist.BadHostlist as exc:
-            raise InputError(f"topology_templates: bad host list {pattern!r}: {exc}") from None
-        for name in names:
+        for name in m.expand_config_hosts(pattern, "topology_templates"):
             out[name] = BUILTIN_TOPOLOGIES[template]
     if settings.gres_conf is not None:
         path = settings.gres_conf

@@ -8,9 +8,8 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-import hostlist
-
 from slurm_defrag.domain.topology import MAX_GPUS_PER_NODE, GpuTopology
+from slurm_defrag.slurm.mapping import expand_config_hosts
 
 
 class LinksParseError(ValueError):
@@ -73,7 +72,7 @@ def parse_gres_conf_links(text: str) -> dict[str, GpuTopology]:
         fields = dict(kv.split("=", 1) for kv in line.split() if "=" in kv)
         if fields.get("Name") != "gpu" or "Links" not in fields or "NodeName" not in fields:
             continue
-        for node in hostlist.expand_hostlist(fields["NodeName"]):
+        for node in expand_config_hosts(fields["NodeName"], "gres.conf NodeName"):
             rows.setdefault(node, []).append(fields["Links"])
     by_matrix: dict[tuple[str, ...], GpuTopology] = {}
     out: dict[str, GpuTopology] = {}

@@ -41,6 +41,7 @@ from slurm_defrag.domain.gres import (
     gpu_indices,
 )
 from slurm_defrag.domain.topology import MAX_GPUS_PER_NODE
+from slurm_defrag.errors import InputError
 from slurm_defrag.slurm.errors import SlurmParseError
 
 M = TypeVar("M", bound=BaseModel)
@@ -306,6 +307,19 @@ def hostlist_size(text: str) -> int:
         if total > MAX_HOSTS:
             raise ValueError(f"more than {MAX_HOSTS} names")
     return total
+
+
+def expand_config_hosts(text: str, where: str) -> list[str]:
+    """A host list from a file an admin wrote (slurm.conf, gres.conf, topology maps):
+    sized before python-hostlist expands it, and one :class:`InputError` line naming
+    ``where`` when it is malformed or larger than :data:`MAX_HOSTS`."""
+    import hostlist
+
+    try:
+        hostlist_size(text)
+        return list(hostlist.expand_hostlist(text))
+    except (ValueError, hostlist.BadHostlist) as exc:
+        raise InputError(f"{where}: bad host list {show(text)}: {exc}") from None
 
 
 def expand_nodes(text: str, where: str, field: str) -> tuple[str, ...]:

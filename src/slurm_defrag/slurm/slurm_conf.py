@@ -17,6 +17,7 @@ from pathlib import Path
 
 from slurm_defrag.domain.gres import GresParseError, gpu_entries
 from slurm_defrag.errors import InputError
+from slurm_defrag.slurm.mapping import expand_config_hosts
 
 # What Slurm accepts in node, partition and GRES type names that we write into the table
 # (its own parser allows little more; anything else is a typo or an attack on the Lua).
@@ -111,13 +112,6 @@ def _split_top_level(text: str) -> list[str]:
     return [p.strip() for p in out if p.strip()]
 
 
-def _expand(hosts: str, where: str) -> list[str]:
-    import hostlist
-
-    try:
-        return list(hostlist.expand_hostlist(hosts))
-    except hostlist.BadHostlist as exc:
-        raise InputError(f"{where}: bad host list {hosts!r}: {exc}") from None
 
 
 def parse_slurm_conf(path: Path) -> SlurmConf:
@@ -171,7 +165,7 @@ def parse_slurm_conf(path: Path) -> SlurmConf:
                 )
                 for model in models:
                     check_name("GPU type", model, where)
-                for host in _expand(name, where):
+                for host in expand_config_hosts(name, where):
                     conf.nodes[check_name("node name", host, where)] = NodeConf(
                         host, gpus, dict(models), features)
             elif head == "partitionname":
@@ -196,7 +190,7 @@ def parse_slurm_conf(path: Path) -> SlurmConf:
     sets: dict[str, list[str]] = {}
     for set_name, (where, kind, value) in nodesets.items():
         if kind == "nodes":
-            sets[set_name] = _expand(value, where)
+            sets[set_name] = expand_config_hosts(value, where)
         else:
             sets[set_name] = [n for n, nc in conf.nodes.items() if value in nc.features]
     for where, name, attrs in raw_parts:
@@ -207,7 +201,7 @@ def parse_slurm_conf(path: Path) -> SlurmConf:
             elif item in sets:
                 members.extend(sets[item])
             else:
-                members.extend(_expand(item, where))
+                members.extend(expand_config_hosts(item, where))
         unknown = [n for n in members if n not in conf.nodes]
         if unknown:
             raise InputError(f"{where}: partition {name}: node {unknown[0]} is not defined")
