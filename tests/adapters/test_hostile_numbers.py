@@ -12,6 +12,7 @@ import json
 import re
 from collections.abc import Callable
 from datetime import UTC, datetime
+from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
 
@@ -304,7 +305,7 @@ def test_admin_host_lists_are_sized_before_expanding(tmp_path: Path, hosts: str)
 
     with pytest.raises(InputError, match="bad host list"):
         expand_config_hosts(hosts, "topology_templates")
-    with pytest.raises(InputError, match="gres.conf NodeName: bad host list"):
+    with pytest.raises(InputError, match=r"gres\.conf NodeName: bad host list"):
         parse_gres_conf_links(f"NodeName={hosts} Name=gpu File=/dev/nvidia0 Links=-1\n")
     conf = tmp_path / "slurm.conf"
     conf.write_text(f"NodeName={hosts} Gres=gpu:2\n")
