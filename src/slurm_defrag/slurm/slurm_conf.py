@@ -120,92 +120,112 @@ def parse_slurm_conf(path: Path) -> SlurmConf:
     Follows ``Include`` lines (relative to the file's directory) and understands
     ``NodeName=DEFAULT`` / ``PartitionName=DEFAULT``, ``Nodes=ALL`` and ``NodeSet=``.
     """
-    conf = SlurmConf()
-    node_defaults: dict[str, str] = {}
-    part_defaults: dict[str, str] = {}
-    nodesets: dict[str, tuple[str, str, str]] = {}  # name -> (where, "nodes"|"feature", value)
-    raw_parts: list[tuple[str, str, dict[str, str]]] = []  # (where, name, attrs)
+    reader = _Reader()
+    reader.read(path, 0)
+    return reader.resolve()
 
-    def read(p: Path, depth: int) -> None:
+
+def _attributes(words: list[str]) -> dict[str, str]:
+    """``Key=Value`` words of one line, keys lower-cased (slurm.conf keys ignore case)."""
+    out: dict[str, str] = {}
+    for w in words:
+        key, sep, value = w.partition("=")
+        if sep:
+            out[key.lower()] = value
+    return out
+
+
+@dataclass
+class _Reader:
+    """One pass over slurm.conf and its includes; partitions and node sets are resolved
+    after it (:meth:`resolve`), once every node is known."""
+
+    conf: SlurmConf = field(default_factory=SlurmConf)
+    node_defaults: dict[str, str] = field(default_factory=dict)
+    part_defaults: dict[str, str] = field(default_factory=dict)
+    nodesets: dict[str, tuple[str, str, str]] = field(default_factory=dict)
+    """name -> (where, ``nodes`` | ``feature``, value)"""
+    raw_parts: list[tuple[str, str, dict[str, str]]] = field(default_factory=list)
+    """(where, name, attributes) of each partition, in file order"""
+
+    def read(self, p: Path, depth: int) -> None:
         if depth > 10:
             raise InputError(f"{p}: Include nested more than 10 deep")
         try:
             text = p.read_text(encoding="utf-8")
         except OSError as exc:
             raise InputError(f"{p}: cannot read slurm.conf: {exc.strerror}") from None
+        except UnicodeDecodeError as exc:
+            raise InputError(f"{p}: not UTF-8 text (byte {exc.start})") from None
         for no, line in _logical_lines(text):
             where = f"{p}:{no}"
             if line.lower().startswith("include "):
                 target = line.split(None, 1)[1].strip().strip('"')
                 inc = Path(target) if os.path.isabs(target) else p.parent / target
                 for one in sorted(inc.parent.glob(inc.name)) if "*" in inc.name else [inc]:
-                    read(one, depth + 1)
+                    self.read(one, depth + 1)
                 continue
             try:
                 words = shlex.split(line)
             except ValueError as exc:
                 raise InputError(f"{where}: {exc}") from None
-            attrs: dict[str, str] = {}
-            for w in words:
-                key, sep, value = w.partition("=")
-                if sep:
-                    attrs[key.lower()] = value
-            if not words or "=" not in words[0]:
-                continue
-            head = words[0].partition("=")[0].lower()
-            if head == "nodename":
-                name = attrs["nodename"]
-                if name.upper() == "DEFAULT":
-                    node_defaults.update({k: v for k, v in attrs.items() if k != "nodename"})
-                    continue
-                merged = {**node_defaults, **attrs}
-                gpus, models = parse_gres_field(merged.get("gres", ""), where)
-                features = tuple(
-                    f for f in re.split(r"[,&|]", merged.get("features", "")) if f
-                )
-                for model in models:
-                    check_name("GPU type", model, where)
-                for host in expand_config_hosts(name, where):
-                    conf.nodes[check_name("node name", host, where)] = NodeConf(
-                        host, gpus, dict(models), features)
-            elif head == "partitionname":
-                name = attrs["partitionname"]
-                if name.upper() == "DEFAULT":
-                    part_defaults.update({k: v for k, v in attrs.items() if k != "partitionname"})
-                    continue
-                raw_parts.append((where, check_name("partition name", name, where),
-                                  {**part_defaults, **attrs}))
-            elif head == "nodeset":
-                kind = "nodes" if "nodes" in attrs else "feature"
-                nodesets[attrs["nodeset"]] = (where, kind, attrs.get(kind, ""))
-            elif head == "slurmuser":
-                conf.slurm_user = attrs["slurmuser"]
-            elif head == "schedulerparameters":
-                conf.scheduler_parameters = tuple(
-                    p.strip() for p in attrs["schedulerparameters"].split(",") if p.strip()
-                )
+            if words and "=" in words[0]:
+                self.line(words[0].partition("=")[0].lower(), _attributes(words), where)
 
-    read(path, 0)
-    # Node sets and partitions are resolved once every node is known.
-    sets: dict[str, list[str]] = {}
-    for set_name, (where, kind, value) in nodesets.items():
-        if kind == "nodes":
-            sets[set_name] = expand_config_hosts(value, where)
-        else:
-            sets[set_name] = [n for n, nc in conf.nodes.items() if value in nc.features]
-    for where, name, attrs in raw_parts:
-        members: list[str] = []
-        for item in _split_top_level(attrs.get("nodes", "")):
-            if item.upper() == "ALL":
-                members.extend(conf.nodes)
-            elif item in sets:
-                members.extend(sets[item])
+    def line(self, head: str, attrs: dict[str, str], where: str) -> None:
+        conf = self.conf
+        if head == "nodename":
+            self.node(attrs, where)
+        elif head == "partitionname":
+            name = attrs["partitionname"]
+            if name.upper() == "DEFAULT":
+                self.part_defaults.update({k: v for k, v in attrs.items() if k != "partitionname"})
             else:
-                members.extend(expand_config_hosts(item, where))
-        unknown = [n for n in members if n not in conf.nodes]
-        if unknown:
-            raise InputError(f"{where}: partition {name}: node {unknown[0]} is not defined")
-        conf.partitions[name] = PartitionConf(
-            name, list(dict.fromkeys(members)), attrs.get("default", "").upper() == "YES"
-        )
-    return conf
+                self.raw_parts.append((where, check_name("partition name", name, where),
+                                       {**self.part_defaults, **attrs}))
+        elif head == "nodeset":
+            kind = "nodes" if "nodes" in attrs else "feature"
+            self.nodesets[attrs["nodeset"]] = (where, kind, attrs.get(kind, ""))
+        elif head == "slurmuser":
+            conf.slurm_user = attrs["slurmuser"]
+        elif head == "schedulerparameters":
+            conf.scheduler_parameters = tuple(
+                p.strip() for p in attrs["schedulerparameters"].split(",") if p.strip()
+            )
+
+    def node(self, attrs: dict[str, str], where: str) -> None:
+        name = attrs["nodename"]
+        if name.upper() == "DEFAULT":
+            self.node_defaults.update({k: v for k, v in attrs.items() if k != "nodename"})
+            return
+        merged = {**self.node_defaults, **attrs}
+        gpus, models = parse_gres_field(merged.get("gres", ""), where)
+        features = tuple(f for f in re.split(r"[,&|]", merged.get("features", "")) if f)
+        for model in models:
+            check_name("GPU type", model, where)
+        for host in expand_config_hosts(name, where):
+            self.conf.nodes[check_name("node name", host, where)] = NodeConf(
+                host, gpus, dict(models), features)
+
+    def resolve(self) -> SlurmConf:
+        conf = self.conf
+        sets: dict[str, list[str]] = {}
+        for set_name, (where, kind, value) in self.nodesets.items():
+            if kind == "nodes":
+                sets[set_name] = expand_config_hosts(value, where)
+            else:
+                sets[set_name] = [n for n, nc in conf.nodes.items() if value in nc.features]
+        for where, name, attrs in self.raw_parts:
+            members: list[str] = []
+            for item in _split_top_level(attrs.get("nodes", "")):
+                if item.upper() == "ALL":
+                    members.extend(conf.nodes)
+                else:
+                    members.extend(sets[item] if item in sets else expand_config_hosts(item, where))
+            unknown = [n for n in members if n not in conf.nodes]
+            if unknown:
+                raise InputError(f"{where}: partition {name}: node {unknown[0]} is not defined")
+            conf.partitions[name] = PartitionConf(
+                name, list(dict.fromkeys(members)), attrs.get("default", "").upper() == "YES"
+            )
+        return conf
