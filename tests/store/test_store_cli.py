@@ -57,9 +57,20 @@ def test_db_upgrade_current_downgrade(sqlite_url: str) -> None:
     now = run("db", "current", "--db", sqlite_url)
     assert "(head)" in now.stdout
     assert "lease: read-only: leader lease not taken yet" in now.stdout
-    down = run("db", "downgrade", "base", "--db", sqlite_url)
+    down = run("db", "downgrade", "base", "--db", sqlite_url, "--yes")
     assert down.exit_code == 0, down.output
     assert "to empty" in down.stdout
+
+
+def test_downgrade_base_needs_yes(sqlite_url: str) -> None:
+    """Hostile input (issue 15): ``db downgrade base`` deleted everything without asking."""
+    assert run("db", "upgrade", "--db", sqlite_url).exit_code == 0
+    for target in ("base", "-1"):
+        refused = run("db", "downgrade", target, "--db", sqlite_url)
+        assert refused.exit_code != 0
+        assert isinstance(refused.exception, InputError)
+        assert "--yes" in str(refused.exception)
+    assert "(head)" in run("db", "current", "--db", sqlite_url).stdout  # nothing dropped
 
 
 def test_newer_schema_is_one_clear_error(db_url: str) -> None:

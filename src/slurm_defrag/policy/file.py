@@ -11,7 +11,6 @@ their errors are reported in the same message with their full key.
 
 from __future__ import annotations
 
-import tomllib
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Annotated, Any, Literal
@@ -19,6 +18,7 @@ from typing import Annotated, Any, Literal
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, ValidationError
 from pydantic_core import ErrorDetails
 
+from slurm_defrag.config_files import one_line, parse_toml, read_text
 from slurm_defrag.errors import InputError
 from slurm_defrag.policy.base import Strategy
 from slurm_defrag.policy.cost import CostConfig
@@ -93,7 +93,7 @@ def _key(loc: Sequence[int | str]) -> str:
         if isinstance(part, int):
             out += f"[{part}]"
         else:
-            out += ("." if out else "") + str(part)
+            out += ("." if out else "") + one_line(str(part))
     return out or "(top level)"
 
 
@@ -107,7 +107,7 @@ def _message(err: ErrorDetails) -> str:
             pass
     if err["type"] == "literal_error" and err["loc"] == ("version",):
         return f"this slurm-defrag reads version = {POLICY_VERSION}, found {err['input']!r}"
-    return err["msg"].removeprefix("Value error, ")
+    return one_line(err["msg"].removeprefix("Value error, "))
 
 
 def _errors(exc: ValidationError, prefix: Sequence[int | str] = ()) -> list[str]:
@@ -149,20 +149,12 @@ def parse_policy(data: Mapping[str, Any], source: Path | str = "<policy>") -> Po
 
 def load_policy(path: Path) -> Policy:
     """Read a ``.toml`` (or ``.yaml``/``.yml``) policy file."""
-    try:
-        text = path.read_text(encoding="utf-8")
-    except FileNotFoundError:
-        raise InputError(f"{path}: no such file") from None
-    except OSError as exc:
-        raise InputError(f"{path}: cannot read: {exc.strerror}") from None
+    text = read_text(path)
     data: object
     if path.suffix in (".yaml", ".yml"):
         data = _load_yaml(text, path)
     else:
-        try:
-            data = tomllib.loads(text)
-        except tomllib.TOMLDecodeError as exc:
-            raise InputError(f"{path}: not valid TOML: {exc}") from None
+        data = parse_toml(text, path)
     if not isinstance(data, Mapping):
         raise InputError(f"{path}: (top level): expected a table of settings")
     return parse_policy(data, path)
@@ -173,7 +165,15 @@ def _load_yaml(text: str, path: Path) -> object:
         import yaml
     except ImportError:  # pragma: no cover - pyyaml is a dependency; keep the message clear
         raise InputError(f"{path}: YAML policies need PyYAML (pip install pyyaml)") from None
+    from slurm_defrag.policy.yaml_loader import NoAliasSafeLoader
+
     try:
-        return yaml.safe_load(text)
+        return yaml.load(text, Loader=NoAliasSafeLoader)  # noqa: S506 - a SafeLoader
+    except yaml.MarkedYAMLError as exc:
+        where = f" at line {exc.problem_mark.line + 1}" if exc.problem_mark else ""
+        what = exc.problem or exc.context or "syntax error"
+        raise InputError(f"{path}: not valid YAML{where}: {one_line(what)}") from None
     except yaml.YAMLError as exc:
-        raise InputError(f"{path}: not valid YAML: {exc}") from None
+        raise InputError(f"{path}: not valid YAML: {one_line(str(exc))}") from None
+    except RecursionError:
+        raise InputError(f"{path}: not valid YAML: nested too deeply") from None
