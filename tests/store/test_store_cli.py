@@ -66,7 +66,7 @@ def test_downgrade_base_needs_yes(sqlite_url: str) -> None:
     """Hostile input (issue 15): ``db downgrade base`` deleted everything without asking."""
     assert run("db", "upgrade", "--db", sqlite_url).exit_code == 0
     for target in ("base", "-1"):
-        refused = run("db", "downgrade", target, "--db", sqlite_url)
+        refused = run("db", "downgrade", "--db", sqlite_url, "--", target)
         assert refused.exit_code != 0
         assert isinstance(refused.exception, InputError)
         assert "--yes" in str(refused.exception)

@@ -50,7 +50,8 @@ def _holder() -> str:
 
 class ServiceSettings(BaseSettings):
     model_config = SettingsConfigDict(
-        env_prefix="SLURM_DEFRAG_", env_nested_delimiter="__", extra="forbid"
+        env_prefix="SLURM_DEFRAG_", env_nested_delimiter="__", extra="forbid",
+        allow_inf_nan=False,
     )
 
     mode: Mode = "dry-run"
@@ -183,10 +184,8 @@ def _config_file_data() -> dict[str, Any] | None:
 
 
 def _key(loc: Sequence[int | str]) -> str:
-    out = ""
-    for part in loc:
-        out += f"[{part}]" if isinstance(part, int) else ("." if out else "") + one_line(part)
-    return out or "(top level)"
+    # Dotted, list indices too (``http_allow.0``); keys a user typed are escaped to one line.
+    return one_line(".".join(str(p) for p in loc)) or "(top level)"
 
 
 def load(config: Path | None = None, **overrides: object) -> ServiceSettings:

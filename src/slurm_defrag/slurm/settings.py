@@ -23,7 +23,9 @@ Backend = Literal["cli", "rest", "pyslurm"]
 
 
 class SlurmSettings(BaseSettings):
-    model_config = SettingsConfigDict(env_prefix="SLURM_DEFRAG_SLURM_", extra="forbid")
+    model_config = SettingsConfigDict(
+        env_prefix="SLURM_DEFRAG_SLURM_", extra="forbid", allow_inf_nan=False
+    )
 
     backend: Backend = "cli"
     """Which adapter reads and writes Slurm: ``cli`` (scontrol/squeue/sinfo, default),
