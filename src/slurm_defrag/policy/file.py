@@ -106,8 +106,17 @@ def _message(err: ErrorDetails) -> str:
         except KeyError:
             pass
     if err["type"] == "literal_error" and err["loc"] == ("version",):
-        return f"this slurm-defrag reads version = {POLICY_VERSION}, found {err['input']!r}"
+        return f"this slurm-defrag reads version = {POLICY_VERSION}, found {_shown(err['input'])}"
     return one_line(err["msg"].removeprefix("Value error, "))
+
+
+def _shown(value: object) -> str:
+    """A value for a message: scalars in short, anything else by its type only (repr() of a
+    shared nested structure can be exponential in the file's size)."""
+    if isinstance(value, str | int | float | bool) or value is None:
+        text = one_line(repr(value))
+        return text if len(text) <= 40 else text[:37] + "..."
+    return f"a {type(value).__name__}"
 
 
 def _errors(exc: ValidationError, prefix: Sequence[int | str] = ()) -> list[str]:
