@@ -37,6 +37,14 @@ def one_line(text: str) -> str:
     return "".join(c if c.isprintable() else repr(c)[1:-1] for c in text)
 
 
+def value_error_text(exc: ValueError) -> str:
+    """A parser's ValueError in one short line (Python refuses ints of over 4300 digits)."""
+    text = one_line(str(exc))
+    if text.startswith("Exceeds the limit"):
+        return "an integer with too many digits"
+    return text[:200]
+
+
 def read_text(path: Path, origin: str = "") -> str:
     """The UTF-8 text of ``path``; ``origin`` (e.g. ``SLURM_DEFRAG_CONFIG``) says in errors
     where the path came from."""
@@ -64,5 +72,7 @@ def parse_toml(text: str, source: Path | str) -> dict[str, Any]:
         return tomllib.loads(text)
     except tomllib.TOMLDecodeError as exc:
         raise InputError(f"{source}: not valid TOML: {one_line(str(exc))}") from None
+    except ValueError as exc:  # an integer beyond Python's int string limit (4300 digits)
+        raise InputError(f"{source}: not valid TOML: {value_error_text(exc)}") from None
     except RecursionError:
         raise InputError(f"{source}: not valid TOML: nested too deeply") from None

@@ -177,3 +177,19 @@ def test_wrong_version_message_is_bounded() -> None:
     assert len(str(err.value)) < 300
     with pytest.raises(InputError, match="found 2"):
         parse_policy({"version": 2})
+
+
+@pytest.mark.parametrize("name", ["p.toml", "p.yaml"])
+def test_integer_beyond_pythons_digit_limit(tmp_path: Path, name: str) -> None:
+    """Defect (found by tests/fuzz): a 5,000-digit number was a ValueError traceback."""
+    path = tmp_path / name
+    sep = " = " if name.endswith("toml") else ": "
+    path.write_text("version" + sep + "9" * 5000 + "\n")
+    with pytest.raises(InputError, match="an integer with too many digits"):
+        load_policy(path)
+
+
+def test_strategy_name_of_the_wrong_type() -> None:
+    """Defect (found by tests/fuzz): ``name = [..]`` raised TypeError (unhashable list)."""
+    with pytest.raises(InputError, match=r"strategies\[0\]\.name"):
+        parse_policy({"version": 1, "strategies": [{"name": ["x"]}]})

@@ -267,3 +267,23 @@ def test_deep_json_snapshot_is_one_line(tmp_path: Path,
     shallow["nodes"][0]["partitions"] = json.loads("[" * 500 + "]" * 500)
     path.write_text(json.dumps(shallow))
     assert_one_line_error(capsys, "frag", "-s", str(path), words=("nodes[0].partitions",))
+
+
+def test_integer_beyond_pythons_digit_limit_is_one_line(tmp_path: Path) -> None:
+    """Defect (found by tests/fuzz): a 5,000-digit number made json.loads raise a plain
+    ValueError (Python's int string limit), a traceback."""
+    path = tmp_path / "big.json"
+    path.write_text('{"schema_version": ' + "9" * 5000 + "}")
+    with pytest.raises(InputError, match="big.json: not valid JSON: an integer with too many"):
+        load_snapshot(path)
+
+
+def test_odd_keys_stay_on_one_line() -> None:
+    """Defect (found by tests/fuzz): an unknown key holding a line break made a two-line
+    message."""
+    data = _course_dict()
+    data["a\nb"] = 1
+    with pytest.raises(InputError) as err:
+        parse_snapshot(data)
+    assert "\n" not in str(err.value)
+    assert "a\\nb" in str(err.value)

@@ -18,7 +18,7 @@ from typing import Annotated, Any, Literal
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, ValidationError
 from pydantic_core import ErrorDetails
 
-from slurm_defrag.config_files import one_line, parse_toml, read_text
+from slurm_defrag.config_files import one_line, parse_toml, read_text, value_error_text
 from slurm_defrag.errors import InputError
 from slurm_defrag.policy.base import Strategy
 from slurm_defrag.policy.cost import CostConfig
@@ -142,13 +142,14 @@ def parse_policy(data: Mapping[str, Any], source: Path | str = "<policy>") -> Po
     strategies = data.get("strategies")
     if isinstance(strategies, list):
         for i, spec in enumerate(strategies):
-            if not isinstance(spec, Mapping) or spec.get("name") not in REGISTRY:
+            name = spec.get("name") if isinstance(spec, Mapping) else None
+            if not isinstance(name, str) or name not in REGISTRY:  # a list name: unhashable
                 continue
             args = spec.get("args", {})
             if not isinstance(args, Mapping):
                 continue  # the Policy model already reported "args: not a table"
             try:
-                REGISTRY[spec["name"]].args.model_validate(args)
+                REGISTRY[name].args.model_validate(args)
             except ValidationError as exc:
                 problems.extend(_errors(exc, ("strategies", i, "args")))
     if problems or policy is None:
@@ -184,5 +185,7 @@ def _load_yaml(text: str, path: Path) -> object:
         raise InputError(f"{path}: not valid YAML{where}: {one_line(what)}") from None
     except yaml.YAMLError as exc:
         raise InputError(f"{path}: not valid YAML: {one_line(str(exc))}") from None
+    except ValueError as exc:  # int("9" * 5000): beyond Python's int string limit
+        raise InputError(f"{path}: not valid YAML: {value_error_text(exc)}") from None
     except RecursionError:
         raise InputError(f"{path}: not valid YAML: nested too deeply") from None
