@@ -16,8 +16,8 @@ from collections.abc import Callable
 from typing import Any
 
 from hypothesis import HealthCheck, settings
-from infra import IN_CI
 
+from infra import IN_CI
 from slurm_defrag.errors import DefragError
 
 FUZZ_EXAMPLES = int(os.environ.get("SLURM_DEFRAG_FUZZ_EXAMPLES", 10_000 if IN_CI else 300))

@@ -11,12 +11,12 @@ import sys
 from pathlib import Path
 
 import pytest
-from cli_run import assert_one_line_error
 
+from cli_run import assert_one_line_error
 from infra import ROOT
 from slurm_defrag.store import migrate
-from slurm_defrag.store.engine import mask_password, make_engine, parse_url, resolve_url
-from slurm_defrag.store.errors import DatabaseUnreachable, DatabaseUrlError
+from slurm_defrag.store.engine import make_engine, mask_password, parse_url, resolve_url
+from slurm_defrag.store.errors import DatabaseUrlError
 
 SECRET = "s3cr3t-pw"
 

@@ -274,7 +274,7 @@ def test_integer_beyond_pythons_digit_limit_is_one_line(tmp_path: Path) -> None:
     ValueError (Python's int string limit), a traceback."""
     path = tmp_path / "big.json"
     path.write_text('{"schema_version": ' + "9" * 5000 + "}")
-    with pytest.raises(InputError, match="big.json: not valid JSON: an integer with too many"):
+    with pytest.raises(InputError, match=r"big\.json: not valid JSON: an integer with too many"):
         load_snapshot(path)
 
 

@@ -160,11 +160,8 @@ def parse_policy(data: Mapping[str, Any], source: Path | str = "<policy>") -> Po
 def load_policy(path: Path) -> Policy:
     """Read a ``.toml`` (or ``.yaml``/``.yml``) policy file."""
     text = read_text(path)
-    data: object
-    if path.suffix in (".yaml", ".yml"):
-        data = _load_yaml(text, path)
-    else:
-        data = parse_toml(text, path)
+    yaml_file = path.suffix in (".yaml", ".yml")
+    data = _load_yaml(text, path) if yaml_file else parse_toml(text, path)
     if not isinstance(data, Mapping):
         raise InputError(f"{path}: (top level): expected a table of settings")
     return parse_policy(data, path)
@@ -178,7 +175,7 @@ def _load_yaml(text: str, path: Path) -> object:
     from slurm_defrag.policy.yaml_loader import NoAliasSafeLoader
 
     try:
-        return yaml.load(text, Loader=NoAliasSafeLoader)  # noqa: S506 - a SafeLoader
+        return yaml.load(text, Loader=NoAliasSafeLoader)
     except yaml.MarkedYAMLError as exc:
         where = f" at line {exc.problem_mark.line + 1}" if exc.problem_mark else ""
         what = exc.problem or exc.context or "syntax error"

@@ -17,10 +17,10 @@ from yaml.nodes import Node
 class NoAliasSafeLoader(yaml.SafeLoader):
     """``yaml.SafeLoader`` that raises :class:`ComposerError` at the first alias."""
 
-    def compose_node(self, parent: Node | None, index: object) -> Node | None:
+    def compose_node(self, parent: Node | None, index: int) -> Node | None:
         if self.check_event(AliasEvent):
-            event = self.peek_event()
+            event = self.peek_event()  # type: ignore[no-untyped-call]
             raise ComposerError(
                 None, None, "aliases (*name) are not allowed in a policy file", event.start_mark
             )
-        return super().compose_node(parent, index)  # type: ignore[no-any-return]
+        return super().compose_node(parent, index)

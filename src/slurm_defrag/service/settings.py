@@ -19,8 +19,7 @@ import socket
 from collections.abc import Sequence
 from contextvars import ContextVar
 from pathlib import Path
-from typing import Any
-from typing import Annotated, Literal
+from typing import Annotated, Any, Literal
 
 from pydantic import Field, IPvAnyNetwork, ValidationError, ValidationInfo, field_validator
 from pydantic_settings import (

@@ -10,7 +10,6 @@ Command-line options override the environment. Unknown keys (in the service conf
 
 from __future__ import annotations
 
-from pathlib import Path
 from typing import Literal
 
 from pydantic import Field, SecretStr, field_validator
