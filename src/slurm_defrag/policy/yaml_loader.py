@@ -15,7 +15,6 @@ from yaml.composer import ComposerError
 from yaml.events import AliasEvent
 from yaml.nodes import Node
 
-
 MAX_DEPTH = 64
 """Nesting levels a policy may use (it needs four)."""
 
