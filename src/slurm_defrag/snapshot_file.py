@@ -13,6 +13,7 @@ from typing import Any
 
 from pydantic import ValidationError
 
+from slurm_defrag.config_files import one_line, value_error_text
 from slurm_defrag.domain.cluster import SCHEMA_VERSION, ClusterSnapshot
 from slurm_defrag.errors import InputError
 
@@ -50,7 +51,8 @@ def format_validation_error(source: Path | str, exc: ValidationError) -> str:
     for err in errors:
         loc = tuple(p for p in err["loc"] if p not in ("function-after", "function-before"))
         msg = " ".join(err["msg"].removeprefix("Value error, ").split())  # one line
-        lines.append(f"{source}: {_locate(loc, msg)}")
+        # one_line: keys come from the file (a key may hold a line break).
+        lines.append(one_line(f"{source}: {_locate(loc, msg)}"))
     if len(lines) > 1:
         return lines[0] + f" (and {len(lines) - 1} more: " + "; ".join(lines[1:5]) + ")"
     return lines[0]
@@ -71,6 +73,8 @@ def read_json(path: Path) -> dict[str, Any]:
         raise InputError(
             f"{path}: not valid JSON at line {exc.lineno} column {exc.colno}: {exc.msg}"
         ) from None
+    except ValueError as exc:  # an integer beyond Python's int string limit (4300 digits)
+        raise InputError(f"{path}: not valid JSON: {value_error_text(exc)}") from None
     except RecursionError:
         raise InputError(f"{path}: not valid JSON: nested too deeply") from None
     if not isinstance(data, dict):
@@ -83,7 +87,9 @@ def parse_snapshot(data: dict[str, Any], source: Path | str = "<snapshot>") -> C
     if version != SCHEMA_VERSION:
         newer = isinstance(version, int) and version > SCHEMA_VERSION
         raise InputError(
-            f"{source}: schema_version: expected {SCHEMA_VERSION}, found {version!r}"
+            f"{source}: schema_version: expected {SCHEMA_VERSION}, found "
+            + (one_line(repr(version))[:40] if isinstance(version, int | str | float | None)
+               else f"a {type(version).__name__}")
             + (" (written by a newer slurm-defrag?)" if newer else "")
         )
     try:

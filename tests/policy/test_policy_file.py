@@ -85,3 +85,124 @@ def test_yaml(tmp_path: Path) -> None:
 def test_missing_file(tmp_path: Path) -> None:
     with pytest.raises(InputError, match="no such file"):
         load_policy(tmp_path / "none.toml")
+
+
+# -- hostile input (issue 15) -----------------------------------------------------------
+
+BOMB = (
+    "x-a: &a [lol, lol, lol, lol, lol, lol, lol, lol, lol]\n"
+    + "".join(f"x-{b}: &{b} [{', '.join([f'*{a}'] * 9)}]\n"
+              for a, b in zip("abcdefgh", "bcdefghi", strict=True))
+    + "version: *i\n"  # the wrong-version message printed repr(): all 9^9 items
+)
+
+
+def test_yaml_alias_bomb_is_refused_at_once(tmp_path: Path) -> None:
+    """Defect: a billion-laughs YAML policy hung: safe_load shares the aliased lists, but
+    the ``version`` error message took their repr() (9^9 items). Now refused at the first
+    alias, before anything is built."""
+    import time
+
+    path = tmp_path / "bomb.yaml"
+    path.write_text(BOMB)
+    started = time.monotonic()
+    with pytest.raises(InputError, match=r"bomb.yaml: not valid YAML at line 2: aliases"):
+        load_policy(path)
+    assert time.monotonic() - started < 1.0
+
+
+def test_yaml_merge_keys_are_aliases_too(tmp_path: Path) -> None:
+    path = tmp_path / "merge.yaml"
+    path.write_text("version: 1\nbase: &b {min_runtime_minutes: 0}\nprotections:\n  <<: *b\n")
+    with pytest.raises(InputError, match="aliases"):
+        load_policy(path)
+
+
+def test_plain_yaml_still_loads(tmp_path: Path) -> None:
+    path = tmp_path / "p.yaml"
+    path.write_text("version: 1\nlimits:\n  max_victims_per_plan: 3\n")
+    assert load_policy(path).limits.max_victims_per_plan == 3
+
+
+@pytest.mark.parametrize(
+    ("name", "content", "words"),
+    [
+        ("p.toml", b"version = 1\n# \xff\n", ("not UTF-8",)),
+        ("p.yaml", b"version: 1\nx: \xff\n", ("not UTF-8",)),
+        ("p.toml", b"a = " + b"[" * 5000 + b"]" * 5000 + b"\n", ("nested too deeply",)),
+        ("p.yaml", b"version: 1\nx: " + b"[" * 5000 + b"]" * 5000 + b"\n", ("nested deeper",)),
+        ("p.yaml", b"version: 1\nlimits: {a: [\n", ("not valid YAML at line",)),
+        ("p.toml", b'version = 1\n[limits]\n"a\\nb" = 1\n', ("limits.a\\nb: unknown key",)),
+        ("p.toml", b"version = 1\n[solver]\nnum_workers = 100000000\n", ("solver.num_workers",)),
+        ("p.toml", b"version = 1\n[solver]\nmax_time_in_seconds = inf\n",
+         ("solver.max_time_in_seconds",)),
+        ("p.toml", b"version = 1\n[solver]\nrandom_seed = 99999999999999\n",
+         ("solver.random_seed",)),
+        ("p.toml", b'version = 1\n[solver]\nsubsolvers = ["bogus"]\n', ("solver.subsolvers",)),
+        ("p.toml", b"version = 1\nlimits = 3\n", ("limits:",)),
+        ("p.toml", b"version = 1\n[[strategies]]\nname = 3\n", ("strategies[0].name",)),
+    ],
+)
+def test_hostile_policy_is_one_line_through_the_cli(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], name: str, content: bytes,
+    words: tuple[str, ...],
+) -> None:
+    """Defect: non-UTF-8 files, 5,000-deep TOML/YAML (RecursionError), multi-line YAML
+    errors and out-of-range solver settings (CP-SAT's RuntimeError/TypeError mid-plan)
+    were tracebacks or several lines; now one line, exit != 0."""
+    from cli_run import assert_one_line_error
+
+    path = tmp_path / name
+    path.write_bytes(content)
+    assert_one_line_error(capsys, "plan", "-s", str(ROOT / "examples" / "course.json"),
+                          "-p", str(path), words=(str(path), *words))
+
+
+@pytest.mark.parametrize(
+    "table", ["protections", "limits", "cost", "drain", "solver"],
+)
+def test_unknown_keys_in_every_policy_table(table: str) -> None:
+    with pytest.raises(InputError, match=rf"{table}\.nope: unknown key"):
+        parse_policy({"version": 1, table: {"nope": 1}})
+    with pytest.raises(InputError, match=r"strategies\[0\]\.args\.nope"):
+        parse_policy({"version": 1, "strategies": [{"name": "free-nvlink-block",
+                                                    "args": {"nope": 1}}]})
+
+
+def test_wrong_version_message_is_bounded() -> None:
+    """The same hang without YAML: a huge ``version`` value is not echoed whole."""
+    big = [["lol"] * 1000] * 1000
+    with pytest.raises(InputError) as err:
+        parse_policy({"version": big})
+    assert len(str(err.value)) < 300
+    with pytest.raises(InputError, match="found 2"):
+        parse_policy({"version": 2})
+
+
+@pytest.mark.parametrize("name", ["p.toml", "p.yaml"])
+def test_integer_beyond_pythons_digit_limit(tmp_path: Path, name: str) -> None:
+    """Defect (found by tests/fuzz): a 5,000-digit number was a ValueError traceback."""
+    path = tmp_path / name
+    sep = " = " if name.endswith("toml") else ": "
+    path.write_text("version" + sep + "9" * 5000 + "\n")
+    with pytest.raises(InputError, match="an integer with too many digits"):
+        load_policy(path)
+
+
+def test_strategy_name_of_the_wrong_type() -> None:
+    """Defect (found by tests/fuzz): ``name = [..]`` raised TypeError (unhashable list)."""
+    with pytest.raises(InputError, match=r"strategies\[0\]\.name"):
+        parse_policy({"version": 1, "strategies": [{"name": ["x"]}]})
+
+
+def test_deep_yaml_is_refused_quickly(tmp_path: Path) -> None:
+    """Defect (found by tests/fuzz): 3,000 unclosed brackets took seconds (under tracing)
+    to reach the recursion limit; the composer now stops at 64 levels."""
+    import time
+
+    path = tmp_path / "deep.yaml"
+    path.write_text("version: 1\nlimits: " + "[" * 3000)
+    started = time.monotonic()
+    with pytest.raises(InputError, match="nested deeper than 64 levels"):
+        load_policy(path)
+    assert time.monotonic() - started < 2.0  # generous: CI machines are shared

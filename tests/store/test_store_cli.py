@@ -19,7 +19,7 @@ from sqlalchemy import text
 from typer.testing import CliRunner, Result
 
 from slurm_defrag.cli import app
-from slurm_defrag.errors import InputError
+from slurm_defrag.errors import ExitCode, InputError
 from slurm_defrag.metrics.compute import compute
 from slurm_defrag.store import migrate
 from slurm_defrag.store.database import Store
@@ -57,9 +57,20 @@ def test_db_upgrade_current_downgrade(sqlite_url: str) -> None:
     now = run("db", "current", "--db", sqlite_url)
     assert "(head)" in now.stdout
     assert "lease: read-only: leader lease not taken yet" in now.stdout
-    down = run("db", "downgrade", "base", "--db", sqlite_url)
+    down = run("db", "downgrade", "base", "--db", sqlite_url, "--yes")
     assert down.exit_code == 0, down.output
     assert "to empty" in down.stdout
+
+
+def test_downgrade_base_needs_yes(sqlite_url: str) -> None:
+    """Hostile input (issue 15): ``db downgrade base`` deleted everything without asking."""
+    assert run("db", "upgrade", "--db", sqlite_url).exit_code == 0
+    for target in ("base", "-1"):
+        refused = run("db", "downgrade", "--db", sqlite_url, "--", target)
+        assert refused.exit_code != 0
+        assert isinstance(refused.exception, InputError)
+        assert "--yes" in str(refused.exception)
+    assert "(head)" in run("db", "current", "--db", sqlite_url).stdout  # nothing dropped
 
 
 def test_newer_schema_is_one_clear_error(db_url: str) -> None:
@@ -69,7 +80,8 @@ def test_newer_schema_is_one_clear_error(db_url: str) -> None:
         conn.execute(text("UPDATE alembic_version SET version_num = '9999_from_the_future'"))
     engine.dispose()
     done = cli("history", "--db", db_url)
-    assert_one_line_error(done, 4, "9999_from_the_future", "newer", "upgrade slurm-defrag")
+    assert_one_line_error(done, ExitCode.DB_SCHEMA, "9999_from_the_future", "newer",
+                          "upgrade slurm-defrag")
 
 
 @pytest.mark.parametrize(
@@ -78,7 +90,7 @@ def test_newer_schema_is_one_clear_error(db_url: str) -> None:
 )
 def test_unreachable_database_is_one_clear_error(url: str) -> None:
     done = cli("history", "--db", url)
-    assert_one_line_error(done, 3, "cannot")
+    assert_one_line_error(done, ExitCode.DB_UNREACHABLE, "cannot")
 
 
 def test_bad_url_and_env_var(sqlite_url: str) -> None:
@@ -142,5 +154,5 @@ def test_history_since_too_long_is_one_clear_error(since: str, sqlite_url: str) 
         assert isinstance(result.exception, InputError)
         assert "longer than 3660 days" in str(result.exception)
         return
-    assert_one_line_error(cli("history", "--since", since, "--db", sqlite_url), 2, "--since",
-                          "longer than 3660 days")
+    assert_one_line_error(cli("history", "--since", since, "--db", sqlite_url),
+                          ExitCode.BAD_INPUT, "--since", "longer than 3660 days")

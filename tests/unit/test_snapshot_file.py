@@ -208,3 +208,82 @@ def test_custom_topology_by_name(course_data: dict[str, Any]) -> None:
     snap = parse_snapshot(data)
     assert snap.topology_of(snap.nodes[3]).name == "ring-8"
     assert parse_snapshot(json.loads(dump_snapshot(snap))) == snap
+
+
+# -- hostile input (issue 15) -----------------------------------------------------------
+
+
+def _course_dict() -> dict[str, Any]:
+    data: dict[str, Any] = json.loads((EXAMPLES / "course.json").read_text())
+    return data
+
+
+def _naive(stamp: str) -> str:
+    return stamp.removesuffix("Z").split("+")[0]
+
+
+@pytest.mark.parametrize("where", ["taken_at", "jobs"])
+def test_naive_timestamps_are_one_line_through_the_cli(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], where: str
+) -> None:
+    """Defect: a snapshot with times without a time zone (taken_at, or job times) made
+    ``plan`` crash: "can't subtract offset-naive and offset-aware datetimes"."""
+    from cli_run import assert_one_line_error
+
+    data = _course_dict()
+    if where == "taken_at":
+        data["taken_at"] = _naive(data["taken_at"])
+        key = "taken_at"
+    else:
+        for job in data["jobs"]:
+            for k in ("submit_time", "start_time"):
+                if job.get(k):
+                    job[k] = _naive(job[k])
+        key = "jobs[0].submit_time"
+    path = tmp_path / "naive.json"
+    path.write_text(json.dumps(data))
+    assert_one_line_error(capsys, "plan", "-s", str(path),
+                          words=(str(path), key, "without a time zone"))
+
+
+@pytest.mark.parametrize("stamp", ["0001-01-01T00:00:00+14:00", "9999-12-31T23:59:59-14:00",
+                                   "1969-06-01T00:00:00Z"])
+def test_timestamps_outside_the_supported_years(stamp: str) -> None:
+    """Year 1 at +14:00 overflows the UTC conversion (OverflowError); bounded at load."""
+    data = _course_dict()
+    data["taken_at"] = stamp
+    with pytest.raises(InputError, match="taken_at: timestamp outside the years"):
+        parse_snapshot(data)
+
+
+def test_deep_json_snapshot_is_one_line(tmp_path: Path,
+                                        capsys: pytest.CaptureFixture[str]) -> None:
+    from cli_run import assert_one_line_error
+
+    path = tmp_path / "deep.json"
+    path.write_text('{"a":' * 100_000 + "1" + "}" * 100_000)
+    assert_one_line_error(capsys, "frag", "-s", str(path), words=("nested too deeply",))
+    shallow = _course_dict()
+    shallow["nodes"][0]["partitions"] = json.loads("[" * 500 + "]" * 500)
+    path.write_text(json.dumps(shallow))
+    assert_one_line_error(capsys, "frag", "-s", str(path), words=("nodes[0].partitions",))
+
+
+def test_integer_beyond_pythons_digit_limit_is_one_line(tmp_path: Path) -> None:
+    """Defect (found by tests/fuzz): a 5,000-digit number made json.loads raise a plain
+    ValueError (Python's int string limit), a traceback."""
+    path = tmp_path / "big.json"
+    path.write_text('{"schema_version": ' + "9" * 5000 + "}")
+    with pytest.raises(InputError, match=r"big\.json: not valid JSON: an integer with too many"):
+        load_snapshot(path)
+
+
+def test_odd_keys_stay_on_one_line() -> None:
+    """Defect (found by tests/fuzz): an unknown key holding a line break made a two-line
+    message."""
+    data = _course_dict()
+    data["a\nb"] = 1
+    with pytest.raises(InputError) as err:
+        parse_snapshot(data)
+    assert "\n" not in str(err.value)
+    assert "a\\nb" in str(err.value)

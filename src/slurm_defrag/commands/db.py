@@ -53,12 +53,24 @@ def upgrade(
 def downgrade(
     revision: Annotated[str, typer.Argument(help="Target revision, -1, or base (drops all).")],
     db: DbOpt = None,
+    yes: Annotated[
+        bool, typer.Option("--yes", help="Confirm: a downgrade drops tables and their data.")
+    ] = False,
 ) -> None:
-    """Migrate the schema down to REVISION."""
+    """Migrate the schema down to REVISION (drops data: needs --yes)."""
+    from slurm_defrag.errors import InputError
     from slurm_defrag.store import migrate
     from slurm_defrag.store.engine import check_reachable, make_engine, resolve_url
 
     engine = make_engine(resolve_url(db))
+    if not yes:
+        # Every revision so far creates tables, so every downgrade deletes what they hold
+        # (``base``, or ``-1`` from the first revision: everything). Asked, never assumed.
+        raise InputError(
+            f"db downgrade {revision} deletes the data of the dropped tables of "
+            f"{_shown(engine)} (base: every snapshot, plan and history row): "
+            "add --yes to confirm"
+        )
     check_reachable(engine)
     before, after = migrate.downgrade(engine, revision)
     typer.echo(f"{_shown(engine)}: downgraded from {before or 'empty'} to {after or 'empty'}")

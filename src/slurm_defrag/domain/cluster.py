@@ -22,6 +22,7 @@ from functools import cached_property
 from typing import Annotated, Any, Final, Literal
 
 from pydantic import (
+    AfterValidator,
     BaseModel,
     ConfigDict,
     Field,
@@ -57,6 +58,27 @@ GPU_MEMORY_GB: dict[str, float] = {
 # Sets serialise sorted so that snapshot JSON is stable (diffable, hashable in the store).
 IndexSet = Annotated[frozenset[int], PlainSerializer(sorted, return_type=list[int])]
 
+
+MIN_YEAR: Final = 1970
+MAX_YEAR: Final = 2199
+
+
+def _aware(value: datetime) -> datetime:
+    """Refuse a timestamp without a time zone, or one outside years 1970..2199.
+
+    Naive and aware times cannot be compared (a naive one made ``plan`` crash), and
+    guessing the zone of a file's times would shift ages and deadlines silently. The year
+    bound keeps arithmetic on them (ages, TTLs, the UTC conversion) from overflowing.
+    """
+    if value.tzinfo is None or value.utcoffset() is None:
+        raise ValueError("timestamp without a time zone: add Z (UTC) or an offset like +02:00")
+    if not MIN_YEAR <= value.year <= MAX_YEAR:
+        raise ValueError(f"timestamp outside the years {MIN_YEAR}..{MAX_YEAR}")
+    return value
+
+
+Timestamp = Annotated[datetime, AfterValidator(_aware)]
+"""A point in time with its UTC offset (every datetime of a snapshot)."""
 
 
 def _omit_defaults(
@@ -303,8 +325,8 @@ class Job(_Frozen):
     priority: int = 0
     state: JobState
     reason: str = Field(default="", description="Slurm's pending reason, e.g. Resources")
-    submit_time: datetime | None = None
-    start_time: datetime | None = None
+    submit_time: Timestamp | None = None
+    start_time: Timestamp | None = None
     time_limit_s: Annotated[int, Field(ge=0)] | None = Field(
         default=None, description="seconds; None = unlimited"
     )
@@ -358,8 +380,8 @@ class _FrozenDict(dict[str, frozenset[int]]):
 class Reservation(_Frozen):
     name: str
     nodes: tuple[str, ...] = ()
-    start_time: datetime | None = None
-    end_time: datetime | None = None
+    start_time: Timestamp | None = None
+    end_time: Timestamp | None = None
     users: tuple[str, ...] = ()
     accounts: tuple[str, ...] = ()
     flags: tuple[str, ...] = ()
@@ -383,7 +405,7 @@ class NvlinkDomain(_Frozen):
 class ClusterSnapshot(_Frozen):
     schema_version: Literal[1] = SCHEMA_VERSION
     cluster: str = "cluster"
-    taken_at: datetime
+    taken_at: Timestamp
     source: str = Field(default="file", description="cli | rest | pyslurm | file | simulator")
     topologies: dict[str, GpuTopology] = Field(
         default_factory=dict, description="custom topologies; built-in names need no entry"

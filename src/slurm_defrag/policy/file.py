@@ -11,7 +11,6 @@ their errors are reported in the same message with their full key.
 
 from __future__ import annotations
 
-import tomllib
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Annotated, Any, Literal
@@ -19,6 +18,7 @@ from typing import Annotated, Any, Literal
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, ValidationError
 from pydantic_core import ErrorDetails
 
+from slurm_defrag.config_files import one_line, parse_toml, read_text, value_error_text
 from slurm_defrag.errors import InputError
 from slurm_defrag.policy.base import Strategy
 from slurm_defrag.policy.cost import CostConfig
@@ -93,7 +93,7 @@ def _key(loc: Sequence[int | str]) -> str:
         if isinstance(part, int):
             out += f"[{part}]"
         else:
-            out += ("." if out else "") + str(part)
+            out += ("." if out else "") + one_line(str(part))
     return out or "(top level)"
 
 
@@ -106,8 +106,17 @@ def _message(err: ErrorDetails) -> str:
         except KeyError:
             pass
     if err["type"] == "literal_error" and err["loc"] == ("version",):
-        return f"this slurm-defrag reads version = {POLICY_VERSION}, found {err['input']!r}"
-    return err["msg"].removeprefix("Value error, ")
+        return f"this slurm-defrag reads version = {POLICY_VERSION}, found {_shown(err['input'])}"
+    return one_line(err["msg"].removeprefix("Value error, "))
+
+
+def _shown(value: object) -> str:
+    """A value for a message: scalars in short, anything else by its type only (repr() of a
+    shared nested structure can be exponential in the file's size)."""
+    if isinstance(value, str | int | float | bool) or value is None:
+        text = one_line(repr(value))
+        return text if len(text) <= 40 else text[:37] + "..."
+    return f"a {type(value).__name__}"
 
 
 def _errors(exc: ValidationError, prefix: Sequence[int | str] = ()) -> list[str]:
@@ -133,13 +142,14 @@ def parse_policy(data: Mapping[str, Any], source: Path | str = "<policy>") -> Po
     strategies = data.get("strategies")
     if isinstance(strategies, list):
         for i, spec in enumerate(strategies):
-            if not isinstance(spec, Mapping) or spec.get("name") not in REGISTRY:
+            name = spec.get("name") if isinstance(spec, Mapping) else None
+            if not isinstance(name, str) or name not in REGISTRY:  # a list name: unhashable
                 continue
             args = spec.get("args", {})
             if not isinstance(args, Mapping):
                 continue  # the Policy model already reported "args: not a table"
             try:
-                REGISTRY[spec["name"]].args.model_validate(args)
+                REGISTRY[name].args.model_validate(args)
             except ValidationError as exc:
                 problems.extend(_errors(exc, ("strategies", i, "args")))
     if problems or policy is None:
@@ -149,20 +159,9 @@ def parse_policy(data: Mapping[str, Any], source: Path | str = "<policy>") -> Po
 
 def load_policy(path: Path) -> Policy:
     """Read a ``.toml`` (or ``.yaml``/``.yml``) policy file."""
-    try:
-        text = path.read_text(encoding="utf-8")
-    except FileNotFoundError:
-        raise InputError(f"{path}: no such file") from None
-    except OSError as exc:
-        raise InputError(f"{path}: cannot read: {exc.strerror}") from None
-    data: object
-    if path.suffix in (".yaml", ".yml"):
-        data = _load_yaml(text, path)
-    else:
-        try:
-            data = tomllib.loads(text)
-        except tomllib.TOMLDecodeError as exc:
-            raise InputError(f"{path}: not valid TOML: {exc}") from None
+    text = read_text(path)
+    yaml_file = path.suffix in (".yaml", ".yml")
+    data = _load_yaml(text, path) if yaml_file else parse_toml(text, path)
     if not isinstance(data, Mapping):
         raise InputError(f"{path}: (top level): expected a table of settings")
     return parse_policy(data, path)
@@ -173,7 +172,17 @@ def _load_yaml(text: str, path: Path) -> object:
         import yaml
     except ImportError:  # pragma: no cover - pyyaml is a dependency; keep the message clear
         raise InputError(f"{path}: YAML policies need PyYAML (pip install pyyaml)") from None
+    from slurm_defrag.policy.yaml_loader import NoAliasSafeLoader
+
     try:
-        return yaml.safe_load(text)
+        return yaml.load(text, Loader=NoAliasSafeLoader)
+    except yaml.MarkedYAMLError as exc:
+        where = f" at line {exc.problem_mark.line + 1}" if exc.problem_mark else ""
+        what = exc.problem or exc.context or "syntax error"
+        raise InputError(f"{path}: not valid YAML{where}: {one_line(what)}") from None
     except yaml.YAMLError as exc:
-        raise InputError(f"{path}: not valid YAML: {exc}") from None
+        raise InputError(f"{path}: not valid YAML: {one_line(str(exc))}") from None
+    except ValueError as exc:  # int("9" * 5000): beyond Python's int string limit
+        raise InputError(f"{path}: not valid YAML: {value_error_text(exc)}") from None
+    except RecursionError:
+        raise InputError(f"{path}: not valid YAML: nested too deeply") from None

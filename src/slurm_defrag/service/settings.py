@@ -3,24 +3,34 @@
 Groups nest the existing settings: ``[slurm]`` is :class:`SlurmSettings` (environment
 ``SLURM_DEFRAG_SLURM__BACKEND`` here, with the double underscore of nested settings),
 ``[solver]`` overrides the policy file's ``[solver]`` table when given.
+
+Fails closed: a config file that is named (``--config`` or ``SLURM_DEFRAG_CONFIG``) but
+missing or unreadable is an error, as is an unknown key in any table and an empty path.
+Environment variables are looked up by setting name, so a ``SLURM_DEFRAG_*`` variable that
+names no setting is not read (the prefix is shared with ``SLURM_DEFRAG_DB_URL`` of the
+store, ``SLURM_DEFRAG_SLURM_*`` of the Slurm settings and test variables); an unknown key
+under a nested table's variables (``SLURM_DEFRAG_SLURM__BAKEND``) is an error.
 """
 
 from __future__ import annotations
 
 import os
 import socket
-import tomllib
+from collections.abc import Sequence
+from contextvars import ContextVar
 from pathlib import Path
-from typing import Annotated, Literal
+from typing import Annotated, Any, Literal
 
 from pydantic import Field, IPvAnyNetwork, ValidationError, ValidationInfo, field_validator
 from pydantic_settings import (
     BaseSettings,
+    InitSettingsSource,
     PydanticBaseSettingsSource,
     SettingsConfigDict,
-    TomlConfigSettingsSource,
+    SettingsError,
 )
 
+from slurm_defrag.config_files import NonEmptyPath, one_line, parse_toml, read_text
 from slurm_defrag.errors import InputError
 from slurm_defrag.slurm.settings import SlurmSettings
 from slurm_defrag.solver.settings import SolverSettings
@@ -29,6 +39,9 @@ Mode = Literal["off", "dry-run", "enforce"]
 
 CONFIG_ENV = "SLURM_DEFRAG_CONFIG"
 
+_CONFIG_OPTION: ContextVar[Path | None] = ContextVar("config_option", default=None)
+"""The ``--config`` file of the :func:`load` call being made (it beats the environment)."""
+
 
 def _holder() -> str:
     return f"{socket.gethostname()}:{os.getpid()}"
@@ -36,7 +49,8 @@ def _holder() -> str:
 
 class ServiceSettings(BaseSettings):
     model_config = SettingsConfigDict(
-        env_prefix="SLURM_DEFRAG_", env_nested_delimiter="__", extra="forbid"
+        env_prefix="SLURM_DEFRAG_", env_nested_delimiter="__", extra="forbid",
+        allow_inf_nan=False,
     )
 
     mode: Mode = "dry-run"
@@ -55,7 +69,7 @@ class ServiceSettings(BaseSettings):
     """Seconds a plan may stay in flight (victims leaving, target starting) before it is
     rolled back. Also the reservation's duration. Default 900 s (15 min)."""
 
-    policy: Path | None = None
+    policy: NonEmptyPath | None = None
     """Policy file (TOML/YAML, ``docs/policy.md``). Default: the built-in default policy."""
 
     db_url: str | None = None
@@ -68,7 +82,7 @@ class ServiceSettings(BaseSettings):
     solver: SolverSettings | None = None
     """Solver settings overriding the policy's ``[solver]`` table. Default: the policy's."""
 
-    kill_switch_file: Path | None = Path("/etc/slurm-defrag/STOP")
+    kill_switch_file: NonEmptyPath | None = Path("/etc/slurm-defrag/STOP")
     """While this file exists the service takes no action (it still reads and stores).
     Default ``/etc/slurm-defrag/STOP``; ``""`` in TOML is not allowed, omit to keep it."""
 
@@ -151,37 +165,59 @@ class ServiceSettings(BaseSettings):
         file_secret_settings: PydanticBaseSettingsSource,
     ) -> tuple[PydanticBaseSettingsSource, ...]:
         # Precedence, strongest first: constructor (CLI options), environment, TOML file.
-        toml = os.environ.get(CONFIG_ENV)
         sources: list[PydanticBaseSettingsSource] = [init_settings, env_settings]
-        if toml:
-            sources.append(TomlConfigSettingsSource(settings_cls, toml_file=Path(toml)))
+        file_data = _config_file_data()
+        if file_data is not None:
+            sources.append(InitSettingsSource(settings_cls, init_kwargs=file_data))
         return tuple(sources)
 
 
+def config_file() -> tuple[Path, str] | None:
+    """The config file to read and where it was named (``--config`` or the variable)."""
+    option = _CONFIG_OPTION.get()
+    if option is not None:
+        return option, "--config"
+    env = os.environ.get(CONFIG_ENV)
+    return (Path(env), CONFIG_ENV) if env else None  # set but empty: no file, as unset
+
+
+def _config_file_data() -> dict[str, Any] | None:
+    found = config_file()
+    if found is None:
+        return None
+    path, origin = found
+    data = parse_toml(read_text(path, origin), path)
+    if not isinstance(data, dict):  # pragma: no cover - tomllib always gives a table
+        raise InputError(f"{path}: expected a table of settings")
+    return data
+
+
+def _key(loc: Sequence[int | str]) -> str:
+    # Dotted, list indices too (``http_allow.0``); keys a user typed are escaped to one line.
+    return one_line(".".join(str(p) for p in loc)) or "(top level)"
+
+
 def load(config: Path | None = None, **overrides: object) -> ServiceSettings:
-    """Settings from ``config`` (TOML), the environment and ``overrides`` (non-None).
+    """Settings from ``config`` (TOML; default ``$SLURM_DEFRAG_CONFIG``, else none), the
+    environment and ``overrides`` (non-None).
 
     Raises :class:`InputError` naming every bad key at once.
     """
     given = {k: v for k, v in overrides.items() if v is not None}
-    old = os.environ.get(CONFIG_ENV)
-    if config is not None:
-        if not config.is_file():
-            raise InputError(f"config file {config} does not exist")
-        os.environ[CONFIG_ENV] = str(config)
+    token = _CONFIG_OPTION.set(config)
     try:
         return ServiceSettings(**given)  # type: ignore[arg-type]
-    except tomllib.TOMLDecodeError as exc:
-        raise InputError(f"{config}: not valid TOML: {exc}") from None
+    except SettingsError as exc:  # an environment variable that is not valid JSON
+        raise InputError(f"environment: {one_line(str(exc))} (lists are JSON)") from None
     except ValidationError as exc:
         errs = [
-            ".".join(str(p) for p in e["loc"]) + ": " + e["msg"].removeprefix("Value error, ")
+            _key(e["loc"]) + ": " + (
+                "unknown key" if e["type"] == "extra_forbidden"
+                else one_line(e["msg"].removeprefix("Value error, "))
+            )
             for e in exc.errors(include_url=False)
         ]
-        raise InputError(f"{config or 'settings'}: " + "; ".join(errs)) from None
+        found = config_file()
+        raise InputError(f"{found[0] if found else 'settings'}: " + "; ".join(errs)) from None
     finally:
-        if config is not None:
-            if old is None:
-                os.environ.pop(CONFIG_ENV, None)
-            else:
-                os.environ[CONFIG_ENV] = old
+        _CONFIG_OPTION.reset(token)

@@ -3,24 +3,28 @@
 Every field can be set from the environment with the prefix ``SLURM_DEFRAG_SLURM_`` (for
 example ``SLURM_DEFRAG_SLURM_BACKEND=rest``); lists and mappings are given as JSON
 (``SLURM_DEFRAG_SLURM_COMMAND_PREFIX='["docker","exec","slurmdefrag-bookworm-slurmctld"]'``).
-Command-line options override the environment.
+Command-line options override the environment. Unknown keys (in the service config's
+``[slurm]`` table, or ``SLURM_DEFRAG_SLURM__*`` variables of the service) are errors; a
+``SLURM_DEFRAG_SLURM_*`` variable that names no setting is not read.
 """
 
 from __future__ import annotations
 
-from pathlib import Path
 from typing import Literal
 
 from pydantic import Field, SecretStr, field_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
+from slurm_defrag.config_files import NonEmptyPath, read_text
 from slurm_defrag.domain.topology import BUILTIN_TOPOLOGIES
 
 Backend = Literal["cli", "rest", "pyslurm"]
 
 
 class SlurmSettings(BaseSettings):
-    model_config = SettingsConfigDict(env_prefix="SLURM_DEFRAG_SLURM_", extra="ignore")
+    model_config = SettingsConfigDict(
+        env_prefix="SLURM_DEFRAG_SLURM_", extra="forbid", allow_inf_nan=False
+    )
 
     backend: Backend = "cli"
     """Which adapter reads and writes Slurm: ``cli`` (scontrol/squeue/sinfo, default),
@@ -44,7 +48,7 @@ class SlurmSettings(BaseSettings):
     """slurmrestd base URL (``http://host:port``). Ignored when ``rest_socket`` is set.
     Default ``http://127.0.0.1:6820``."""
 
-    rest_socket: Path | None = None
+    rest_socket: NonEmptyPath | None = None
     """slurmrestd unix socket path; when set, requests go over this socket instead of TCP.
     Default: none (use ``rest_url``)."""
 
@@ -55,7 +59,7 @@ class SlurmSettings(BaseSettings):
     """JWT sent as ``X-SLURM-USER-TOKEN``. Default: none (then ``rest_token_file``, then no
     auth headers, which suits ``rest_auth/local`` on a unix socket)."""
 
-    rest_token_file: Path | None = None
+    rest_token_file: NonEmptyPath | None = None
     """File holding the JWT (``SLURM_JWT=`` prefix allowed), read at every request so a
     rotated token is picked up. Default: none."""
 
@@ -66,7 +70,7 @@ class SlurmSettings(BaseSettings):
     """Seconds per HTTP request. Default 30 s."""
 
     # -- topology and naming (all backends) --------------------------------------------
-    gres_conf: Path | None = None
+    gres_conf: NonEmptyPath | None = None
     """gres.conf whose ``Links=`` rows give each node's NVLink topology. Slurm never
     reports Links= in its output, so this file is the only source. Default: none."""
 
@@ -94,7 +98,8 @@ class SlurmSettings(BaseSettings):
         if self.rest_token is not None:
             return self.rest_token.get_secret_value().strip() or None
         if self.rest_token_file is not None:
-            text = self.rest_token_file.read_text(encoding="utf-8").strip()
+            # InputError (one line naming the file) when missing, unreadable or not UTF-8.
+            text = read_text(self.rest_token_file, "rest_token_file").strip()
             return text.removeprefix("SLURM_JWT=").strip() or None
         return None
 
@@ -105,16 +110,20 @@ def load_settings(**overrides: object) -> SlurmSettings:
     A bad value becomes one :class:`InputError` line naming the variable, not a traceback.
     """
     from pydantic import ValidationError
+    from pydantic_settings import SettingsError
 
+    from slurm_defrag.config_files import one_line
     from slurm_defrag.errors import InputError
 
     given = {k: v for k, v in overrides.items() if v is not None}
     try:
         return SlurmSettings(**given)  # type: ignore[arg-type]
+    except SettingsError as exc:  # a list/mapping variable that is not valid JSON
+        raise InputError(f"environment: {one_line(str(exc))} (lists are JSON)") from None
     except ValidationError as exc:
         err = exc.errors(include_url=False)[0]
-        name = ".".join(str(p) for p in err["loc"])
+        name = one_line(".".join(str(p) for p in err["loc"]))
         source = "option" if name in given else "SLURM_DEFRAG_SLURM_" + name.upper()
         raise InputError(
-            f"{source} {name}: {err['msg'].removeprefix('Value error, ')}"
+            f"{source} {name}: {one_line(err['msg'].removeprefix('Value error, '))}"
         ) from None

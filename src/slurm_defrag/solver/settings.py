@@ -1,31 +1,38 @@
-"""Solver settings: the ``[solver]`` table of the policy file (and ``settings.solver``)."""
+"""Solver settings: the ``[solver]`` table of the policy file (and ``settings.solver``).
+
+Every number is bounded here, at load, so that a value CP-SAT would refuse or choke on
+(a seed beyond int32, a hundred million workers, an unknown subsolver, an infinite time
+limit) is one error naming the key instead of a traceback in the middle of a cycle.
+"""
 
 from __future__ import annotations
 
-from typing import Annotated, Literal
+from typing import Annotated, Final, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, field_validator
+
+DEFAULT_SUBSOLVERS: Final = ("max_lp", "default_lp")
 
 
 class SolverSettings(BaseModel):
-    model_config = ConfigDict(frozen=True, extra="forbid")
+    model_config = ConfigDict(frozen=True, extra="forbid", allow_inf_nan=False)
 
-    max_time_in_seconds: Annotated[float, Field(gt=0)] = 10.0
+    max_time_in_seconds: Annotated[float, Field(gt=0, le=86_400)] = 10.0
     """Wall-clock cap for all CP-SAT calls of one plan; the best plan found so far is used
     and its gap reported when it runs out."""
-    num_workers: Annotated[int, Field(ge=1)] = 2
+    num_workers: Annotated[int, Field(ge=1, le=1024)] = 2
     """CP-SAT search workers (threads). Our machines have 2 cores."""
-    random_seed: int = 0
+    random_seed: Annotated[int, Field(ge=-(2**31), le=2**31 - 1)] = 0
     """Same snapshot, same policy, same seed: same plan."""
     prune: Literal["auto", "always", "never"] = "auto"
     """Candidate pruning (see docs/planner.md): ``auto`` prunes when the full candidate set
     exceeds ``full_model_max_options``."""
-    full_model_max_options: Annotated[int, Field(ge=0)] = 4000
+    full_model_max_options: Annotated[int, Field(ge=0, le=10_000_000)] = 4000
     """Up to this many candidate placements the unpruned model is solved directly."""
-    exact_fallback_max_options: Annotated[int, Field(ge=0)] = 40000
+    exact_fallback_max_options: Annotated[int, Field(ge=0, le=10_000_000)] = 40000
     """When limits bind on a pruned model (where pruning is not proven exact), re-solve
     unpruned if the full candidate set has at most this many placements."""
-    subsolvers: tuple[str, ...] = ("max_lp", "default_lp")
+    subsolvers: Annotated[tuple[str, ...], Field(max_length=64)] = DEFAULT_SUBSOLVERS
     """CP-SAT's portfolio (one subsolver per worker, in order). With 2 workers the default
     portfolio has no worker with the full LP relaxation (``max_lp``), which is what proves
     these models optimal: measured 0.7 s versus no proof in 20 s on bench/planner_bench.py.
@@ -34,3 +41,28 @@ class SolverSettings(BaseModel):
     """Skip CP-SAT's probing and symmetry detection in presolve: on these models they cost
     more than they save (bench/planner_bench.py: 1.1 s -> 0.3 s for the first phase)."""
     log_search_progress: bool = False
+
+    @field_validator("subsolvers")
+    @classmethod
+    def _known_subsolvers(cls, names: tuple[str, ...]) -> tuple[str, ...]:
+        if names and names != DEFAULT_SUBSOLVERS:
+            problem = _subsolver_problem(names)
+            if problem:
+                raise ValueError(problem)
+        return names
+
+
+def _subsolver_problem(names: tuple[str, ...]) -> str | None:
+    """CP-SAT's own verdict on ``names`` (it knows its subsolvers; we keep no copy of the
+    list). Costs the OR-Tools import, so only non-default lists are checked."""
+    from ortools.sat.python import cp_model
+
+    model = cp_model.CpModel()
+    model.new_bool_var("x")
+    solver = cp_model.CpSolver()
+    solver.parameters.num_workers = 2
+    solver.parameters.subsolvers.extend(names)
+    solver.parameters.max_time_in_seconds = 1.0
+    if solver.status_name(solver.solve(model)) == "MODEL_INVALID":
+        return solver.solution_info() or "CP-SAT rejects these subsolvers"
+    return None

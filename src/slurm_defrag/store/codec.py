@@ -74,8 +74,10 @@ def split_taken_at(dt: datetime) -> tuple[datetime, int | None]:
 
 
 def join_taken_at(utc: datetime, offset_s: int | None) -> datetime:
+    # None: a naive taken_at stored before snapshots required a time zone; it was stored
+    # as UTC (split_taken_at), so it comes back as UTC rather than failing validation.
     if offset_s is None:
-        return utc.astimezone(UTC).replace(tzinfo=None)
+        return utc.astimezone(UTC)
     return utc.astimezone(timezone(timedelta(seconds=offset_s)))
 
 
