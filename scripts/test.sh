@@ -62,6 +62,8 @@ python3 -m venv "$BARE/venv"
 "$BARE/venv/bin/pip" -q --disable-pip-version-check install "$WHEEL"
 COLUMNS=200 "$BARE/venv/bin/slurm-defrag" frag --snapshot examples/course.json >"$BARE/frag.txt"
 grep -q "falsely-starved (spatial)" "$BARE/frag.txt"
+# the docs the systemd unit's Documentation= names, under the environment's prefix
+test -f "$BARE/venv/share/doc/slurm-defrag/service.md"
 rc=0; "$BARE/venv/bin/slurm-defrag" history --db "sqlite:///$BARE/h.db" --plot "$BARE/h.png" \
     2>"$BARE/err.txt" || rc=$?
 grep -qF "pip install 'slurm-defrag[plot]'" "$BARE/err.txt" || { cat "$BARE/err.txt"; exit 1; }

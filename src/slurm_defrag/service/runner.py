@@ -20,6 +20,7 @@ from sqlalchemy.exc import SQLAlchemyError
 
 from slurm_defrag.actuator.executor import Hook
 from slurm_defrag.actuator.killswitch import KillSwitch
+from slurm_defrag.service import notify
 from slurm_defrag.service.http import ControlServer, Page
 from slurm_defrag.service.loop import Cycle
 from slurm_defrag.service.settings import ServiceSettings
@@ -84,11 +85,25 @@ class Service:
             self._renew, "interval", seconds=max(1.0, s.lease_ttl_s / 3), id="lease",
             max_instances=1, coalesce=True,
         )  # fmt: skip
+        watchdog = notify.watchdog_interval_s()
+        if watchdog is not None:
+            self.scheduler.add_job(self._feed_watchdog, "interval", seconds=watchdog,
+                                   id="watchdog", max_instances=1, coalesce=True)
         self.scheduler.start()
         if self.http is not None:
             self.http.start()
         log.info("serving: mode=%s, every %g s, plan TTL %g s, holder %s", s.mode,
                  s.interval_s, s.plan_ttl_s, s.holder_id)
+        notify.notify(f"READY=1\nSTATUS=serving, mode {s.mode}, every {s.interval_s:g} s")
+
+    def _feed_watchdog(self) -> None:
+        # Fed only while cycles run on time (the same rule as /healthz): a cycle stuck in
+        # a Slurm command that never returns stops the feeding, and systemd restarts us.
+        if self.healthy():
+            notify.notify("WATCHDOG=1")
+        else:
+            log.warning("watchdog not fed: no cycle ended for over %g s",
+                        3 * self.settings.interval_s + 60)
 
     def _run_cycle(self) -> None:
         # A trigger that arrives while a cycle runs cannot start a second instance
@@ -99,6 +114,8 @@ class Service:
             self.gate.cycle_started()
             self.cycle.run()
             self._last_done = time.monotonic()
+            if (last := self.cycle.last) is not None:
+                notify.notify(f"STATUS=last cycle {last.at:%H:%M:%S} UTC: {last.outcome}")
             if not self.gate.due_now() or self._stopping.is_set():
                 return
             log.info("running the cycle triggered during the last one")
@@ -165,6 +182,7 @@ class Service:
         resumed (or rolled back at their TTL) by the next instance.
         """
         log.info("stopping: waiting for the current cycle to finish")
+        notify.notify("STOPPING=1")
         self._stopping.set()
         if self.http is not None:
             self.http.close()
