@@ -110,6 +110,8 @@ def make_trace(
 # -- real Slurm ---------------------------------------------------------------------------
 
 _FIELD = re.compile(r"(\w+)=(\S*)")
+
+
 def _stamp(text: str) -> float:
     return datetime.fromisoformat(text).timestamp()
 
@@ -145,8 +147,11 @@ def _record(rows: list[dict[str, str]], mine: set[str], seen: dict[str, Observed
             raise ForeignJob(f"job {jid} was requeued by someone else")
         if jid not in seen and state in STARTED:
             seen[jid] = Observed(
-                jid, row["NodeList"], tuple(sorted(gpu_indices(row.get("GRES")))),
-                _stamp(row["SubmitTime"]), _stamp(row["StartTime"]),
+                jid,
+                row["NodeList"],
+                tuple(sorted(gpu_indices(row.get("GRES")))),
+                _stamp(row["SubmitTime"]),
+                _stamp(row["StartTime"]),
                 scheduler=row.get("Scheduler", ""),
             )
         if state in ENDED and jid in seen and seen[jid].end is None:
@@ -160,9 +165,18 @@ def limit_minutes(job: TraceJob) -> int:
 
 def _submit(job: TraceJob, name: str) -> str:
     gres = f"gpu:{job.gpu_type}:{job.gpus}" if job.gpu_type else f"gpu:{job.gpus}"
-    job_id: str = sbatch("-J", name, f"--gres={gres}", "-c", str(job.cpus),
-                         "-t", str(limit_minutes(job)), "-o", "/dev/null",
-                         wrap=f"sleep {job.run_s}")
+    job_id: str = sbatch(
+        "-J",
+        name,
+        f"--gres={gres}",
+        "-c",
+        str(job.cpus),
+        "-t",
+        str(limit_minutes(job)),
+        "-o",
+        "/dev/null",
+        wrap=f"sleep {job.run_s}",
+    )
     return job_id
 
 
@@ -196,8 +210,9 @@ def cluster_nodes() -> list[NodeSpec]:
         m = re.match(r"gpu:([^:(]+):(\d+)", gres)
         if m is None:
             raise ValueError(f"node {name}: no typed GPU GRES in {gres!r}")
-        nodes[name] = NodeSpec(name, int(cpus) * MILLI, int(mem), int(m[2]), m[1],
-                               weight=int(weight))
+        nodes[name] = NodeSpec(
+            name, int(cpus) * MILLI, int(mem), int(m[2]), m[1], weight=int(weight)
+        )
     return [nodes[k] for k in sorted(nodes)]
 
 
@@ -222,9 +237,14 @@ def sim_jobs(trace: list[TraceJob], observed: list[Observed]) -> list[JobSpec]:
     t0 = origin(observed)
     return [
         JobSpec(
-            f"xc-{k}", cpu_milli=j.cpus * MILLI, memory_mib=0, num_gpu=j.gpus, gpu_milli=MILLI,
+            f"xc-{k}",
+            cpu_milli=j.cpus * MILLI,
+            memory_mib=0,
+            num_gpu=j.gpus,
+            gpu_milli=MILLI,
             gpu_models=frozenset({j.gpu_type}) if j.gpu_type else None,
-            submit=o.submit - t0, duration=(o.end or o.start) - o.start,
+            submit=o.submit - t0,
+            duration=(o.end or o.start) - o.start,
             time_limit=60.0 * limit_minutes(j),
         )
         for k, (j, o) in enumerate(zip(trace, observed, strict=True))
@@ -283,7 +303,9 @@ def replay(
     backfill planning every job it tests like slurmctld (``bf_reserve="all"``)."""
     state = ClusterState(nodes)
     cfg = EngineConfig(
-        bf_interval=run["bf_interval"], bf_max_job_test=500, bf_reserve="all",
+        bf_interval=run["bf_interval"],
+        bf_max_job_test=500,
+        bf_reserve="all",
         bf_resolution=run.get("bf_resolution", BF_RESOLUTION),
     )
     policy = _placement(state, nodes, leaves)
@@ -368,16 +390,31 @@ def compare(trace: list[TraceJob], observed: list[Observed], run: dict[str, Any]
     dec_node, dec_gpus, _ = _agreement(observed, each)
     t0 = origin(observed)
     rows: list[dict[str, object]] = [
-        {"job": k, "gpus": trace[k].gpus, "type": trace[k].gpu_type, "cpus": trace[k].cpus,
-         "submit": round(observed[k].submit - t0), "start": round(observed[k].start - t0),
-         "slurm": f"{observed[k].node}{list(observed[k].gpus)}",
-         "sim": f"{e2e[k].node}{list(e2e[k].gpus)}",
-         "sim_same_state": f"{each[k].node}{list(each[k].gpus)}",
-         "started_by": observed[k].scheduler}
+        {
+            "job": k,
+            "gpus": trace[k].gpus,
+            "type": trace[k].gpu_type,
+            "cpus": trace[k].cpus,
+            "submit": round(observed[k].submit - t0),
+            "start": round(observed[k].start - t0),
+            "slurm": f"{observed[k].node}{list(observed[k].gpus)}",
+            "sim": f"{e2e[k].node}{list(e2e[k].gpus)}",
+            "sim_same_state": f"{each[k].node}{list(each[k].gpus)}",
+            "started_by": observed[k].scheduler,
+        }
         for k in differ
     ]
-    return Result(run["suite"], run["slurm_version"], len(trace), run["seed"],
-                  node_pct, gpus_pct, dec_node, dec_gpus, rows)
+    return Result(
+        run["suite"],
+        run["slurm_version"],
+        len(trace),
+        run["seed"],
+        node_pct,
+        gpus_pct,
+        dec_node,
+        dec_gpus,
+        rows,
+    )
 
 
 def run_nodes(run: dict[str, Any]) -> list[NodeSpec]:
@@ -433,12 +470,15 @@ def crosscheck(n: int, seed: int, run_s: tuple[int, int], load: float, save: Pat
     trace = make_trace(n, seed, run_s, load)
     observed = run_trace(trace, seed)
     run = {
-        "suite": SUITE, "slurm_version": ctld("scontrol", "--version").strip(), "seed": seed,
+        "suite": SUITE,
+        "slurm_version": ctld("scontrol", "--version").strip(),
+        "seed": seed,
         "bf_interval": scheduler_parameter("bf_interval", 30.0),
         "bf_resolution": scheduler_parameter("bf_resolution", BF_RESOLUTION),
         "leaves": leaf_switches_from(ctld("scontrol", "show", "topology", check=False)),
         "nodes": [asdict(x) for x in cluster_nodes()],
-        "trace": [asdict(j) for j in trace], "observed": [asdict(o) for o in observed],
+        "trace": [asdict(j) for j in trace],
+        "observed": [asdict(o) for o in observed],
     }
     save.write_text(json.dumps(run, indent=1))
     return compare(trace, observed, run)
@@ -476,10 +516,12 @@ def main() -> None:
         result.write_text(json.dumps(asdict(res), indent=1))
     for row in res.differing:
         print(row)
-    print(f"{res.suite} ({res.slurm_version}), {res.jobs} jobs, seed {res.seed}. "
-          f"End to end: same node {res.same_node_pct:.1f} %, same node and GPU indices "
-          f"{res.same_gpus_pct:.1f} %. Decision by decision: same node "
-          f"{res.decision_node_pct:.1f} %, same GPU indices {res.decision_gpus_pct:.1f} %")
+    print(
+        f"{res.suite} ({res.slurm_version}), {res.jobs} jobs, seed {res.seed}. "
+        f"End to end: same node {res.same_node_pct:.1f} %, same node and GPU indices "
+        f"{res.same_gpus_pct:.1f} %. Decision by decision: same node "
+        f"{res.decision_node_pct:.1f} %, same GPU indices {res.decision_gpus_pct:.1f} %"
+    )
 
 
 if __name__ == "__main__":

@@ -53,9 +53,11 @@ def run(name: str, snap: ClusterSnapshot, repeat: int) -> None:
     per_cycle = median_ms(lambda: exporter.measured(report), repeat)
     per_scrape = median_ms(lambda: exporter.page({}), repeat * 4)
     size = len(exporter.page({}).body)
-    print(f"{name}: {len(snap.nodes)} nodes; compute {computed * 1000:.0f} ms; "
-          f"measured() {per_cycle:.1f} ms per cycle; page() {per_scrape:.2f} ms per scrape, "
-          f"{size} bytes")
+    print(
+        f"{name}: {len(snap.nodes)} nodes; compute {computed * 1000:.0f} ms; "
+        f"measured() {per_cycle:.1f} ms per cycle; page() {per_scrape:.2f} ms per scrape, "
+        f"{size} bytes"
+    )
 
 
 def main() -> None:
@@ -66,8 +68,11 @@ def main() -> None:
     ap.add_argument("--repeat", type=int, default=5)
     args = ap.parse_args()
     run("mixed-64", load_snapshot(EXAMPLE), args.repeat)
-    run(f"random-{args.nodes}",
-        random_cluster(args.nodes, seed=args.seed, pending=args.pending), args.repeat)
+    run(
+        f"random-{args.nodes}",
+        random_cluster(args.nodes, seed=args.seed, pending=args.pending),
+        args.repeat,
+    )
 
 
 if __name__ == "__main__":

@@ -25,7 +25,8 @@ def load(path: Path, policies: set[str] | None) -> list[ResultA]:
     for raw in json.loads(path.read_text())["runs"]:
         if policies is None or raw["policy"] in policies:
             kept: dict[str, Any] = {
-                k: tuple(v) if isinstance(v, list) else v for k, v in raw.items() if k in names}
+                k: tuple(v) if isinstance(v, list) else v for k, v in raw.items() if k in names
+            }
             runs.append(ResultA(**kept))
     return runs
 

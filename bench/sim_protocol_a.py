@@ -36,8 +36,11 @@ def main() -> None:
     console = Console(width=160)
     for overlay in args.overlays.split(","):
         s = suite.Suite(
-            overlay=overlay, nvlink_jobs=overlay != "none", seeds=tuple(range(42, 42 + args.seeds)),
-            policies=tuple(args.policies.split(",")), defrag=tuple(args.defrag.split(",")),
+            overlay=overlay,
+            nvlink_jobs=overlay != "none",
+            seeds=tuple(range(42, 42 + args.seeds)),
+            policies=tuple(args.policies.split(",")),
+            defrag=tuple(args.defrag.split(",")),
             requeue_cap=args.requeue_cap,
         )
         t0 = time.perf_counter()

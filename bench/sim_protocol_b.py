@@ -32,7 +32,8 @@ def main() -> None:
     ap.add_argument("--name", default="protocol_b", help="file name of the .png and .json")
     args = ap.parse_args()
     s = suite.Suite(
-        seeds=tuple(range(42, 42 + args.seeds)), policies=tuple(args.policies.split(",")),
+        seeds=tuple(range(42, 42 + args.seeds)),
+        policies=tuple(args.policies.split(",")),
         loads=tuple(float(x) for x in args.loads.split(",")),
         defrag=tuple(args.defrag.split(",")),
     )

@@ -25,9 +25,12 @@ def main() -> None:
     for scope in (int(x) for x in args.scopes.split(",")):
         step = PlannerStep(shared_victims=True, scope_nodes=scope, solver_workers=1)
         r = run_a(nodes, jobs, "packing", args.seed, defrag=step)
-        print(f"scope {scope:5d}: unallocated {r.final_unallocated_pct:.2f} %, requeues "
-              f"{r.requeues}, dropped {r.victims_dropped}, calls {r.defrag_calls}, "
-              f"{r.wall_s:.0f} s", flush=True)
+        print(
+            f"scope {scope:5d}: unallocated {r.final_unallocated_pct:.2f} %, requeues "
+            f"{r.requeues}, dropped {r.victims_dropped}, calls {r.defrag_calls}, "
+            f"{r.wall_s:.0f} s",
+            flush=True,
+        )
 
 
 if __name__ == "__main__":

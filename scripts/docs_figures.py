@@ -25,13 +25,24 @@ WIDTH = 112
 # (file, title, argv after `slurm-defrag`, keep the lines from the first that starts with
 # this marker, or everything when None)
 FIGURES = [
-    ("gpu-map-course.svg", "frag: the course cluster's GPU map",
-     ["frag", "--snapshot", "examples/course.json"], "GPU map"),
-    ("three-kinds.svg", "frag: spatial, topology and configuration fragmentation",
-     ["frag", "--snapshot", "examples/course.json", "--mix", "examples/mix-a100x3.json"],
-     None),
-    ("requeue-set.svg", "plan: the cheapest requeue set for job 110, before and after",
-     ["plan", "--snapshot", "examples/course.json"], None),
+    (
+        "gpu-map-course.svg",
+        "frag: the course cluster's GPU map",
+        ["frag", "--snapshot", "examples/course.json"],
+        "GPU map",
+    ),
+    (
+        "three-kinds.svg",
+        "frag: spatial, topology and configuration fragmentation",
+        ["frag", "--snapshot", "examples/course.json", "--mix", "examples/mix-a100x3.json"],
+        None,
+    ),
+    (
+        "requeue-set.svg",
+        "plan: the cheapest requeue set for job 110, before and after",
+        ["plan", "--snapshot", "examples/course.json"],
+        None,
+    ),
 ]
 
 

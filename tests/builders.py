@@ -33,15 +33,25 @@ def node(
         assert topology is not None
         gpu_count = BUILTIN_TOPOLOGIES[topology].gpu_count
     return Node(
-        name=name, partitions=partitions, state=state, gpu_model=model, gpu_count=gpu_count,
-        gpu_memory_gb=MEMORY_GB[model], topology=topology, reservation=reservation,
+        name=name,
+        partitions=partitions,
+        state=state,
+        gpu_model=model,
+        gpu_count=gpu_count,
+        gpu_memory_gb=MEMORY_GB[model],
+        topology=topology,
+        reservation=reservation,
         gpus_used=frozenset(gpus_used),
     )
 
 
 def running(job_id: str, gpus: dict[str, Iterable[int]], partition: str = "batch") -> Job:
-    return Job(id=job_id, state=JobState.RUNNING, partition=partition,
-               gpus={n: frozenset(g) for n, g in gpus.items()})
+    return Job(
+        id=job_id,
+        state=JobState.RUNNING,
+        partition=partition,
+        gpus={n: frozenset(g) for n, g in gpus.items()},
+    )
 
 
 def pending(
@@ -57,9 +67,18 @@ def pending(
     reason: str = "Resources",
 ) -> Job:
     return Job(
-        id=job_id, state=JobState.PENDING, partition=partition, reason=reason,
-        request=GpuRequest(nodes=nodes, gpus_per_node=gpus_per_node, total_gpus=total_gpus,
-                           gpu_model=model, nvlink=nvlink, whole_node=whole_node),
+        id=job_id,
+        state=JobState.PENDING,
+        partition=partition,
+        reason=reason,
+        request=GpuRequest(
+            nodes=nodes,
+            gpus_per_node=gpus_per_node,
+            total_gpus=total_gpus,
+            gpu_model=model,
+            nvlink=nvlink,
+            whole_node=whole_node,
+        ),
     )
 
 

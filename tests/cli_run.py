@@ -29,8 +29,9 @@ def run_main(*args: str) -> int:
     return 0
 
 
-def assert_one_line_error(capsys: pytest.CaptureFixture[str], *args: str,
-                          words: tuple[str, ...] = ()) -> str:
+def assert_one_line_error(
+    capsys: pytest.CaptureFixture[str], *args: str, words: tuple[str, ...] = ()
+) -> str:
     """``slurm-defrag ARGS`` fails with exactly one ``error:`` line on stderr containing
     ``words``, no traceback; returns that line."""
     capsys.readouterr()

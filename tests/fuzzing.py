@@ -30,8 +30,11 @@ FUZZ = settings(
     max_examples=FUZZ_EXAMPLES,
     deadline=None,
     derandomize=IN_CI,  # CI: the same cases every run, so a failure reproduces
-    suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large,
-                           HealthCheck.filter_too_much],
+    suppress_health_check=[
+        HealthCheck.too_slow,
+        HealthCheck.data_too_large,
+        HealthCheck.filter_too_much,
+    ],
 )
 """Decorator for every fuzz test: ``@FUZZ`` under ``@given(...)``."""
 

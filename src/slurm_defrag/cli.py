@@ -58,7 +58,11 @@ def _print_version(value: bool) -> None:
 @app.callback()
 def _root(
     version: bool = typer.Option(
-        False, "--version", "-V", callback=_print_version, is_eager=True,
+        False,
+        "--version",
+        "-V",
+        callback=_print_version,
+        is_eager=True,
         help="Print the version and exit.",
     ),
 ) -> None:

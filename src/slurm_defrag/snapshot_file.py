@@ -88,8 +88,11 @@ def parse_snapshot(data: dict[str, Any], source: Path | str = "<snapshot>") -> C
         newer = isinstance(version, int) and version > SCHEMA_VERSION
         raise InputError(
             f"{source}: schema_version: expected {SCHEMA_VERSION}, found "
-            + (one_line(repr(version))[:40] if isinstance(version, int | str | float | None)
-               else f"a {type(version).__name__}")
+            + (
+                one_line(repr(version))[:40]
+                if isinstance(version, int | str | float | None)
+                else f"a {type(version).__name__}"
+            )
             + (" (written by a newer slurm-defrag?)" if newer else "")
         )
     try:

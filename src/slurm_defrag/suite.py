@@ -74,8 +74,17 @@ def protocol_a(
         for policy in suite.policies:
             for seed in suite.seeds:
                 tasks.append(
-                    partial(run_a, nodes, jobs, policy, seed, suite.ratio, suite.shuffle, step,
-                            suite.requeue_cap)
+                    partial(
+                        run_a,
+                        nodes,
+                        jobs,
+                        policy,
+                        seed,
+                        suite.ratio,
+                        suite.shuffle,
+                        step,
+                        suite.requeue_cap,
+                    )
                 )
                 labels.append(f"A {policy} defrag={step.name} seed={seed}")
     return run_grid(tasks, labels, console)

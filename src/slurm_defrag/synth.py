@@ -35,29 +35,74 @@ def course_scenario() -> ClusterSnapshot:
     """
     t = EPOCH
     nodes = [
-        Node(name="node01", partitions=("batch",), state=frozenset({"MIXED"}), gpu_model="a100",
-             gpu_count=8, gpu_memory_gb=40, topology="nvswitch-8"),
-        Node(name="node02", partitions=("batch",), state=frozenset({"MIXED"}), gpu_model="a100",
-             gpu_count=8, gpu_memory_gb=40, topology="nvswitch-8"),
-        Node(name="node03", partitions=("batch",), state=frozenset({"MIXED"}),
-             gpu_model="a100-80g", gpu_count=8, gpu_memory_gb=80, topology="nvswitch-8"),
-        Node(name="node04", partitions=("batch",), state=frozenset({"MIXED"}), gpu_model="a100",
-             gpu_count=8, gpu_memory_gb=40, topology="nvlink-pairs-8"),
+        Node(
+            name="node01",
+            partitions=("batch",),
+            state=frozenset({"MIXED"}),
+            gpu_model="a100",
+            gpu_count=8,
+            gpu_memory_gb=40,
+            topology="nvswitch-8",
+        ),
+        Node(
+            name="node02",
+            partitions=("batch",),
+            state=frozenset({"MIXED"}),
+            gpu_model="a100",
+            gpu_count=8,
+            gpu_memory_gb=40,
+            topology="nvswitch-8",
+        ),
+        Node(
+            name="node03",
+            partitions=("batch",),
+            state=frozenset({"MIXED"}),
+            gpu_model="a100-80g",
+            gpu_count=8,
+            gpu_memory_gb=80,
+            topology="nvswitch-8",
+        ),
+        Node(
+            name="node04",
+            partitions=("batch",),
+            state=frozenset({"MIXED"}),
+            gpu_model="a100",
+            gpu_count=8,
+            gpu_memory_gb=40,
+            topology="nvlink-pairs-8",
+        ),
     ]
 
     def running(jid: str, name: str, user: str, node: str, gpus: list[int], hours: float) -> Job:
-        return Job(id=jid, name=name, user=user, account="research", partition="batch",
-                   qos="normal", priority=1000, state=JobState.RUNNING,
-                   submit_time=t - timedelta(hours=hours + 0.1),
-                   start_time=t - timedelta(hours=hours), time_limit_s=24 * 3600,
-                   gpus={node: frozenset(gpus)})
+        return Job(
+            id=jid,
+            name=name,
+            user=user,
+            account="research",
+            partition="batch",
+            qos="normal",
+            priority=1000,
+            state=JobState.RUNNING,
+            submit_time=t - timedelta(hours=hours + 0.1),
+            start_time=t - timedelta(hours=hours),
+            time_limit_s=24 * 3600,
+            gpus={node: frozenset(gpus)},
+        )
 
     jobs = [
         running("101", "jobA", "alice", "node01", [0, 1, 2, 3], 3.0),
-        Job(id="102", name="jobB", user="bob", account="research", partition="batch",
-            state=JobState.COMPLETED, submit_time=t - timedelta(hours=2),
-            start_time=t - timedelta(hours=1.9), time_limit_s=4 * 3600,
-            gpus={"node01": frozenset({6}), "node03": frozenset({0})}),
+        Job(
+            id="102",
+            name="jobB",
+            user="bob",
+            account="research",
+            partition="batch",
+            state=JobState.COMPLETED,
+            submit_time=t - timedelta(hours=2),
+            start_time=t - timedelta(hours=1.9),
+            time_limit_s=4 * 3600,
+            gpus={"node01": frozenset({6}), "node03": frozenset({0})},
+        ),
         running("103", "jobC", "carol", "node02", [0], 1.0),
         running("104", "prep", "erin", "node01", [4, 5], 0.3),
         running("105", "sweep", "frank", "node02", [2, 3, 4, 5, 6, 7], 5.0),
@@ -65,15 +110,30 @@ def course_scenario() -> ClusterSnapshot:
         running("107", "notebook", "heidi", "node04", [0], 0.5),
         running("108", "notebook", "ivan", "node04", [3], 0.7),
         running("109", "eval", "judy", "node04", [4, 5], 1.2),
-        Job(id="110", name="train-3gpu", user="dave", account="research", partition="batch",
-            qos="normal", priority=1500, state=JobState.PENDING, reason="Resources",
-            submit_time=t - timedelta(minutes=45), time_limit_s=12 * 3600,
-            request=GpuRequest(gpus_per_node=3, nvlink=True)),
+        Job(
+            id="110",
+            name="train-3gpu",
+            user="dave",
+            account="research",
+            partition="batch",
+            qos="normal",
+            priority=1500,
+            state=JobState.PENDING,
+            reason="Resources",
+            submit_time=t - timedelta(minutes=45),
+            time_limit_s=12 * 3600,
+            request=GpuRequest(gpus_per_node=3, nvlink=True),
+        ),
     ]
     return ClusterSnapshot(
-        cluster="course", taken_at=t, source="file", nodes=tuple(nodes), jobs=tuple(jobs),
-        partitions=(Partition(name="batch", nodes=tuple(n.name for n in nodes),
-                              preempt_mode="REQUEUE"),),
+        cluster="course",
+        taken_at=t,
+        source="file",
+        nodes=tuple(nodes),
+        jobs=tuple(jobs),
+        partitions=(
+            Partition(name="batch", nodes=tuple(n.name for n in nodes), preempt_mode="REQUEUE"),
+        ),
     )
 
 
@@ -121,9 +181,17 @@ def random_cluster(
         elif roll < 0.015:
             state = "DOWN"
         part = (partitions[0],) if i % 4 else partitions
-        nodes.append(Node(name=name, partitions=part, state=frozenset(state.split("+")),
-                          gpu_model=kind.gpu_model, gpu_count=topo.gpu_count,
-                          gpu_memory_gb=GPU_MEMORY_GB[kind.gpu_model], topology=kind.topology))
+        nodes.append(
+            Node(
+                name=name,
+                partitions=part,
+                state=frozenset(state.split("+")),
+                gpu_model=kind.gpu_model,
+                gpu_count=topo.gpu_count,
+                gpu_memory_gb=GPU_MEMORY_GB[kind.gpu_model],
+                topology=kind.topology,
+            )
+        )
         free[name] = list(range(topo.gpu_count)) if "IDLE" in state else []
 
     jobs: list[Job] = []
@@ -145,33 +213,64 @@ def random_cluster(
             free[node].remove(g)
         used += k
         hours = rng.uniform(0.05, 30)
-        jobs.append(Job(id=str(next_id), name=f"job{next_id}", user=f"user{rng.randrange(40)}",
-                        account=f"acct{rng.randrange(8)}", partition=partitions[0], qos="normal",
-                        priority=rng.randrange(100, 10000), state=JobState.RUNNING,
-                        submit_time=t - timedelta(hours=hours + 0.5),
-                        start_time=t - timedelta(hours=hours),
-                        time_limit_s=int((hours + rng.uniform(0.5, 24)) * 3600),
-                        requeue=rng.random() > 0.1, gpus={node: frozenset(gpus)}))
+        jobs.append(
+            Job(
+                id=str(next_id),
+                name=f"job{next_id}",
+                user=f"user{rng.randrange(40)}",
+                account=f"acct{rng.randrange(8)}",
+                partition=partitions[0],
+                qos="normal",
+                priority=rng.randrange(100, 10000),
+                state=JobState.RUNNING,
+                submit_time=t - timedelta(hours=hours + 0.5),
+                start_time=t - timedelta(hours=hours),
+                time_limit_s=int((hours + rng.uniform(0.5, 24)) * 3600),
+                requeue=rng.random() > 0.1,
+                gpus={node: frozenset(gpus)},
+            )
+        )
         next_id += 1
 
     models = sorted({k.gpu_model for k in kinds})
     for _ in range(pending):
         k = rng.choice((2, 4, 4, 8, 8))
         nodes_req = 2 if k == 8 and rng.random() < 0.2 else 1
-        jobs.append(Job(id=str(next_id), name=f"pend{next_id}", user=f"user{rng.randrange(40)}",
-                        account=f"acct{rng.randrange(8)}", partition=partitions[0], qos="normal",
-                        priority=rng.randrange(100, 10000), state=JobState.PENDING,
-                        reason=rng.choice(("Resources", "Priority")),
-                        submit_time=t - timedelta(minutes=rng.uniform(1, 600)),
-                        time_limit_s=int(rng.uniform(1, 48) * 3600),
-                        request=GpuRequest(nodes=nodes_req, gpus_per_node=k,
-                                           gpu_model=rng.choice([None, None, *models]),
-                                           nvlink=k > 1 and rng.random() < 0.8)))
+        jobs.append(
+            Job(
+                id=str(next_id),
+                name=f"pend{next_id}",
+                user=f"user{rng.randrange(40)}",
+                account=f"acct{rng.randrange(8)}",
+                partition=partitions[0],
+                qos="normal",
+                priority=rng.randrange(100, 10000),
+                state=JobState.PENDING,
+                reason=rng.choice(("Resources", "Priority")),
+                submit_time=t - timedelta(minutes=rng.uniform(1, 600)),
+                time_limit_s=int(rng.uniform(1, 48) * 3600),
+                request=GpuRequest(
+                    nodes=nodes_req,
+                    gpus_per_node=k,
+                    gpu_model=rng.choice([None, None, *models]),
+                    nvlink=k > 1 and rng.random() < 0.8,
+                ),
+            )
+        )
         next_id += 1
     part_objs = tuple(
-        Partition(name=p, nodes=tuple(n.name for n in nodes if p in n.partitions),
-                  priority_tier=10 if p == "high" else 1)
+        Partition(
+            name=p,
+            nodes=tuple(n.name for n in nodes if p in n.partitions),
+            priority_tier=10 if p == "high" else 1,
+        )
         for p in partitions
     )
-    return ClusterSnapshot(cluster=f"synthetic-{n_nodes}", taken_at=t, source="simulator",
-                           nodes=tuple(nodes), jobs=tuple(jobs), partitions=part_objs)
+    return ClusterSnapshot(
+        cluster=f"synthetic-{n_nodes}",
+        taken_at=t,
+        source="simulator",
+        nodes=tuple(nodes),
+        jobs=tuple(jobs),
+        partitions=part_objs,
+    )

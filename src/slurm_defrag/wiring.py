@@ -47,10 +47,13 @@ def build(settings: ServiceSettings) -> tuple[Service, Store]:
     if exporter is not None:  # count Slurm errors where every Slurm call passes
         backend = ObservedSlurm(backend, exporter.slurm_error)
     cycle = Cycle(
-        CycleDeps(backend, backend, repo, lease, KillSwitch(settings.kill_switch_file),
-                  history),
-        CycleRules(settings.mode, policy_of(settings), settings.plan_ttl_s,
-                   settings.packing_weight_bump if settings.packing else None),
+        CycleDeps(backend, backend, repo, lease, KillSwitch(settings.kill_switch_file), history),
+        CycleRules(
+            settings.mode,
+            policy_of(settings),
+            settings.plan_ttl_s,
+            settings.packing_weight_bump if settings.packing else None,
+        ),
         hook=crash_hook(settings.test_crash_after),
         observer=exporter or NO_OBSERVER,
     )

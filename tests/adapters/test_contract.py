@@ -38,14 +38,29 @@ NODE_USED = {
 }
 # (nodes, GPUs per node, model) asked for; the held job and the 8-GPU one are pending.
 REQUESTS = {
-    "1": (1, 4, None), "2": (1, 1, None), "3": (1, 2, None), "4": (1, 2, "a100"),
-    "5": (1, 1, None), "6": (1, 3, "a100-80g"), "7": (1, 8, None), "8": (2, 2, None),
-    "9": (1, 8, None), "10": (1, 3, None),
+    "1": (1, 4, None),
+    "2": (1, 1, None),
+    "3": (1, 2, None),
+    "4": (1, 2, "a100"),
+    "5": (1, 1, None),
+    "6": (1, 3, "a100-80g"),
+    "7": (1, 8, None),
+    "8": (2, 2, None),
+    "9": (1, 8, None),
+    "10": (1, 3, None),
 }
 
 # CPUAlloc per node: every recorded job holds one CPU on each of its nodes.
-NODE_CPUS_ALLOC = {"node01": 2, "node02": 2, "node03": 2, "node04": 1, "node05": 1,
-                   "node06": 1, "node07": 0, "node08": 0}
+NODE_CPUS_ALLOC = {
+    "node01": 2,
+    "node02": 2,
+    "node03": 2,
+    "node04": 1,
+    "node05": 1,
+    "node06": 1,
+    "node07": 0,
+    "node08": 0,
+}
 
 TEXT_ONLY = {  # Slurm without JSON: every --json command is refused
     "squeue --json": (1, "", "squeue: unrecognized option '--json'"),
@@ -56,8 +71,14 @@ TEXT_ONLY = {  # Slurm without JSON: every --json command is refused
 }
 
 CASES = [
-    ("cli", "22.05"), ("rest", "22.05"), ("cli-text", "22.05"), ("fake", "22.05"),
-    ("cli", "24.11"), ("rest", "24.11"), ("cli-text", "24.11"), ("fake", "24.11"),
+    ("cli", "22.05"),
+    ("rest", "22.05"),
+    ("cli-text", "22.05"),
+    ("fake", "22.05"),
+    ("cli", "24.11"),
+    ("rest", "24.11"),
+    ("cli-text", "24.11"),
+    ("fake", "24.11"),
     ("pyslurm", "24.11"),
 ]
 

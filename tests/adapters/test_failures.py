@@ -52,12 +52,21 @@ def too_slow(argv: Sequence[str], timeout_s: float) -> subprocess.CompletedProce
         (missing_binary, SlurmUnavailableError, "'scontrol' not found"),
         (too_slow, SlurmUnavailableError, "no answer within 30 s"),
         # docker exec into a container without the Slurm client
-        (failing(127, 'exec: "scontrol": executable file not found in $PATH'),
-         SlurmUnavailableError, "could not run it"),
-        (failing(1, "Error response from daemon: No such container: ctld"),
-         SlurmUnavailableError, "No such container"),
-        (failing(1, "scontrol: error: Invalid user for SlurmUser root, ignored"),
-         SlurmRejectedError, "Invalid user"),
+        (
+            failing(127, 'exec: "scontrol": executable file not found in $PATH'),
+            SlurmUnavailableError,
+            "could not run it",
+        ),
+        (
+            failing(1, "Error response from daemon: No such container: ctld"),
+            SlurmUnavailableError,
+            "No such container",
+        ),
+        (
+            failing(1, "scontrol: error: Invalid user for SlurmUser root, ignored"),
+            SlurmRejectedError,
+            "Invalid user",
+        ),
     ],
     ids=["controller-down", "missing-binary", "timeout", "exit-127", "no-container", "refused"],
 )
@@ -68,8 +77,9 @@ def test_cli_failures_are_typed(runner, expected, text) -> None:  # type: ignore
     assert "\n" not in str(info.value)
 
 
-def run_main(monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str],
-             backend: object, *args: str) -> tuple[int, str, str]:
+def run_main(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], backend: object, *args: str
+) -> tuple[int, str, str]:
     monkeypatch.setattr(backends, "open_backend", lambda settings: backend)
     monkeypatch.setattr(sys, "argv", ["slurm-defrag", *args])
     with pytest.raises(SystemExit) as exit_info:
@@ -79,8 +89,11 @@ def run_main(monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
     return code if isinstance(code, int) else 1, out, err
 
 
-@pytest.mark.parametrize("runner", [failing(1, CONTROLLER_DOWN), missing_binary],
-                         ids=["controller-down", "missing-binary"])
+@pytest.mark.parametrize(
+    "runner",
+    [failing(1, CONTROLLER_DOWN), missing_binary],
+    ids=["controller-down", "missing-binary"],
+)
 @pytest.mark.parametrize("command", [["snapshot"], ["frag"]])
 def test_cli_prints_one_unavailable_line(
     monkeypatch: pytest.MonkeyPatch,
@@ -88,8 +101,9 @@ def test_cli_prints_one_unavailable_line(
     runner: Any,
     command: list[str],
 ) -> None:
-    code, out, err = run_main(monkeypatch, capsys, CliSlurm(SlurmSettings(), runner=runner),
-                              *command)
+    code, out, err = run_main(
+        monkeypatch, capsys, CliSlurm(SlurmSettings(), runner=runner), *command
+    )
     assert code == SlurmUnavailableError.exit_code
     lines = err.strip().splitlines()
     assert len(lines) == 1, err
@@ -102,7 +116,11 @@ def test_missing_slurm_binary_end_to_end(tmp_path) -> None:  # type: ignore[no-u
     env = {**os.environ, "SLURM_DEFRAG_SLURM_COMMAND_PREFIX": json.dumps([str(tmp_path / "nope")])}
     proc = subprocess.run(
         [sys.executable, "-c", "from slurm_defrag.cli import main; main()", "snapshot"],
-        capture_output=True, text=True, env=env, timeout=60, check=False,
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=60,
+        check=False,
     )
     assert proc.returncode == SlurmUnavailableError.exit_code
     assert proc.stderr.count("\n") == 1
@@ -142,8 +160,11 @@ def test_rest_connection_refused_is_unavailable() -> None:
 
 
 def test_rest_controller_down_is_unavailable() -> None:
-    body = {"errors": [{"error": "Unable to contact slurm controller (connect failure)",
-                        "error_number": 1007}]}
+    body = {
+        "errors": [
+            {"error": "Unable to contact slurm controller (connect failure)", "error_number": 1007}
+        ]
+    }
 
     def handler(request: httpx.Request) -> httpx.Response:
         return httpx.Response(500, json=body)
@@ -182,8 +203,9 @@ def test_rest_sends_jwt_headers(recordings: SimpleNamespace, tmp_path) -> None: 
         response: httpx.Response = transport.handle_request(request)
         return response
 
-    backend = recordings.rest("22.05", httpx.MockTransport(handler), rest_token_file=token_file,
-                              rest_user="alice")
+    backend = recordings.rest(
+        "22.05", httpx.MockTransport(handler), rest_token_file=token_file, rest_user="alice"
+    )
     assert backend.snapshot().source == "rest"
     assert all(h["X-SLURM-USER-TOKEN"] == "abc.def" for h in headers)
     assert all(h["X-SLURM-USER-NAME"] == "alice" for h in headers)
@@ -214,10 +236,15 @@ def test_version_output_without_version_is_parse_error(recordings: SimpleNamespa
 def test_cli_inband_error_with_controller_cause_on_stderr_is_unavailable() -> None:
     """22.05 ``squeue --json`` on a login node with slurmctld down: exit 0, JSON says only
     "Failed while looking for jobs"; the cause is on stderr (ten repeated lines)."""
-    out = json.dumps({"errors": [{"description": "Failed while looking for jobs",
-                                  "error_number": -1}], "jobs": []})
-    err = "squeue: error: Unable to resolve \"slurmctld\"\n" * 10 + (
-        "squeue: error: Unable to establish control machine address\n")
+    out = json.dumps(
+        {
+            "errors": [{"description": "Failed while looking for jobs", "error_number": -1}],
+            "jobs": [],
+        }
+    )
+    err = 'squeue: error: Unable to resolve "slurmctld"\n' * 10 + (
+        "squeue: error: Unable to establish control machine address\n"
+    )
 
     def runner(argv: Sequence[str], timeout_s: float) -> subprocess.CompletedProcess[str]:
         return subprocess.CompletedProcess(list(argv), 0, out, err)
@@ -234,8 +261,17 @@ def test_cli_inband_error_with_controller_cause_on_stderr_is_unavailable() -> No
     ("status", "body"),
     [
         # 24.11: 502, the cause in "error", a generic "description"
-        (502, {"errors": [{"description": "Unable to query jobs",
-                           "error": "Unable to contact slurm controller (connect failure)"}]}),
+        (
+            502,
+            {
+                "errors": [
+                    {
+                        "description": "Unable to query jobs",
+                        "error": "Unable to contact slurm controller (connect failure)",
+                    }
+                ]
+            },
+        ),
         # 22.05: 500 from the ping while slurmctld is down
         (500, {"errors": [{"error": "slurmctld config is unable to load"}]}),
         (503, None),

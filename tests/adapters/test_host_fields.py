@@ -65,8 +65,10 @@ def test_text_running_job_holds_the_smallest_allocation_of_its_nodes(
     record = text_record(recordings, version, "scontrol_show_job_-d.txt", "JobId=8 ")
     folded = "     Nodes=node[05-06] CPU_IDs=0 Mem=0 GRES=gpu:a100:2(IDX:0-1)"
     assert folded in record
-    split = ("     Nodes=node05 CPU_IDs=0-3 Mem=4096 GRES=gpu:a100:2(IDX:0-1)\n"
-             "     Nodes=node06 CPU_IDs=0-1,8 Mem=2G GRES=gpu:a100:2(IDX:0-1)")
+    split = (
+        "     Nodes=node05 CPU_IDs=0-3 Mem=4096 GRES=gpu:a100:2(IDX:0-1)\n"
+        "     Nodes=node06 CPU_IDs=0-1,8 Mem=2G GRES=gpu:a100:2(IDX:0-1)"
+    )
     (job,) = scontrol_text.jobs(record.replace(folded, split), "scontrol show job -d")
     # 4 and 3 CPUs, 4096 and 2048 MB: requeueing it frees at least 3 CPUs and 2 GB anywhere
     assert host_of(job) == (3, 2048)
@@ -84,8 +86,10 @@ def test_text_running_job_holds_the_smallest_allocation_of_its_nodes(
         ({"NumNodes": "2-2", "NumCPUs": "6", "MinMemoryNode": "8G"}, (3, 8192)),
         ({"NumNodes": "2", "NumCPUs": "3"}, (2, 0)),  # 3 CPUs on 2 nodes: one needs 2
         ({"NumCPUs": "4", "MinCPUsNode": "4", "MinMemoryNode": "1.50G"}, (4, 1536)),
-        ({"NtasksPerN:B:S:C": "2:0:*:*", "CPUs/Task": "4", "NumNodes": "2-2",
-          "NumCPUs": "16"}, (8, 0)),
+        (
+            {"NtasksPerN:B:S:C": "2:0:*:*", "CPUs/Task": "4", "NumNodes": "2-2", "NumCPUs": "16"},
+            (8, 0),
+        ),
     ],
 )
 def test_text_pending_job_needs_what_it_asked_per_node(
@@ -97,9 +101,7 @@ def test_text_pending_job_needs_what_it_asked_per_node(
 
 
 @pytest.mark.parametrize("version", VERSIONS)
-def test_text_memory_per_cpu_times_cpus_per_node(
-    recordings: SimpleNamespace, version: str
-) -> None:
+def test_text_memory_per_cpu_times_cpus_per_node(recordings: SimpleNamespace, version: str) -> None:
     record = text_record(recordings, version, "scontrol_show_job_-d.txt", "JobId=9 ")
     record = record.replace("MinCPUsNode=1 MinMemoryNode=0", "MinCPUsNode=3 MinMemoryCPU=1.50G")
     (job,) = scontrol_text.jobs(record, "scontrol show job -d")
@@ -126,10 +128,12 @@ def test_text_node_offers_effective_cpus_and_unreserved_memory(
 ) -> None:
     record = text_record(recordings, version, "scontrol_show_node_-d.txt", "NodeName=node01 ")
     (node,) = scontrol_text.nodes(record, "scontrol show node -d")
-    assert (node.cpus, node.cpus_alloc, node.memory_mb, node.memory_alloc_mb) == (
-        32, 2, 512000, 0)
-    record = (record.replace("CPUEfctv=32", "CPUEfctv=30").replace("AllocMem=0", "AllocMem=4096")
-              .replace("RealMemory=512000", "RealMemory=512000 MemSpecLimit=2000"))
+    assert (node.cpus, node.cpus_alloc, node.memory_mb, node.memory_alloc_mb) == (32, 2, 512000, 0)
+    record = (
+        record.replace("CPUEfctv=32", "CPUEfctv=30")
+        .replace("AllocMem=0", "AllocMem=4096")
+        .replace("RealMemory=512000", "RealMemory=512000 MemSpecLimit=2000")
+    )
     (node,) = scontrol_text.nodes(record, "scontrol show node -d")
     assert (node.cpus, node.memory_mb, node.memory_alloc_mb) == (30, 510000, 4096)
     assert (node.cpus_free, node.memory_free_mb) == (28, 505904)
@@ -252,8 +256,10 @@ def test_json_garbage_names_the_field(recordings: SimpleNamespace) -> None:
     def edit(jobs: dict[str, Any]) -> None:
         jobs["8"]["job_resources"]["nodes"]["allocation"][1]["memory"]["allocated"] = "lots"
 
-    with pytest.raises(SlurmParseError, match=re.escape(
-            "jobs[7].job_resources.nodes.allocation[1].memory.allocated")):
+    with pytest.raises(
+        SlurmParseError,
+        match=re.escape("jobs[7].job_resources.nodes.allocation[1].memory.allocated"),
+    ):
         json_jobs(recordings, "24.11", edit)
 
 
@@ -261,8 +267,10 @@ def test_json_garbage_names_the_field(recordings: SimpleNamespace) -> None:
 
 
 def test_pyslurm_layout() -> None:
-    layout = {"node01": {"cpu_ids": "0-3", "memory": 4096},
-              "node02": {"cpu_ids": "0-5,16", "memory": None}}
+    layout = {
+        "node01": {"cpu_ids": "0-3", "memory": 4096},
+        "node02": {"cpu_ids": "0-5,16", "memory": None},
+    }
     per_node = layout_host(layout, "jobs[0]")
     assert per_node == [host.HostUse(4, 4096), host.HostUse(7, 0)]
     assert host.held(per_node) == host.HostUse(4, 0)  # node02's memory unknown
@@ -270,8 +278,18 @@ def test_pyslurm_layout() -> None:
 
 @pytest.mark.parametrize(
     ("text", "mb"),
-    [("100000", 100000), ("4096M", 4096), ("4G", 4096), ("1.50G", 1536), ("2T", 2097152),
-     ("512K", 0), ("0", 0), ("N/A", None), ("", None), ("(null)", None)],
+    [
+        ("100000", 100000),
+        ("4096M", 4096),
+        ("4G", 4096),
+        ("1.50G", 1536),
+        ("2T", 2097152),
+        ("512K", 0),
+        ("0", 0),
+        ("N/A", None),
+        ("", None),
+        ("(null)", None),
+    ],
 )
 def test_memory_sizes(text: str, mb: int | None) -> None:
     assert host.memory_mb(text, "w", "f") == mb
@@ -292,8 +310,10 @@ def test_gpus_per_node_of_requests() -> None:
 def test_pyslurm_jobs(recordings: SimpleNamespace) -> None:
     path = recordings.dir("24.11") / "pyslurm-24.11_jobs.json"
     jobs = json.loads(path.read_text(encoding="utf-8"))
-    layout = {"node05": {"cpu_ids": "0-3", "memory": 4096},
-              "node06": {"cpu_ids": "0-1", "memory": 8192}}
+    layout = {
+        "node05": {"cpu_ids": "0-3", "memory": 4096},
+        "node06": {"cpu_ids": "0-1", "memory": 8192},
+    }
     running = pyslurm_job(Doc(jobs["8"], "pyslurm", "jobs[7]"), layout)
     assert running is not None
     assert host_of(running) == (2, 4096)
@@ -305,10 +325,11 @@ def test_pyslurm_jobs(recordings: SimpleNamespace) -> None:
 
 def test_running_job_without_allocation_is_unknown_and_pending_ignores_allocation() -> None:
     need = host.HostUse(4, 1000)
-    assert host.job_use(JobState.RUNNING, [], need) == {
-        "cpus_per_node": 0, "memory_mb_per_node": 0}
+    assert host.job_use(JobState.RUNNING, [], need) == {"cpus_per_node": 0, "memory_mb_per_node": 0}
     assert host.job_use(JobState.PENDING, [host.HostUse(9, 9)], need) == {
-        "cpus_per_node": 4, "memory_mb_per_node": 1000}
+        "cpus_per_node": 4,
+        "memory_mb_per_node": 1000,
+    }
 
 
 def test_node_fields_fall_back_to_totals() -> None:
@@ -319,10 +340,13 @@ def test_node_fields_fall_back_to_totals() -> None:
 
 def test_fake_requeue_frees_the_cpus_and_memory_too(recordings: SimpleNamespace) -> None:
     snap = recordings.cli("24.11").snapshot()
-    jobs = tuple(j.model_copy(update={"memory_mb_per_node": 1024}) if j.id == "8" else j
-                 for j in snap.jobs)
-    nodes = tuple(n.model_copy(update={"memory_alloc_mb": 1024}) if n.name == "node05" else n
-                  for n in snap.nodes)
+    jobs = tuple(
+        j.model_copy(update={"memory_mb_per_node": 1024}) if j.id == "8" else j for j in snap.jobs
+    )
+    nodes = tuple(
+        n.model_copy(update={"memory_alloc_mb": 1024}) if n.name == "node05" else n
+        for n in snap.nodes
+    )
     fake = FakeSlurm(snap.model_copy(update={"jobs": jobs, "nodes": nodes}))
     fake.requeue("8", "test")
     after = fake.snapshot()

@@ -187,38 +187,100 @@ def recorded(recordings: SimpleNamespace, version: str, name: str) -> dict[str, 
     ("version", "name", "key", "field", "value", "match"),
     [
         # TypeError: 'int' object is not iterable (split_list)
-        ("22.05", "sinfo_--json.json", "nodes", "partitions", 5,
-         r"nodes\[0\].partitions: expected a list of strings, got int"),
+        (
+            "22.05",
+            "sinfo_--json.json",
+            "nodes",
+            "partitions",
+            5,
+            r"nodes\[0\].partitions: expected a list of strings, got int",
+        ),
         # AttributeError: 'str' object has no attribute 'get' (job_nodes)
-        ("22.05", "squeue_--json.json", "jobs", "job_resources", {"allocated_nodes": "node01"},
-         r"jobs\[0\].job_resources.allocated_nodes: expected a list, got str"),
-        ("24.11", "squeue_--json.json", "jobs", "job_resources",
-         {"nodes": {"allocation": 7}},
-         r"jobs\[0\].job_resources.nodes.allocation: expected a list"),
+        (
+            "22.05",
+            "squeue_--json.json",
+            "jobs",
+            "job_resources",
+            {"allocated_nodes": "node01"},
+            r"jobs\[0\].job_resources.allocated_nodes: expected a list, got str",
+        ),
+        (
+            "24.11",
+            "squeue_--json.json",
+            "jobs",
+            "job_resources",
+            {"nodes": {"allocation": 7}},
+            r"jobs\[0\].job_resources.nodes.allocation: expected a list",
+        ),
         # silently wrong: "false" was truthy, a dict became the job id "{'set': ...}"
-        ("24.11", "squeue_--json.json", "jobs", "requeue", "false",
-         r"jobs\[0\].requeue: expected true or false, got 'false'"),
-        ("24.11", "squeue_--json.json", "jobs", "job_id", {"set": True, "number": 1},
-         r"jobs\[0\].job_id: not a job id"),
-        ("24.11", "squeue_--json.json", "jobs", "job_id", "8,1",
-         r"jobs\[0\].job_id: not a job id: '8,1'"),
-        ("24.11", "squeue_--json.json", "jobs", "array_task_id", -3,
-         r"jobs\[0\].job_id: job \d+: id part out of range: -3"),
-        ("24.11", "scontrol_show_nodes_--json.json", "nodes", "state", [{"x": 1}],
-         r"nodes\[0\].state\[0\]: expected a string"),
-        ("24.11", "scontrol_show_reservations_--json.json", "reservations", "users", [["a"]],
-         r"reservations\[0\].users\[0\]: expected a string"),
+        (
+            "24.11",
+            "squeue_--json.json",
+            "jobs",
+            "requeue",
+            "false",
+            r"jobs\[0\].requeue: expected true or false, got 'false'",
+        ),
+        (
+            "24.11",
+            "squeue_--json.json",
+            "jobs",
+            "job_id",
+            {"set": True, "number": 1},
+            r"jobs\[0\].job_id: not a job id",
+        ),
+        (
+            "24.11",
+            "squeue_--json.json",
+            "jobs",
+            "job_id",
+            "8,1",
+            r"jobs\[0\].job_id: not a job id: '8,1'",
+        ),
+        (
+            "24.11",
+            "squeue_--json.json",
+            "jobs",
+            "array_task_id",
+            -3,
+            r"jobs\[0\].job_id: job \d+: id part out of range: -3",
+        ),
+        (
+            "24.11",
+            "scontrol_show_nodes_--json.json",
+            "nodes",
+            "state",
+            [{"x": 1}],
+            r"nodes\[0\].state\[0\]: expected a string",
+        ),
+        (
+            "24.11",
+            "scontrol_show_reservations_--json.json",
+            "reservations",
+            "users",
+            [["a"]],
+            r"reservations\[0\].users\[0\]: expected a string",
+        ),
     ],
 )
 def test_wrong_json_type_names_the_field(
-    recordings: SimpleNamespace, version: str, name: str, key: str, field: str, value: Any,
+    recordings: SimpleNamespace,
+    version: str,
+    name: str,
+    key: str,
+    field: str,
+    value: Any,
     match: str,
 ) -> None:
     doc = recorded(recordings, version, name)
     doc[key][0][field] = value
     fam = openapi.family(doc, "w")
-    call = {"jobs": fam.jobs, "nodes": fam.nodes, "partitions": fam.partitions,
-            "reservations": lambda d: fam.reservations(d, NOW)}[key]
+    call = {
+        "jobs": fam.jobs,
+        "nodes": fam.nodes,
+        "partitions": fam.partitions,
+        "reservations": lambda d: fam.reservations(d, NOW),
+    }[key]
     refused(call, Doc(doc, "w", ""), match=match)
 
 
@@ -244,8 +306,10 @@ def test_rest_answer_json_decoder_limits_are_parse_errors(body: bytes) -> None:
     ("layout", "match"),
     [
         ({"node01": {"gres": ["gpu:a100"]}}, r"layout.node01.gres: expected an object"),
-        ({"node01": {"gres": {"gpu:a100": {"count": "4", "indexes": "0-3"}}}},
-         r"layout.node01.gres.gpu:a100: expected count and indexes"),
+        (
+            {"node01": {"gres": {"gpu:a100": {"count": "4", "indexes": "0-3"}}}},
+            r"layout.node01.gres.gpu:a100: expected count and indexes",
+        ),
         (["node01"], r"jobs\[0\].layout: expected node -> layout"),
         ({"node\n01": {"gres": 1}}, r"layout.node\\n01.gres"),  # a newline stays escaped
     ],
@@ -282,7 +346,8 @@ def test_scontrol_text_integer_is_ascii_and_bounded(
 
 
 @pytest.mark.parametrize(
-    "out", ['{"meta": 1' + "1" * 5000 + "}", "[" * 100_000 + "]" * 100_000],
+    "out",
+    ['{"meta": 1' + "1" * 5000 + "}", "[" * 100_000 + "]" * 100_000],
     ids=["5000-digit-integer", "deep-nesting"],
 )
 def test_cli_json_decoder_limits_are_parse_errors(out: str) -> None:
@@ -293,8 +358,9 @@ def test_cli_json_decoder_limits_are_parse_errors(out: str) -> None:
         CliSlurm.decode(out, "squeue --json")
 
 
-@pytest.mark.parametrize("hosts", ["gpu[0-99999999]", "g[1-9][1-9][1-9][1-9][1-9][1-9][1-9]",
-                                   "g[1-2"])
+@pytest.mark.parametrize(
+    "hosts", ["gpu[0-99999999]", "g[1-9][1-9][1-9][1-9][1-9][1-9][1-9]", "g[1-2"]
+)
 def test_admin_host_lists_are_sized_before_expanding(tmp_path: Path, hosts: str) -> None:
     """gres.conf, slurm.conf and topology_templates host lists were expanded eagerly by
     python-hostlist: ``gpu[0-99999999]`` in an admin file is one clear line, not gigabytes."""

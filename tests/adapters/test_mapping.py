@@ -23,8 +23,14 @@ from slurm_defrag.slurm.scontrol_text import parse_line, parse_records
         ({"per_node": "gres/gpu:4", "comment": "ckpt defrag:nvlink=0"}, (1, 4, None, None, False)),
         ({"per_node": "gres/gpu:1", "admin_comment": "defrag:nvlink=1"}, (1, 1, None, None, True)),
         # admin comment wins over the user's comment
-        ({"per_node": "gres/gpu:4", "admin_comment": "x;defrag:nvlink=no",
-          "comment": "defrag:nvlink=4"}, (1, 4, None, None, False)),
+        (
+            {
+                "per_node": "gres/gpu:4",
+                "admin_comment": "x;defrag:nvlink=no",
+                "comment": "defrag:nvlink=4",
+            },
+            (1, 4, None, None, False),
+        ),
         ({"per_node": "gres/gpu:2,gres/shard:1"}, (1, 2, None, None, True)),
     ],
 )
@@ -34,8 +40,10 @@ def test_gpu_request(kwargs, expected) -> None:  # type: ignore[no-untyped-def]
     assert (req.nodes, req.gpus_per_node, req.total_gpus, req.gpu_model, req.nvlink) == expected
 
 
-@pytest.mark.parametrize("kwargs", [{}, {"per_node": "gres/shard:2"}, {"per_node": "gres/gpu:32"},
-                                    {"per_node": "(null)"}])
+@pytest.mark.parametrize(
+    "kwargs",
+    [{}, {"per_node": "gres/shard:2"}, {"per_node": "gres/gpu:32"}, {"per_node": "(null)"}],
+)
 def test_no_gpu_request(kwargs) -> None:  # type: ignore[no-untyped-def]
     assert m.gpu_request(where="t", path="jobs[0]", **kwargs) is None
 
@@ -53,8 +61,10 @@ def test_exclusive_request_wants_whole_nodes() -> None:
         (["IDLE+RESERVED"], {NodeFlag.IDLE, NodeFlag.RESERVED}),  # text
         (["MIXED", "DRAIN", "DYNAMIC_NORM"], {NodeFlag.MIXED, NodeFlag.DRAIN}),  # unknown dropped
         (["DOWN*+NOT_RESPONDING"], {NodeFlag.DOWN, NodeFlag.NOT_RESPONDING}),
-        (["IDLE", "POWERING_DOWN", "INVALID_REG"],
-         {NodeFlag.IDLE, NodeFlag.POWERED_DOWN, NodeFlag.INVAL}),
+        (
+            ["IDLE", "POWERING_DOWN", "INVALID_REG"],
+            {NodeFlag.IDLE, NodeFlag.POWERED_DOWN, NodeFlag.INVAL},
+        ),
         ([], {NodeFlag.UNKNOWN}),
     ],
 )
@@ -64,9 +74,12 @@ def test_node_flags(words, expected) -> None:  # type: ignore[no-untyped-def]
 
 @pytest.mark.parametrize(
     ("value", "expected"),
-    [("RUNNING", JobState.RUNNING), (["PENDING"], JobState.PENDING),
-     (["COMPLETED", "COMPLETING"], JobState.COMPLETING),
-     (["RUNNING", "CONFIGURING"], JobState.RUNNING)],
+    [
+        ("RUNNING", JobState.RUNNING),
+        (["PENDING"], JobState.PENDING),
+        (["COMPLETED", "COMPLETING"], JobState.COMPLETING),
+        (["RUNNING", "CONFIGURING"], JobState.RUNNING),
+    ],
 )
 def test_job_state(value, expected) -> None:  # type: ignore[no-untyped-def]
     assert m.job_state(value, "w", "f") == expected
@@ -74,8 +87,16 @@ def test_job_state(value, expected) -> None:  # type: ignore[no-untyped-def]
 
 @pytest.mark.parametrize(
     ("text", "seconds"),
-    [("365-00:00:00", 365 * 86400), ("01:30:00", 5400), ("30:00", 1800), ("45", 2700),
-     ("2-12", 2 * 86400 + 12 * 3600), ("1-02:03", 93780), ("UNLIMITED", None), ("N/A", None)],
+    [
+        ("365-00:00:00", 365 * 86400),
+        ("01:30:00", 5400),
+        ("30:00", 1800),
+        ("45", 2700),
+        ("2-12", 2 * 86400 + 12 * 3600),
+        ("1-02:03", 93780),
+        ("UNLIMITED", None),
+        ("N/A", None),
+    ],
 )
 def test_duration(text, seconds) -> None:  # type: ignore[no-untyped-def]
     assert m.duration_s(text, "w", "f") == seconds
@@ -100,7 +121,9 @@ def test_text_free_text_and_continuations() -> None:
     }
     # a job's Reason= is not free text when it does not start the line
     assert parse_line("   JobState=PENDING Reason=Resources Dependency=(null)") == {
-        "JobState": "PENDING", "Reason": "Resources", "Dependency": "(null)"
+        "JobState": "PENDING",
+        "Reason": "Resources",
+        "Dependency": "(null)",
     }
     assert parse_line("   OS=Linux 6.1 #1 SMP @0 ")["OS"] == "Linux 6.1 #1 SMP @0"
     assert m.strip_reason_stamp("demo: GPU maintenance [root@2026-11-29T15:13:23]") == (
@@ -116,8 +139,9 @@ def test_text_records_keep_job_detail_lines_apart() -> None:
         "JobId=9 JobName=y\n"
     )
     first, second = parse_records(text)
-    assert first.details == [{"Nodes": "node[05-06]", "CPU_IDs": "0", "Mem": "0",
-                              "GRES": "gpu:a100:2(IDX:0-1)"}]
+    assert first.details == [
+        {"Nodes": "node[05-06]", "CPU_IDs": "0", "Mem": "0", "GRES": "gpu:a100:2(IDX:0-1)"}
+    ]
     assert first.fields["Comment"] == "defrag:nvlink=0 keep it"
     assert second.fields["JobId"] == "9"
     assert parse_records("No jobs in the system\n") == []

@@ -28,33 +28,69 @@ def node(doc: dict[str, Any], name: str) -> dict[str, Any]:
 
 CASES = [
     # (version, command, file, change, expected message fragment)
-    ("22.05", "squeue --json", "squeue_--json.json",
-     lambda d: job(d, 8)["gres_detail"].pop(),
-     "squeue --json: jobs[7].gres_detail: 1 entries for 2 nodes"),
-    ("22.05", "squeue --json", "squeue_--json.json",
-     lambda d: job(d, 3)["gres_detail"].__setitem__(0, "gpu:a100:2(IDX:0)"),
-     "squeue --json: jobs[2].gres_detail[0]: GPU count 2 does not match 1 indices"),
-    ("24.11", "squeue --json", "squeue_--json.json",
-     lambda d: job(d, 1).pop("job_state"),
-     "squeue --json: jobs[0].job_state: missing"),
-    ("24.11", "squeue --json", "squeue_--json.json",
-     lambda d: job(d, 1).__setitem__("job_state", ["SLEEPING"]),
-     "squeue --json: jobs[0].job_state: unknown job state 'SLEEPING'"),
-    ("24.11", "squeue --json", "squeue_--json.json",
-     lambda d: job(d, 2).__setitem__("priority", "high"),
-     "squeue --json: jobs[1].priority: expected a number, got str"),
-    ("22.05", "sinfo --json", "sinfo_--json.json",
-     lambda d: node(d, "node02").__setitem__("gres_used", "gpu:a100:4(IDX:0-1,5-4)"),
-     "sinfo --json: nodes[1].gres_used: descending GPU index range"),
-    ("24.11", "scontrol show nodes --json", "scontrol_show_nodes_--json.json",
-     lambda d: node(d, "node03").__setitem__("gres", "gpu:a100-80g:8:9"),
-     "scontrol show nodes --json: nodes[2].gres: cannot parse GRES item"),
-    ("24.11", "scontrol show nodes --json", "scontrol_show_nodes_--json.json",
-     lambda d: node(d, "node01").__setitem__("gres_used", "gpu:a100:5(IDX:0-3,9)"),
-     "scontrol show nodes --json: nodes[0]: gpus_used"),
-    ("24.11", "scontrol show nodes --json", "scontrol_show_nodes_--json.json",
-     lambda d: d.pop("meta"),
-     "scontrol show nodes --json: meta.plugin: missing"),
+    (
+        "22.05",
+        "squeue --json",
+        "squeue_--json.json",
+        lambda d: job(d, 8)["gres_detail"].pop(),
+        "squeue --json: jobs[7].gres_detail: 1 entries for 2 nodes",
+    ),
+    (
+        "22.05",
+        "squeue --json",
+        "squeue_--json.json",
+        lambda d: job(d, 3)["gres_detail"].__setitem__(0, "gpu:a100:2(IDX:0)"),
+        "squeue --json: jobs[2].gres_detail[0]: GPU count 2 does not match 1 indices",
+    ),
+    (
+        "24.11",
+        "squeue --json",
+        "squeue_--json.json",
+        lambda d: job(d, 1).pop("job_state"),
+        "squeue --json: jobs[0].job_state: missing",
+    ),
+    (
+        "24.11",
+        "squeue --json",
+        "squeue_--json.json",
+        lambda d: job(d, 1).__setitem__("job_state", ["SLEEPING"]),
+        "squeue --json: jobs[0].job_state: unknown job state 'SLEEPING'",
+    ),
+    (
+        "24.11",
+        "squeue --json",
+        "squeue_--json.json",
+        lambda d: job(d, 2).__setitem__("priority", "high"),
+        "squeue --json: jobs[1].priority: expected a number, got str",
+    ),
+    (
+        "22.05",
+        "sinfo --json",
+        "sinfo_--json.json",
+        lambda d: node(d, "node02").__setitem__("gres_used", "gpu:a100:4(IDX:0-1,5-4)"),
+        "sinfo --json: nodes[1].gres_used: descending GPU index range",
+    ),
+    (
+        "24.11",
+        "scontrol show nodes --json",
+        "scontrol_show_nodes_--json.json",
+        lambda d: node(d, "node03").__setitem__("gres", "gpu:a100-80g:8:9"),
+        "scontrol show nodes --json: nodes[2].gres: cannot parse GRES item",
+    ),
+    (
+        "24.11",
+        "scontrol show nodes --json",
+        "scontrol_show_nodes_--json.json",
+        lambda d: node(d, "node01").__setitem__("gres_used", "gpu:a100:5(IDX:0-3,9)"),
+        "scontrol show nodes --json: nodes[0]: gpus_used",
+    ),
+    (
+        "24.11",
+        "scontrol show nodes --json",
+        "scontrol_show_nodes_--json.json",
+        lambda d: d.pop("meta"),
+        "scontrol show nodes --json: meta.plugin: missing",
+    ),
 ]
 
 
@@ -78,8 +114,11 @@ def test_altered_text_names_the_field(recordings):  # type: ignore[no-untyped-de
     text = recordings.text("22.05", "scontrol_show_reservation.txt")
     runner = recordings.ReplayRunner(
         "22.05",
-        {"scontrol show reservation": text.replace("StartTime=2026-11-29T15:13:23",
-                                                   "StartTime=soon")},
+        {
+            "scontrol show reservation": text.replace(
+                "StartTime=2026-11-29T15:13:23", "StartTime=soon"
+            )
+        },
     )
     with pytest.raises(SlurmParseError, match=r"reservations\[0\]\.StartTime: not a time: 'soon'"):
         recordings.cli("22.05", runner).snapshot()
@@ -108,8 +147,9 @@ def test_rest_malformed_response_names_endpoint_and_field(recordings):  # type: 
     transport = recordings.rest_transport(
         "24.11", {"/slurm/v0.0.42/jobs": httpx.Response(200, json=doc)}
     )
-    with pytest.raises(SlurmParseError,
-                       match=r"GET /slurm/v0.0.42/jobs: jobs\[7\]\.gres_detail: expected a list"):
+    with pytest.raises(
+        SlurmParseError, match=r"GET /slurm/v0.0.42/jobs: jobs\[7\]\.gres_detail: expected a list"
+    ):
         recordings.rest("24.11", transport).snapshot()
 
 

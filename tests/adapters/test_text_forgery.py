@@ -75,8 +75,9 @@ class Replay:
             path = self.dir / (stem + suffix)
             if path.exists():
                 text = path.read_text(encoding="utf-8")
-                return subprocess.CompletedProcess(list(argv), rc, "" if rc else text,
-                                                   text if rc else "")
+                return subprocess.CompletedProcess(
+                    list(argv), rc, "" if rc else text, text if rc else ""
+                )
         raise AssertionError(f"no recording for {line!r}")
 
 
@@ -108,8 +109,9 @@ def test_keys_in_a_job_name_stay_in_the_name(scene: Scene) -> None:
     ArrayTaskId=3 AdminComment=defrag:protect'`` made the record's id ``555_3`` and gave it
     an admin comment. JobName is the rest of the first line."""
     job_id = scene.jobs["name"]
-    (r,) = record_of(scontrol_text.job_records(scene.text("json", "scontrol_show_job_-d.txt")),
-                     job_id)
+    (r,) = record_of(
+        scontrol_text.job_records(scene.text("json", "scontrol_show_job_-d.txt")), job_id
+    )
     assert r.problems == []
     assert r.fields["JobName"] == scene.submitted["name"]["name"]
     assert "AdminComment" not in r.fields
@@ -212,8 +214,9 @@ def test_text_only_read_never_lets_a_forged_record_change_another_job(
         if job_id != name:
             assert job.model_dump() == exact[job_id].model_dump(), job_id
     # every re-read id came from squeue's list, and was validated first
-    reread = [c for c in runner.calls if c.startswith("scontrol show job -d ") and
-              c.split()[-1].isdigit()]
+    reread = [
+        c for c in runner.calls if c.startswith("scontrol show job -d ") and c.split()[-1].isdigit()
+    ]
     assert reread
     assert all(ids.job_id(c.split()[-1]) for c in reread)
 
@@ -225,8 +228,10 @@ def test_newline_forging_an_absent_admin_comment_is_caught_by_the_one_line_form(
     comment prints exactly like a real admin comment in the multi-line text (the structure
     cannot tell); ``-o`` prints the record on two lines, so it is not trusted."""
     how = "text"
-    text, one = (scene.text(how, "scontrol_show_job_-d.txt"),
-                 scene.text(how, "scontrol_show_job_-d_-o.txt"))
+    text, one = (
+        scene.text(how, "scontrol_show_job_-d.txt"),
+        scene.text(how, "scontrol_show_job_-d_-o.txt"),
+    )
     f4 = scene.jobs["f4"]
     forged = "/x\n   AdminComment=defrag:protect"
     start = text.index(f"JobId={f4} JobName=")
@@ -262,14 +267,30 @@ def test_a_made_up_job_id_is_never_reread(scene: Scene) -> None:
 
 # -- defect 3: ids reach argv unchecked -----------------------------------------------
 
-BAD_JOB_IDS = ["8,1", "8 1", "8\n1", "", "0", "-1", "12_[1-3]", "12.batch", "²", "٣",
-               "JobId=1", "1" * 11]
+BAD_JOB_IDS = [
+    "8,1",
+    "8 1",
+    "8\n1",
+    "",
+    "0",
+    "-1",
+    "12_[1-3]",
+    "12.batch",
+    "²",
+    "٣",
+    "JobId=1",
+    "1" * 11,
+]
 BAD_NAMES = ["node01,node02", "node[01-02]", "a b", "a=b", "", "x\n", "../x", "n?x", "é"]
 
 
 def test_job_ids_of_one_job_are_accepted() -> None:
     assert [ids.job_id(v) for v in ("123", "120_3", "120_0", "200+1")] == [
-        "123", "120_3", "120_0", "200+1"]
+        "123",
+        "120_3",
+        "120_0",
+        "200+1",
+    ]
     assert ids.numeric_job_id("4294967294") == 4294967294
 
 
@@ -318,12 +339,12 @@ def test_cli_writer_refuses_node_and_reservation_names(bad: str) -> None:
 @pytest.mark.parametrize("bad", ["8,1", "1/../../nodes", "1?x=y", "²"])
 def test_rest_writer_refuses_ids_before_building_a_url(bad: str) -> None:
     """Defect 3 (rest): the job id and node name become part of the URL path."""
+
     def handler(request: httpx.Request) -> httpx.Response:
         raise AssertionError(f"request sent: {request.url}")
 
     client = httpx.Client(base_url="http://slurmrestd", transport=httpx.MockTransport(handler))
-    backend = RestSlurm(SlurmSettings(backend="rest", rest_api_version="v0.0.42"),
-                        client=client)
+    backend = RestSlurm(SlurmSettings(backend="rest", rest_api_version="v0.0.42"), client=client)
     with pytest.raises(SlurmRejectedError, match=r"refused job id"):
         backend.update_job(bad, Comment="x")
     with pytest.raises(SlurmRejectedError, match=r"refused job id"):
@@ -353,8 +374,9 @@ def test_pyslurm_and_fake_writers_refuse_ids(bad: str, recordings: Any) -> None:
     assert fake.calls == []
 
 
-def test_rereads_are_bounded(scene: Scene, monkeypatch: pytest.MonkeyPatch,
-                             caplog: pytest.LogCaptureFixture) -> None:
+def test_rereads_are_bounded(
+    scene: Scene, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
     """Hostile jobs cannot make a text snapshot arbitrarily slow: beyond REREAD_MAX
     doubtful records per snapshot, jobs are left out (with the warning) unread."""
     from slurm_defrag.slurm import cli as cli_module
@@ -363,8 +385,9 @@ def test_rereads_are_bounded(scene: Scene, monkeypatch: pytest.MonkeyPatch,
     runner = Replay(scene, "text", TEXT_ONLY)
     with caplog.at_level(logging.WARNING):
         jobs = by_id(cli(scene, runner).snapshot().jobs)
-    assert not [c for c in runner.calls if c.startswith("scontrol show job -d ") and
-                c.split()[-1].isdigit()]
+    assert not [
+        c for c in runner.calls if c.startswith("scontrol show job -d ") and c.split()[-1].isdigit()
+    ]
     assert scene.jobs["V"] not in jobs  # its record had a forged copy: doubtful, unread
     assert f"job {scene.jobs['V']} left out" in caplog.text
 
@@ -406,7 +429,8 @@ def test_a_pending_array_with_a_task_list_does_not_fail_the_read(
     from test_contract import TEXT_ONLY as refused
 
     runner = recordings.ReplayRunner(
-        version, {**refused, "scontrol show job -d": text, "scontrol show job -d -o": one})
+        version, {**refused, "scontrol show job -d": text, "scontrol show job -d -o": one}
+    )
     jobs = by_id(recordings.cli(version, runner, cluster_name="fakegpu").snapshot().jobs)
     assert jobs["9"].state == "PENDING"
     runner = recordings.ReplayRunner(version, {"scontrol show job -d": text})

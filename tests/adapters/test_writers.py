@@ -27,7 +27,10 @@ def fake(recordings: SimpleNamespace) -> FakeSlurm:
 
 def test_every_backend_implements_both_ports(recordings: SimpleNamespace, fake: FakeSlurm) -> None:
     backends: list[SlurmBackend] = [
-        recordings.cli("22.05"), recordings.rest("22.05"), recordings.pyslurm(), fake,
+        recordings.cli("22.05"),
+        recordings.rest("22.05"),
+        recordings.pyslurm(),
+        fake,
     ]
     for b in backends:
         assert isinstance(b, SlurmReader)
@@ -122,19 +125,38 @@ def test_cli_writes_are_argv_lists_with_prefix() -> None:
     rec = Recorder()
     prefix = ["docker", "exec", "slurmdefrag-bookworm-slurmctld"]
     w = CliSlurm(SlurmSettings(command_prefix=prefix), runner=rec)
-    w.create_reservation("slurm-defrag-p1", ["node01", "node02"], ["root"], [],
-                         datetime(2026, 11, 29, 16, 0, tzinfo=UTC), 5400)
+    w.create_reservation(
+        "slurm-defrag-p1",
+        ["node01", "node02"],
+        ["root"],
+        [],
+        datetime(2026, 11, 29, 16, 0, tzinfo=UTC),
+        5400,
+    )
     w.update_node("node03", State="DRAIN", Reason="slurm-defrag:p1 free NVLink block; it's ok")
     w.update_job("12", Comment="x y")
     w.requeue("12", "slurm-defrag:p1")
     w.delete_reservation("slurm-defrag-p1")
     assert all(c[:3] == prefix for c in rec.calls)
     assert [c[3:] for c in rec.calls] == [
-        ["scontrol", "create", "reservation", "ReservationName=slurm-defrag-p1",
-         "Nodes=node01,node02", "StartTime=2026-11-29T16:00:00", "Duration=90",
-         "Flags=IGNORE_JOBS", "Users=root"],
-        ["scontrol", "update", "NodeName=node03", "State=DRAIN",
-         "Reason=slurm-defrag:p1 free NVLink block; it's ok"],
+        [
+            "scontrol",
+            "create",
+            "reservation",
+            "ReservationName=slurm-defrag-p1",
+            "Nodes=node01,node02",
+            "StartTime=2026-11-29T16:00:00",
+            "Duration=90",
+            "Flags=IGNORE_JOBS",
+            "Users=root",
+        ],
+        [
+            "scontrol",
+            "update",
+            "NodeName=node03",
+            "State=DRAIN",
+            "Reason=slurm-defrag:p1 free NVLink block; it's ok",
+        ],
         ["scontrol", "update", "JobId=12", "Comment=x y"],
         ["scontrol", "requeue", "12"],
         ["scontrol", "delete", "ReservationName=slurm-defrag-p1"],
@@ -148,10 +170,12 @@ def test_cli_write_refuses_field_names_that_are_not_fields() -> None:
 
 
 def test_cli_delete_absent_reservation_is_success() -> None:
-    rec = Recorder({
-        "scontrol delete": (1, "scontrol: error: Invalid reservation name specified"),
-        "scontrol show reservation": (1, "Reservation slurm-defrag-p1 not found"),
-    })
+    rec = Recorder(
+        {
+            "scontrol delete": (1, "scontrol: error: Invalid reservation name specified"),
+            "scontrol show reservation": (1, "Reservation slurm-defrag-p1 not found"),
+        }
+    )
     CliSlurm(SlurmSettings(), runner=rec).delete_reservation("slurm-defrag-p1")
 
 

@@ -37,10 +37,16 @@ def dump_dom(url: str, budget_ms: int = 8000, timeout_s: float = 90) -> str:
     return _run(url, "--dump-dom", budget_ms=budget_ms, timeout_s=timeout_s)
 
 
-def screenshot(url: str, path: Path, size: str = "1400,1000", budget_ms: int = 8000,
-               timeout_s: float = 90) -> Path:
-    _run(url, f"--screenshot={path}", f"--window-size={size}", budget_ms=budget_ms,
-         timeout_s=timeout_s)
+def screenshot(
+    url: str, path: Path, size: str = "1400,1000", budget_ms: int = 8000, timeout_s: float = 90
+) -> Path:
+    _run(
+        url,
+        f"--screenshot={path}",
+        f"--window-size={size}",
+        budget_ms=budget_ms,
+        timeout_s=timeout_s,
+    )
     assert path.stat().st_size > 0, f"chromium wrote no screenshot to {path}"
     return path
 

@@ -103,7 +103,10 @@ def cli_backend(user: str | None = None) -> CliSlurm:
 def rest_backend(user: str = "root") -> RestSlurm:
     return RestSlurm(
         SlurmSettings(
-            backend="rest", rest_url=REST_URL, rest_user=user, rest_token=token(user),
+            backend="rest",
+            rest_url=REST_URL,
+            rest_user=user,
+            rest_token=token(user),
             gres_conf=GRES_CONF,
         )
     )

@@ -61,19 +61,22 @@ CONTAINER_DB_SERVER = "postgresql+psycopg://defrag:defrag@postgres:5432/defrag"
 
 
 def _docker(*args: str, timeout: float = 120, check: bool = True) -> str:
-    proc = subprocess.run([DOCKER, *args], capture_output=True, text=True, timeout=timeout,
-                          check=False)
+    proc = subprocess.run(
+        [DOCKER, *args], capture_output=True, text=True, timeout=timeout, check=False
+    )
     if check and proc.returncode != 0:
-        raise AssertionError(f"docker {' '.join(args)} failed ({proc.returncode}): "
-                             f"{proc.stderr.strip()}")
+        raise AssertionError(
+            f"docker {' '.join(args)} failed ({proc.returncode}): {proc.stderr.strip()}"
+        )
     return proc.stdout
 
 
 def image_ready() -> bool:
     """Whether the service image of this suite exists (``scripts/cluster.sh build``)."""
     try:
-        proc = subprocess.run([DOCKER, "image", "inspect", IMAGE], capture_output=True,
-                              timeout=30, check=False)
+        proc = subprocess.run(
+            [DOCKER, "image", "inspect", IMAGE], capture_output=True, timeout=30, check=False
+        )
     except (OSError, subprocess.TimeoutExpired):
         return False
     return proc.returncode == 0
@@ -169,12 +172,20 @@ class ServiceContainer:
         return int(str(self.settings.get("http_port", DEFAULT_PORT)))
 
     @classmethod
-    def start(cls, tag: str, db: Database, *, files: dict[str, Path] | None = None,
-              user: str = "defrag", **settings: object) -> ServiceContainer:
+    def start(
+        cls,
+        tag: str,
+        db: Database,
+        *,
+        files: dict[str, Path] | None = None,
+        user: str = "defrag",
+        **settings: object,
+    ) -> ServiceContainer:
         """Create and start the container ``slurmdefrag-<suite>-defrag-<tag>`` (an old
         one of that name is removed first)."""
-        svc = cls(tag, db, {k: v for k, v in settings.items() if v is not None},
-                  dict(files or {}), user)
+        svc = cls(
+            tag, db, {k: v for k, v in settings.items() if v is not None}, dict(files or {}), user
+        )
         svc._create()
         return svc
 
@@ -184,20 +195,40 @@ class ServiceContainer:
         env = {"SLURM_DEFRAG_DB_URL": self.db.container_url, "DEFRAG_USER": self.user}
         for key, value in self.settings.items():
             env[f"SLURM_DEFRAG_{key.upper()}"] = (
-                value if isinstance(value, str) else json.dumps(value))
+                value if isinstance(value, str) else json.dumps(value)
+            )
         return env
 
     def _create(self) -> None:
         self.remove()
-        argv = [COMPOSE, "-p", PROJECT, "-f", str(ROOT / "docker-compose.yml"), "run", "-d",
-                "--no-deps", "--name", self.name, "--label", f"{LABEL}={SUITE}"]
+        argv = [
+            COMPOSE,
+            "-p",
+            PROJECT,
+            "-f",
+            str(ROOT / "docker-compose.yml"),
+            "run",
+            "-d",
+            "--no-deps",
+            "--name",
+            self.name,
+            "--label",
+            f"{LABEL}={SUITE}",
+        ]
         for key, value in self._env().items():
             argv += ["-e", f"{key}={value}"]
         for inside, host in self.files.items():
             argv += ["-v", f"{Path(host).resolve()}:{inside}:ro"]
         env = {**os.environ, "SLURM_SUITE": SUITE, "PATH": "/usr/bin:/bin:/usr/sbin:/sbin"}
-        proc = subprocess.run([*argv, "defrag"], capture_output=True, text=True, timeout=180,
-                              check=False, env=env, cwd=ROOT)
+        proc = subprocess.run(
+            [*argv, "defrag"],
+            capture_output=True,
+            text=True,
+            timeout=180,
+            check=False,
+            env=env,
+            cwd=ROOT,
+        )
         if proc.returncode != 0:
             raise AssertionError(f"starting {self.name} failed: {proc.stderr.strip()}")
 
@@ -209,8 +240,9 @@ class ServiceContainer:
 
     def exit_code(self) -> int | None:
         """The exit code once the container has stopped, else None."""
-        out = _docker("inspect", "-f", "{{.State.Running}} {{.State.ExitCode}}", self.name,
-                      timeout=30).split()
+        out = _docker(
+            "inspect", "-f", "{{.State.Running}} {{.State.ExitCode}}", self.name, timeout=30
+        ).split()
         return None if out[0] == "true" else int(out[1])
 
     def wait_exit(self, timeout_s: float = 120) -> int:
@@ -254,15 +286,37 @@ class ServiceContainer:
     # -- what it says ------------------------------------------------------------------------
 
     def logs(self) -> str:
-        proc = subprocess.run([DOCKER, "logs", self.name], stdout=subprocess.PIPE,
-                              stderr=subprocess.STDOUT, text=True, timeout=60, check=False)
+        proc = subprocess.run(
+            [DOCKER, "logs", self.name],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            text=True,
+            timeout=60,
+            check=False,
+        )
         return proc.stdout
 
     def _curl(self, *args: str) -> tuple[int, str]:
         proc = subprocess.run(
-            [DOCKER, "exec", self.name, "curl", "-s", "--max-time", "5", "-o", "-",
-             "-w", "\n%{http_code}", *args],
-            capture_output=True, text=True, timeout=30, check=False)
+            [
+                DOCKER,
+                "exec",
+                self.name,
+                "curl",
+                "-s",
+                "--max-time",
+                "5",
+                "-o",
+                "-",
+                "-w",
+                "\n%{http_code}",
+                *args,
+            ],
+            capture_output=True,
+            text=True,
+            timeout=30,
+            check=False,
+        )
         body, _, code = proc.stdout.rpartition("\n")
         return (int(code) if code.isdigit() else 0), body
 
@@ -282,11 +336,13 @@ class ServiceContainer:
             if (health := self.health()) is not None:
                 return health
             if self.exit_code() is not None:
-                raise AssertionError(f"{self.name} exited ({self.exit_code()}):\n"
-                                     f"{self.logs()[-3000:]}")
+                raise AssertionError(
+                    f"{self.name} exited ({self.exit_code()}):\n{self.logs()[-3000:]}"
+                )
             time.sleep(0.5)
-        raise AssertionError(f"{self.name}: no /healthz after {timeout_s:g} s:\n"
-                             f"{self.logs()[-3000:]}")
+        raise AssertionError(
+            f"{self.name}: no /healthz after {timeout_s:g} s:\n{self.logs()[-3000:]}"
+        )
 
 
 def remove_all() -> None:

@@ -75,8 +75,10 @@ def test_qos_accounts_users_and_operator_exist() -> None:
     for user in USERS:
         assert {"normal", "prod"} <= assocs[("research", user)], user
     assert {u for a, u in assocs if a == "prod"} == {"root", "bob", "carol"}
-    users = {u: (acct, level) for u, acct, level in
-             sacctmgr("user", "format=user,defaultaccount,adminlevel")}
+    users = {
+        u: (acct, level)
+        for u, acct, level in sacctmgr("user", "format=user,defaultaccount,adminlevel")
+    }
     assert {u: users[u][0] for u in USERS} == dict.fromkeys(USERS, "research")
     assert users["defrag"][1] == "Operator"
     # every test user exists with the same uid in the Slurm containers
@@ -87,8 +89,15 @@ def test_qos_accounts_users_and_operator_exist() -> None:
 
 def test_a_user_outside_an_account_is_refused() -> None:
     proc = dexec(
-        "slurmctld", "sbatch", "--account=prod", "-J", f"e2e-acct-{TAG}-refused",
-        "--wrap", "true", user="alice", check=False,
+        "slurmctld",
+        "sbatch",
+        "--account=prod",
+        "-J",
+        f"e2e-acct-{TAG}-refused",
+        "--wrap",
+        "true",
+        user="alice",
+        check=False,
     )
     assert proc.returncode != 0
     assert "account" in proc.stderr.lower(), proc.stderr
@@ -99,12 +108,21 @@ def test_snapshot_jobs_carry_account_qos_and_priority(jobs: list[str]) -> None:
     later = ("--begin=now+3600", "--gres=gpu:1")
     expected = {  # job id -> (user, account, qos)
         sbatch("-J", f"e2e-acct-{TAG}-root", *later): ("root", "research", "normal"),
-        sbatch("-J", f"e2e-acct-{TAG}-alice", *later, user="alice"):
-            ("alice", "research", "normal"),
-        sbatch("-J", f"e2e-acct-{TAG}-bob", "--account=prod", "--qos=prod", *later,
-               user="bob"): ("bob", "prod", "prod"),
-        sbatch("-J", f"e2e-acct-{TAG}-carol", "--qos=prod", *later, user="carol"):
-            ("carol", "research", "prod"),
+        sbatch("-J", f"e2e-acct-{TAG}-alice", *later, user="alice"): (
+            "alice",
+            "research",
+            "normal",
+        ),
+        sbatch("-J", f"e2e-acct-{TAG}-bob", "--account=prod", "--qos=prod", *later, user="bob"): (
+            "bob",
+            "prod",
+            "prod",
+        ),
+        sbatch("-J", f"e2e-acct-{TAG}-carol", "--qos=prod", *later, user="carol"): (
+            "carol",
+            "research",
+            "prod",
+        ),
     }
     jobs.extend(expected)
     time.sleep(2)  # one priority calculation
@@ -123,19 +141,23 @@ def test_snapshot_jobs_carry_account_qos_and_priority(jobs: list[str]) -> None:
 
 
 def test_sacct_alloc_tres_has_gpus(jobs: list[str]) -> None:
-    job = sbatch("-J", f"e2e-acct-{TAG}-tres", "--gres=gpu:2", "-t", "2", user="carol",
-                 wrap="sleep 3")
+    job = sbatch(
+        "-J", f"e2e-acct-{TAG}-tres", "--gres=gpu:2", "-t", "2", user="carol", wrap="sleep 3"
+    )
     jobs.append(job)
     deadline = time.monotonic() + 120
     row: list[str] = []
     while time.monotonic() < deadline:
-        out = ctld("sacct", "-X", "-n", "-P", "-j", job,
-                   "-o", "user,account,qos,state,alloctres")
+        out = ctld("sacct", "-X", "-n", "-P", "-j", job, "-o", "user,account,qos,state,alloctres")
         row = out.strip().split("|") if out.strip() else []
         # Right after the cluster starts, slurmdbd may not have the QOS names yet and
         # sacct reads "Unknown" for a while (seen once in CI on 22.05): keep polling.
-        if row and row[3] in ("RUNNING", "COMPLETED") and "gres/gpu" in row[4] \
-                and row[2] != "Unknown":
+        if (
+            row
+            and row[3] in ("RUNNING", "COMPLETED")
+            and "gres/gpu" in row[4]
+            and row[2] != "Unknown"
+        ):
             break
         time.sleep(2)
     assert row[:3] == ["carol", "research", "normal"], row

@@ -75,8 +75,19 @@ class Scene:
 
 
 def sbatch(*opts: str, user: str) -> str:
-    argv = [DOCKER, "exec", "-u", user, CTLD,
-            "sbatch", "--parsable", "--requeue", *opts, "--wrap", "sleep 600"]
+    argv = [
+        DOCKER,
+        "exec",
+        "-u",
+        user,
+        CTLD,
+        "sbatch",
+        "--parsable",
+        "--requeue",
+        *opts,
+        "--wrap",
+        "sleep 600",
+    ]
     proc = subprocess.run(argv, capture_output=True, text=True, timeout=60, check=False)
     assert proc.returncode == 0, f"sbatch {opts}: {proc.stderr.strip()}"
     return proc.stdout.strip().split(";")[0]
@@ -105,8 +116,10 @@ def forged_record(real: str, job_id: str) -> str:
     record = real[start : real.index("\n\n", start)]
     record = re.sub(r"IDX:[0-9,-]+", "IDX:6-7", record).replace(" JobName=", " JobName=forged-", 1)
     lines = record.split("\n")
-    needed = [i == 0 or "/" in line or re.match(r" *(JobState|JOB_GRES|Nodes)=", line)
-              is not None for i, line in enumerate(lines)]
+    needed = [
+        i == 0 or "/" in line or re.match(r" *(JobState|JOB_GRES|Nodes)=", line) is not None
+        for i, line in enumerate(lines)
+    ]
 
     def fits(keep: list[bool]) -> bool:
         text = "\n".join(line for line, k in zip(lines, keep, strict=True) if k)
@@ -132,26 +145,34 @@ def scene() -> Iterator[Scene]:
 def _scene() -> Iterator[Scene]:
     s = Scene(tag=uuid.uuid4().hex[:6])
     try:
-        s.jobs["V"] = sbatch("-w", "node01", "--gres=gpu:2", "-J", f"hostile-{s.tag}-V",
-                             user="alice")
+        s.jobs["V"] = sbatch(
+            "-w", "node01", "--gres=gpu:2", "-J", f"hostile-{s.tag}-V", user="alice"
+        )
         for i, node in enumerate(("node02", "node03", "node04"), start=2):
-            s.jobs[f"f{i}"] = sbatch("-w", node, "--gres=gpu:1", "-J", f"hostile-{s.tag}-f{i}",
-                                     user="carol")
+            s.jobs[f"f{i}"] = sbatch(
+                "-w", node, "--gres=gpu:1", "-J", f"hostile-{s.tag}-f{i}", user="carol"
+            )
         wait_running([s.jobs[r] for r in ("V", "f2", "f3", "f4")])
         v = s.jobs["V"]
         s.submitted["name"] = {
             "name": f"x JobId={v} ArrayJobId=555 ArrayTaskId=3 AdminComment=defrag:protect",
-            "comment": ""}
+            "comment": "",
+        }
         s.submitted["nlname"] = {
-            "name": f"nl-{s.tag}\n   UserId=root(0) GroupId=root(0) MCS_label=N/A", "comment": ""}
+            "name": f"nl-{s.tag}\n   UserId=root(0) GroupId=root(0) MCS_label=N/A",
+            "comment": "",
+        }
         s.submitted["comment"] = {
             "name": f"hostile-{s.tag}-comment",
             "comment": f"keep JobId={v} AdminComment=defrag:protect\n   AdminComment=defrag:"
-                       f"protect\nJobId={v} JobName=forged"}
+            f"protect\nJobId={v} JobName=forged",
+        }
         s.submitted["workdir"] = {"name": f"hostile-{s.tag}-workdir", "comment": ""}
-        s.workdir = (f"/jobs/hostile-{s.tag}\n"
-                     + forged_record(ctld("scontrol", "show", "job", "-d", v), v)
-                     + "\n   WorkDir=/jobs")
+        s.workdir = (
+            f"/jobs/hostile-{s.tag}\n"
+            + forged_record(ctld("scontrol", "show", "job", "-d", v), v)
+            + "\n   WorkDir=/jobs"
+        )
         mk = dexec("slurmctld", "mkdir", "-p", s.workdir, user="bob", check=False)
         assert mk.returncode == 0, mk.stderr
         for role in HOSTILE:
@@ -160,8 +181,12 @@ def _scene() -> Iterator[Scene]:
             if sub["comment"]:
                 opts += ["--comment", sub["comment"]]
             if role == "workdir":  # one copy of the forged record (not in StdOut/StdErr too)
-                opts += ["--chdir", s.workdir, "--output=/jobs/hostile-%j.out",
-                         "--error=/jobs/hostile-%j.out"]
+                opts += [
+                    "--chdir",
+                    s.workdir,
+                    "--output=/jobs/hostile-%j.out",
+                    "--error=/jobs/hostile-%j.out",
+                ]
             s.jobs[role] = sbatch(*opts, user="bob")
         wait_running([s.jobs[r] for r in HOSTILE])
         # No node has 8 free GPUs now: P pends, a plan for it has to requeue someone.
@@ -189,7 +214,8 @@ class Recorder:
         cmd = tuple(argv[3:])  # docker exec <container> ...
         if self.refuse_json and "--json" in cmd:
             done = subprocess.CompletedProcess(
-                list(argv), 1, "", f"{cmd[0]}: unrecognized option '--json'")
+                list(argv), 1, "", f"{cmd[0]}: unrecognized option '--json'"
+            )
         else:
             done = subprocess_runner(argv, timeout_s)
         self.outputs[cmd] = done
@@ -198,8 +224,9 @@ class Recorder:
 
 def cli(runner: Recorder) -> CliSlurm:
     return CliSlurm(
-        SlurmSettings(command_prefix=[DOCKER, "exec", CTLD], gres_conf=GRES_CONF,
-                      cluster_name="defrag"),
+        SlurmSettings(
+            command_prefix=[DOCKER, "exec", CTLD], gres_conf=GRES_CONF, cluster_name="defrag"
+        ),
         runner=runner,
     )
 
@@ -294,7 +321,10 @@ def test_hostile_jobs_read_exactly_as_slurm_holds_them(reads: Reads, scene: Scen
         for snap in (reads.json, reads.rest):
             job = by_id(snap)[job_id]
             assert (job.name, job.comment, job.admin_comment) == (
-                sub["name"], sub["comment"], ""), (snap.source, role)
+                sub["name"],
+                sub["comment"],
+                "",
+            ), (snap.source, role)
             assert set(job.gpus) == {"node01"}, role
             assert len(job.gpus["node01"]) == 1, role
         assert by_id(reads.json)[job_id].gpus == by_id(reads.rest)[job_id].gpus
@@ -310,7 +340,11 @@ def test_text_only_reads_hostile_jobs_exactly_or_leaves_them_out(
         if job_id in text:
             job = text[job_id]
             assert (job.name, job.comment, job.admin_comment, dict(job.gpus)) == (
-                exact[job_id].name, exact[job_id].comment, "", dict(exact[job_id].gpus)), role
+                exact[job_id].name,
+                exact[job_id].comment,
+                "",
+                dict(exact[job_id].gpus),
+            ), role
         else:
             assert any(f"job {job_id} left out" in w for w in reads.warnings), reads.warnings
             # never requeued, and its GPU stays busy (the map: "busy, job not visible")
@@ -336,9 +370,7 @@ def test_no_other_job_changes(reads: Reads, scene: Scene) -> None:
     assert by_id(reads.text)[scene.jobs["V"]].gpus == v.gpus
 
 
-def test_cross_check_skips_what_it_cannot_verify_and_says_so(
-    reads: Reads, scene: Scene
-) -> None:
+def test_cross_check_skips_what_it_cannot_verify_and_says_so(reads: Reads, scene: Scene) -> None:
     """The default read did not fail the cycle; it named the records it skipped."""
     skipped = " ".join(w for w in reads.warnings if "not cross-checked" in w)
     assert f"job {scene.jobs['workdir']} not cross-checked" in skipped

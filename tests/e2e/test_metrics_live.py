@@ -102,8 +102,12 @@ def _start(tmp: Path, port: int) -> subprocess.Popen[bytes]:
     )
     exe = Path(sys.executable).parent / "slurm-defrag"
     env = {k: v for k, v in os.environ.items() if not k.startswith("SLURM_DEFRAG_")}
-    return subprocess.Popen([str(exe), "serve", "--config", str(config)], env=env,
-                            stdout=subprocess.DEVNULL, stderr=(tmp / "serve.log").open("wb"))
+    return subprocess.Popen(
+        [str(exe), "serve", "--config", str(config)],
+        env=env,
+        stdout=subprocess.DEVNULL,
+        stderr=(tmp / "serve.log").open("wb"),
+    )
 
 
 def _wait_for_new_snapshot(port: int, after: float, timeout_s: float = 90) -> None:
@@ -132,12 +136,21 @@ def test_metrics_agree_with_scontrol(tmp_path: Path) -> None:
         service = _start(tmp_path, port)
         try:
             for node in ("node01", "node02"):
-                ours.append(sbatch("-w", node, "--gres=gpu:a100:6", "-t", "5",
-                                   "-J", "metrics-e2e-hold", wrap="sleep 300"))
+                ours.append(
+                    sbatch(
+                        "-w",
+                        node,
+                        "--gres=gpu:a100:6",
+                        "-t",
+                        "5",
+                        "-J",
+                        "metrics-e2e-hold",
+                        wrap="sleep 300",
+                    )
+                )
             wait_running(ours)
             print(f"metrics live: our jobs running after {time.monotonic() - asked:.0f} s")
-            starved = sbatch("--gres=gpu:a100:3", "-t", "5", "-J", "metrics-e2e-T",
-                             wrap="sleep 30")
+            starved = sbatch("--gres=gpu:a100:3", "-t", "5", "-J", "metrics-e2e-T", wrap="sleep 30")
             ours.append(starved)
             time.sleep(3)
             assert job_states([starved])[starved] == "PENDING"
@@ -152,8 +165,10 @@ def test_metrics_agree_with_scontrol(tmp_path: Path) -> None:
     assert code == 0, log
 
     # Our starving job is among the falsely starved of batch / a100 / spatial.
-    starving = {(lab["partition"], lab["gpu_model"], lab["reason"]): v
-                for lab, v in got["slurm_defrag_falsely_starved_jobs"]}
+    starving = {
+        (lab["partition"], lab["gpu_model"], lab["reason"]): v
+        for lab, v in got["slurm_defrag_falsely_starved_jobs"]
+    }
     assert starving.get(("batch", "a100", "spatial"), 0) >= 1, starving
     # This instance holds the lease and runs cycles; the dry-run cycle planned for our job.
     assert got["slurm_defrag_up"][0][1] == 1

@@ -58,10 +58,23 @@ def quiet_node() -> Iterator[str]:
     for name in candidates:
         # Without IGNORE_JOBS Slurm refuses a reservation on a node that runs jobs.
         proc = subprocess.run(
-            [DOCKER, "exec", CTLD, "scontrol", "create", "reservation",
-             f"ReservationName={resv}", f"Nodes={name}", "StartTime=now", "Duration=30",
-             "Users=root"],
-            capture_output=True, text=True, timeout=60, check=False,
+            [
+                DOCKER,
+                "exec",
+                CTLD,
+                "scontrol",
+                "create",
+                "reservation",
+                f"ReservationName={resv}",
+                f"Nodes={name}",
+                "StartTime=now",
+                "Duration=30",
+                "Users=root",
+            ],
+            capture_output=True,
+            text=True,
+            timeout=60,
+            check=False,
         )
         if proc.returncode == 0:
             node = name
@@ -119,13 +132,16 @@ def test_slurmctld_outage_is_one_line_and_recovers(tmp_path: Path) -> None:
     common = ("snapshot", "--gres-conf", str(GRES_CONF), "--timeout", "90")
     reads = {
         "a) cli in slurmctld": ("--backend", "cli", "--command-prefix", f"{DOCKER} exec {CTLD}"),
-        "b) cli in slurmrestd": ("--backend", "cli", "--command-prefix",
-                                 f"{DOCKER} exec {container('slurmrestd')}"),
+        "b) cli in slurmrestd": (
+            "--backend",
+            "cli",
+            "--command-prefix",
+            f"{DOCKER} exec {container('slurmrestd')}",
+        ),
         "c) rest": ("--backend", "rest", "--rest-url", REST_URL, "--token-file", str(token_file)),
     }
     results: dict[str, tuple[int, str, str]] = {}
-    subprocess.run([DOCKER, "stop", "-t", "30", CTLD], check=True, capture_output=True,
-                   timeout=90)
+    subprocess.run([DOCKER, "stop", "-t", "30", CTLD], check=True, capture_output=True, timeout=90)
     try:
         for name, args in reads.items():
             proc = slurm_defrag(*common, *args)

@@ -85,8 +85,13 @@ POLICY = "version = 1\n[protections]\nmin_runtime_minutes = 0\n"
 DRAIN_POLICY = POLICY + "[limits]\nmax_victims_per_plan = 0\n[drain]\nenabled = true\n"
 MOUNT = "/etc/slurm-defrag/test"
 
-SUBSET = {("requeue", "requeue"), ("requeue", "hand-over:recorded"), ("drain", "drain"),
-          ("drain", "resume:recorded"), ("drain", "undo-drain")}
+SUBSET = {
+    ("requeue", "requeue"),
+    ("requeue", "hand-over:recorded"),
+    ("drain", "drain"),
+    ("drain", "resume:recorded"),
+    ("drain", "undo-drain"),
+}
 """Cases run on suites other than bookworm (unless FAULTS_FULL=1)."""
 
 FULL = SUITE == "bookworm" or os.environ.get("FAULTS_FULL") == "1"
@@ -96,8 +101,12 @@ FAST: dict[str, object] = {"interval_s": 2, "lease_ttl_s": 4, "plan_ttl_s": 240}
 
 
 def _cases() -> Iterator[object]:
-    specs = [(kind, spec) for kind, steps in (("requeue", REQUEUE_STEPS), ("drain", DRAIN_STEPS))
-             for step in steps for spec in (step, f"{step}:recorded")]
+    specs = [
+        (kind, spec)
+        for kind, steps in (("requeue", REQUEUE_STEPS), ("drain", DRAIN_STEPS))
+        for step in steps
+        for spec in (step, f"{step}:recorded")
+    ]
     for kind, spec in [*specs, ("drain", "undo-drain")]:  # the last: TTL rollback, crashed
         # The subset is chosen at collection, not skipped: a skip would read as "could not
         # run" in CI's summary, while this is a deliberate, documented choice of cases.
@@ -115,32 +124,59 @@ class Case:
         ctld("touch", f"/jobs/{self.tag}.{role}")
 
     def remove_files(self) -> None:
-        ctld("rm", "-f", *(f"/jobs/{self.tag}.{r}" for r in ("F1", "V", "F2", "T", "all")),
-             check=False)
+        ctld(
+            "rm",
+            "-f",
+            *(f"/jobs/{self.tag}.{r}" for r in ("F1", "V", "F2", "T", "all")),
+            check=False,
+        )
 
 
 def _job_script(tag: str, role: str, max_s: int) -> str:
     # Ends (exit 0, COMPLETED) as soon as its release file exists, at the latest after
     # max_s (below the time limit, so never TIMEOUT). A requeued V reruns this script.
     go = f"/jobs/{tag}"
-    return (f"for i in $(seq {max_s}); do [ -e {go}.all ] || [ -e {go}.{role} ] && exit 0; "
-            "sleep 1; done")
+    return (
+        f"for i in $(seq {max_s}); do [ -e {go}.all ] || [ -e {go}.{role} ] && exit 0; "
+        "sleep 1; done"
+    )
 
 
 def _fragment(case: Case, v_limit_min: int) -> None:
     """F1 on node01 GPUs 0-4, V on 5, F2 on node02 0-5; T (3 a100, NVLink) waits."""
     sc = case.sc
-    for role, node, gpus, limit in (("F1", "node01", 5, 10), ("V", "node01", 1, v_limit_min),
-                                    ("F2", "node02", 6, 10)):
+    for role, node, gpus, limit in (
+        ("F1", "node01", 5, 10),
+        ("V", "node01", 1, v_limit_min),
+        ("F2", "node02", 6, 10),
+    ):
         sc.jobs[role] = sbatch(
-            "-w", node, f"--gres=gpu:a100:{gpus}", "-t", str(limit),
-            "-J", f"svc-e2e-fault-{role}", wrap=_job_script(case.tag, role, limit * 60 - 20))
-        _wait(f"{role} running", lambda j=sc.jobs[role]: job_states([j]).get(j) == "RUNNING",
-              60, 0.5)
-    sc.jobs["T"] = sbatch("--gres=gpu:a100:3", "-t", "10", "-J", "svc-e2e-fault-T",
-                          wrap=_job_script(case.tag, "T", 580))
-    _wait("T seen pending by the scheduler",
-          lambda: _show(sc.jobs["T"]).get("Reason") in ("Resources", "Priority"), 30, 0.5)
+            "-w",
+            node,
+            f"--gres=gpu:a100:{gpus}",
+            "-t",
+            str(limit),
+            "-J",
+            f"svc-e2e-fault-{role}",
+            wrap=_job_script(case.tag, role, limit * 60 - 20),
+        )
+        _wait(
+            f"{role} running", lambda j=sc.jobs[role]: job_states([j]).get(j) == "RUNNING", 60, 0.5
+        )
+    sc.jobs["T"] = sbatch(
+        "--gres=gpu:a100:3",
+        "-t",
+        "10",
+        "-J",
+        "svc-e2e-fault-T",
+        wrap=_job_script(case.tag, "T", 580),
+    )
+    _wait(
+        "T seen pending by the scheduler",
+        lambda: _show(sc.jobs["T"]).get("Reason") in ("Resources", "Priority"),
+        30,
+        0.5,
+    )
 
 
 def _steps(sc: Scenario) -> dict[str, str]:
@@ -194,7 +230,8 @@ def test_kill_after_step_then_restart_completes_or_rolls_back(
     rollback = spec.startswith("undo-")
     step, _, phase = spec.partition(":")
     settings: dict[str, object] = {
-        **FAST, **_policy(sc, DRAIN_POLICY if kind == "drain" else POLICY),
+        **FAST,
+        **_policy(sc, DRAIN_POLICY if kind == "drain" else POLICY),
         # The rollback case: a TTL that passes while wait-free waits for V.
         **({"plan_ttl_s": 25} if rollback else {}),
     }
@@ -205,13 +242,16 @@ def test_kill_after_step_then_restart_completes_or_rolls_back(
         weights = _weights()
         _fragment(case, v_limit_min=2 if kind == "drain" else 5)
         t_id = sc.jobs["T"]
-        svc = _service(sc, "fault", user=user, mode="enforce", test_crash_after=spec,
-                       **settings)
+        svc = _service(sc, "fault", user=user, mode="enforce", test_crash_after=spec, **settings)
         if kind == "drain" and not rollback:
             # V is the drain's blocker: it ends once node01 is drained (wait-free then sees
             # its GPU free), not before the plan exists.
-            _wait("drain step done", lambda: _steps(sc).get("drain") == "done"
-                  or svc.exit_code() is not None, 120, 0.5)
+            _wait(
+                "drain step done",
+                lambda: _steps(sc).get("drain") == "done" or svc.exit_code() is not None,
+                120,
+                0.5,
+            )
             case.release("V")
         code = svc.wait_exit(150)
         crashed_at = time.monotonic()
@@ -260,8 +300,12 @@ def test_kill_after_step_then_restart_completes_or_rolls_back(
         assert _our_drains() == []
         assert _weights() == weights
         case.release()
-        _wait("every job COMPLETED",
-              lambda: all(_show(j).get("JobState") == "COMPLETED" for j in sc.ids()), 120, 1)
+        _wait(
+            "every job COMPLETED",
+            lambda: all(_show(j).get("JobState") == "COMPLETED" for j in sc.ids()),
+            120,
+            1,
+        )
         if kind == "requeue":
             assert _show(sc.jobs["V"]).get("Restarts") == "1"
     print(f"\nfault {SUITE} {kind} {spec}: plan {status} {recovery_s:.1f} s after the crash")
@@ -272,8 +316,11 @@ def _counts(sc: Scenario) -> tuple[int | None, int, int]:
     store = Store.open(sc.db_url)
     try:
         plans = Plans(store.engine)
-        return (Repository(store).latest_id(), len(plans.recent(limit=10_000)),
-                len(plans.commands(limit=10_000)))
+        return (
+            Repository(store).latest_id(),
+            len(plans.recent(limit=10_000)),
+            len(plans.commands(limit=10_000)),
+        )
     finally:
         store.close()
 
@@ -289,8 +336,14 @@ def test_slurmctld_hung_no_action_one_line_per_cycle_then_normal(tmp_path: Path)
     timeout_s = 4
     try:
         with exclusive_cluster():
-            svc = _service(sc, "outage", mode="dry-run", interval_s=2,
-                           slurm__command_timeout_s=timeout_s, **_policy(sc, POLICY))
+            svc = _service(
+                sc,
+                "outage",
+                mode="dry-run",
+                interval_s=2,
+                slurm__command_timeout_s=timeout_s,
+                **_policy(sc, POLICY),
+            )
             lines, outage_s, back_s = _freeze_slurmctld(sc, svc)
             code = svc.stop()
     finally:
@@ -303,8 +356,10 @@ def test_slurmctld_hung_no_action_one_line_per_cycle_then_normal(tmp_path: Path)
     assert all("Slurm unavailable:" in ln for ln in cycles), cycles
     # Nothing else in the log meanwhile (no APScheduler "skipped" warning at every tick).
     assert lines == cycles, lines
-    print(f"\nslurmctld frozen {outage_s:.1f} s: {len(cycles)} cycles, one line each "
-          f"({cycles[0]}); normal cycle {back_s:.1f} s after SIGCONT")
+    print(
+        f"\nslurmctld frozen {outage_s:.1f} s: {len(cycles)} cycles, one line each "
+        f"({cycles[0]}); normal cycle {back_s:.1f} s after SIGCONT"
+    )
 
 
 def _freeze_slurmctld(sc: Scenario, svc: ServiceContainer) -> tuple[list[str], float, float]:

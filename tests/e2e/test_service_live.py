@@ -124,8 +124,11 @@ def _wait(what: str, cond: object, timeout_s: float, every: float = 1.0) -> None
 def _plans(sc: Scenario) -> list[tuple[int, str, str, str, Plan]]:
     store = Store.open(sc.db_url)
     try:
-        return [(p.id, p.mode, p.status, p.note, Plan.model_validate(p.inputs["plan"]))
-                for p in Plans(store.engine).recent() if "plan" in p.inputs]
+        return [
+            (p.id, p.mode, p.status, p.note, Plan.model_validate(p.inputs["plan"]))
+            for p in Plans(store.engine).recent()
+            if "plan" in p.inputs
+        ]
     finally:
         store.close()
 
@@ -152,9 +155,15 @@ def _write_config(sc: Scenario, policy_extra: str = "", **extra: object) -> Path
     # Victims here ran for seconds: the default 10-minute minimum runtime would protect them.
     policy.write_text("version = 1\n[protections]\nmin_runtime_minutes = 0\n" + policy_extra)
     top: dict[str, object] = {
-        "mode": "enforce", "interval_s": 4, "plan_ttl_s": 240, "lease_ttl_s": 8,
-        "policy": str(policy), "db_url": sc.db_url,
-        "kill_switch_file": str(sc.workdir / "STOP"), "http_port": sc.port, **extra,
+        "mode": "enforce",
+        "interval_s": 4,
+        "plan_ttl_s": 240,
+        "lease_ttl_s": 8,
+        "policy": str(policy),
+        "db_url": sc.db_url,
+        "kill_switch_file": str(sc.workdir / "STOP"),
+        "http_port": sc.port,
+        **extra,
     }
     path = sc.workdir / f"service-{len(list(sc.workdir.glob('service-*.toml')))}.toml"
     path.write_text(
@@ -170,8 +179,12 @@ def _new_scenario(workdir: Path) -> Scenario:
     sc.db_url = f"sqlite:///{sc.workdir / 'defrag.db'}"
     sc.port = _free_port()
     sc.config = _write_config(sc)
-    subprocess.run([*SERVE[:-1], "db", "upgrade", "--db", sc.db_url], check=True,
-                   capture_output=True, env=_env())
+    subprocess.run(
+        [*SERVE[:-1], "db", "upgrade", "--db", sc.db_url],
+        check=True,
+        capture_output=True,
+        env=_env(),
+    )
     return sc
 
 
@@ -209,12 +222,22 @@ def _service(sc: Scenario, tag: str, **settings: object) -> ServiceContainer:
 
 def _fragment(sc: Scenario, *, check_pending: bool = True) -> None:
     # Submitted one by one so that cons_tres hands out GPU indices in this order.
-    for role, node, gpus, secs in (("F1", "node01", 5, 150), ("V", "node01", 1, 60),
-                                   ("F2", "node02", 6, 150)):
-        sc.jobs[role] = sbatch("-w", node, f"--gres=gpu:a100:{gpus}", "-t", "5",
-                               "-J", f"svc-e2e-{role}", wrap=f"sleep {secs}")
-        _wait(f"{role} running", lambda j=sc.jobs[role]: job_states([j]).get(j) == "RUNNING",
-              60)
+    for role, node, gpus, secs in (
+        ("F1", "node01", 5, 150),
+        ("V", "node01", 1, 60),
+        ("F2", "node02", 6, 150),
+    ):
+        sc.jobs[role] = sbatch(
+            "-w",
+            node,
+            f"--gres=gpu:a100:{gpus}",
+            "-t",
+            "5",
+            "-J",
+            f"svc-e2e-{role}",
+            wrap=f"sleep {secs}",
+        )
+        _wait(f"{role} running", lambda j=sc.jobs[role]: job_states([j]).get(j) == "RUNNING", 60)
     sc.jobs["T"] = sbatch("--gres=gpu:a100:3", "-t", "5", "-J", "svc-e2e-T", wrap="sleep 30")
     sc.t_submitted = time.monotonic()
     if check_pending:  # (with the service already running, T may be started by now)
@@ -254,11 +277,16 @@ def _env(**extra: str) -> dict[str, str]:
     return {**env, **extra}
 
 
-def _start(sc: Scenario, log: Path, config: Path | None = None,
-           **env: str) -> subprocess.Popen[bytes]:
+def _start(
+    sc: Scenario, log: Path, config: Path | None = None, **env: str
+) -> subprocess.Popen[bytes]:
     """Host mode: ``slurm-defrag serve`` as a process on this host."""
-    return subprocess.Popen([*SERVE, "--config", str(config or sc.config)], env=_env(**env),
-                            stdout=subprocess.DEVNULL, stderr=log.open("wb"))
+    return subprocess.Popen(
+        [*SERVE, "--config", str(config or sc.config)],
+        env=_env(**env),
+        stdout=subprocess.DEVNULL,
+        stderr=log.open("wb"),
+    )
 
 
 def _stop(*procs: subprocess.Popen[bytes]) -> list[int]:
@@ -332,17 +360,24 @@ def test_enforce_frees_the_block_survives_a_crash_and_one_instance_acts(
     assert any("read-only" in text for text in logs), logs
     assert _show(v_id).get("Restarts") == "1"
     # Every job runs to completion, the requeued victim included (it reruns after T).
-    _wait("all jobs COMPLETED",
-          lambda: all(_show(j).get("JobState") == "COMPLETED" for j in sc.ids()), 420, 5)
-    (sc.workdir / "timing.json").write_text(json.dumps({"blocked_to_running_s":
-                                                        round(blocked_to_running, 1)}))
+    _wait(
+        "all jobs COMPLETED",
+        lambda: all(_show(j).get("JobState") == "COMPLETED" for j in sc.ids()),
+        420,
+        5,
+    )
+    (sc.workdir / "timing.json").write_text(
+        json.dumps({"blocked_to_running_s": round(blocked_to_running, 1)})
+    )
     # Both instances ran the whole time; exactly one acted, the other stayed read-only.
     actors = [text for text in logs if ": step " in text]
     assert len(actors) == 1, logs
     (idle,) = [text for text in logs if text not in actors]
     assert "read-only" in idle
-    print(f"\nservice live: T blocked -> running in {blocked_to_running:.1f} s "
-          f"(includes the crash, the 8 s lease expiry and the restart)")
+    print(
+        f"\nservice live: T blocked -> running in {blocked_to_running:.1f} s "
+        f"(includes the crash, the 8 s lease expiry and the restart)"
+    )
 
 
 def test_time_from_blocked_to_running(fresh: Scenario) -> None:
@@ -384,15 +419,25 @@ def test_time_from_blocked_to_running(fresh: Scenario) -> None:
             plans = Plans(store.engine)
             (rec,) = plans.recent()
             steps = {s.action: s for s in plans.steps(rec.id)}
-            span = {k: round((s.finished_at - rec.created_at).total_seconds(), 1)  # type: ignore[operator]
-                    for k, s in steps.items()}
+            span = {
+                k: round((s.finished_at - rec.created_at).total_seconds(), 1)  # type: ignore[operator]
+                for k, s in steps.items()
+            }
             solve_s = rec.solve_time_s
         finally:
             store.close()
-        _wait("all jobs COMPLETED",
-              lambda: all(_show(j).get("JobState") == "COMPLETED" for j in sc.ids()), 420, 5)
-    result = {"interval_s": interval_s, "blocked_to_running_s": round(blocked_to_running, 1),
-              "solve_s": solve_s, "steps_done_after_admission_s": span}
+        _wait(
+            "all jobs COMPLETED",
+            lambda: all(_show(j).get("JobState") == "COMPLETED" for j in sc.ids()),
+            420,
+            5,
+        )
+    result = {
+        "interval_s": interval_s,
+        "blocked_to_running_s": round(blocked_to_running, 1),
+        "solve_s": solve_s,
+        "steps_done_after_admission_s": span,
+    }
     (sc.workdir / "timing.json").write_text(json.dumps(result))
     print(f"\nservice live timing (container): {json.dumps(result)}")
 
@@ -409,11 +454,18 @@ def test_packing_weights_applied_and_restored_on_sigterm(fresh: Scenario) -> Non
     # people's jobs on the shared cluster are never touched by this test. Node weights
     # need Slurm Admin rights (docker/README.md "Privileges"): this instance runs as root.
     policy = _mount_dir(sc.workdir) / "policy.toml"
-    policy.write_text("version = 1\n[limits]\nmax_victims_per_plan = 0\n"
-                      "[drain]\nenabled = false\n")
-    service = _service(sc, "packing", user="root", mode="enforce", **FAST, packing=True,
-                       packing_weight_bump=1000, policy="/etc/slurm-defrag/test/policy.toml",
-                       files={"/etc/slurm-defrag/test": sc.workdir})
+    policy.write_text("version = 1\n[limits]\nmax_victims_per_plan = 0\n[drain]\nenabled = false\n")
+    service = _service(
+        sc,
+        "packing",
+        user="root",
+        mode="enforce",
+        **FAST,
+        packing=True,
+        packing_weight_bump=1000,
+        policy="/etc/slurm-defrag/test/policy.toml",
+        files={"/etc/slurm-defrag/test": sc.workdir},
+    )
     try:
         # Idle nodes (no GPU in use, not reserved or drained) get original + 1000.
         _wait("weights raised", lambda: any(w >= 1000 for w in _weights().values()), 90)
@@ -447,9 +499,14 @@ def test_slurm_unreachable_no_action_one_line_per_cycle(fresh: Scenario) -> None
     )
     wrapper.chmod(0o755)
     down.touch()
-    service = _service(sc, "unreachable", mode="dry-run", interval_s=2,
-                       slurm__command_prefix=[f"{mounted}/slurm-or-down.sh"],
-                       files={mounted: sc.workdir})
+    service = _service(
+        sc,
+        "unreachable",
+        mode="dry-run",
+        interval_s=2,
+        slurm__command_prefix=[f"{mounted}/slurm-or-down.sh"],
+        files={mounted: sc.workdir},
+    )
     try:
         service.wait_healthy()
         time.sleep(7)
@@ -460,7 +517,10 @@ def test_slurm_unreachable_no_action_one_line_per_cycle(fresh: Scenario) -> None
         # One line per cycle and nothing else from the cycle; no plan, no command stored.
         assert [ln for ln in lines if "slurm_defrag.service.loop" in ln] == cycles
         down.unlink()
-        _wait("a normal cycle",
-              lambda: "snapshot #" in service.logs() or "dry-run plan" in service.logs(), 60)
+        _wait(
+            "a normal cycle",
+            lambda: "snapshot #" in service.logs() or "dry-run plan" in service.logs(),
+            60,
+        )
     finally:
         assert service.stop() == 0

@@ -98,8 +98,16 @@ def scontrol_gpus(job_id: str) -> tuple[str, dict[str, set[int]]]:
 
 
 def sbatch(tag: str, role: str, *opts: str) -> str:
-    out = ctld("sbatch", "--parsable", "--requeue", "-J", f"e2e-snap-{tag}-{role}", *opts,
-               "--wrap", "sleep 600")
+    out = ctld(
+        "sbatch",
+        "--parsable",
+        "--requeue",
+        "-J",
+        f"e2e-snap-{tag}-{role}",
+        *opts,
+        "--wrap",
+        "sleep 600",
+    )
     return out.strip().split(";")[0]
 
 
@@ -135,8 +143,10 @@ def scenario() -> Iterator[Live]:
     free = [n.name for n in before.nodes if n.available and not n.gpus_used and n.gpu_count >= 8]
     others = [n.name for n in before.nodes if n.name not in free[:2] and not n.drained]
     if len(free) < 2 or not others:
-        pytest.fail(f"need 2 idle unreserved nodes and a third node; state: "
-                    f"{[(n.name, sorted(n.state), n.reservation) for n in before.nodes]}")
+        pytest.fail(
+            f"need 2 idle unreserved nodes and a third node; state: "
+            f"{[(n.name, sorted(n.state), n.reservation) for n in before.nodes]}"
+        )
     n1, n2 = free[:2]
     try:
         t = ctx.tag
@@ -248,10 +258,10 @@ def test_cpus_and_memory_are_filled(live: Live) -> None:
     carry their CPUs and memory as scontrol shows them."""
     memory_allocated = "MEMORY" in config().get("SelectTypeParameters", "").upper()
     running = sbatch(live.tag, "cpu", "-c", "2", "--mem=1G", "--gres=gpu:1")
-    held = sbatch(live.tag, "cpuheld", "-H", "-N1", "-c", "3", "--mem-per-cpu=1G",
-                  "--gres=gpu:1")
-    per_gpu = sbatch(live.tag, "gpuheld", "-H", "--cpus-per-gpu=4", "--mem-per-gpu=2G",
-                     "--gres=gpu:2")
+    held = sbatch(live.tag, "cpuheld", "-H", "-N1", "-c", "3", "--mem-per-cpu=1G", "--gres=gpu:1")
+    per_gpu = sbatch(
+        live.tag, "gpuheld", "-H", "--cpus-per-gpu=4", "--mem-per-gpu=2G", "--gres=gpu:2"
+    )
     # the fixture cancels them if we fail
     live.jobs.update(cpu=running, cpuheld=held, gpuheld=per_gpu)
     try:
@@ -259,7 +269,9 @@ def test_cpus_and_memory_are_filled(live: Live) -> None:
         for snap in (live.cli.snapshot(), live.rest.snapshot()):
             job = snap.job_by_id[running]
             assert (job.cpus_per_node, job.memory_mb_per_node) == (
-                2, 1024 if memory_allocated else 0), snap.source
+                2,
+                1024 if memory_allocated else 0,
+            ), snap.source
             need = snap.job_by_id[held]
             assert (need.cpus_per_node, need.memory_mb_per_node) == (3, 3072), snap.source
             need = snap.job_by_id[per_gpu]

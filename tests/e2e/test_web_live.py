@@ -115,8 +115,12 @@ def service(tmp_path: Path) -> Iterator[str]:
     env = {k: v for k, v in os.environ.items() if not k.startswith("SLURM_DEFRAG_")}
     log = tmp_path / "serve.log"
     cli = str(Path(sys.executable).parent / "slurm-defrag")
-    proc = subprocess.Popen([cli, "serve", "--config", str(config), "--mode", "dry-run"],
-                            env=env, stdout=subprocess.DEVNULL, stderr=log.open("wb"))
+    proc = subprocess.Popen(
+        [cli, "serve", "--config", str(config), "--mode", "dry-run"],
+        env=env,
+        stdout=subprocess.DEVNULL,
+        stderr=log.open("wb"),
+    )
     base = f"http://127.0.0.1:{port}/"
     try:
         _wait_for("the first snapshot on the page", lambda: _api(base, "api/snapshot"), 90)
@@ -138,10 +142,10 @@ def _cancel_ours(jobs: dict[str, str]) -> None:
 def _fragment(jobs: dict[str, str]) -> None:
     # One by one, each running before the next, so cons_tres hands out GPU indices in order.
     for role, node, gpus in (("F1", "node01", 5), ("V", "node01", 1), ("F2", "node02", 6)):
-        jobs[role] = sbatch("-w", node, f"--gres=gpu:a100:{gpus}", "-t", "10",
-                            "-J", PREFIX + role, wrap="sleep 600")
-        _wait_for(f"{role} running",
-                  lambda j=jobs[role]: job_states([j]).get(j) == "RUNNING", 60)
+        jobs[role] = sbatch(
+            "-w", node, f"--gres=gpu:a100:{gpus}", "-t", "10", "-J", PREFIX + role, wrap="sleep 600"
+        )
+        _wait_for(f"{role} running", lambda j=jobs[role]: job_states([j]).get(j) == "RUNNING", 60)
     jobs["T"] = sbatch("--gres=gpu:a100:3", "-t", "10", "-J", PREFIX + "T", wrap="sleep 60")
 
 
@@ -163,8 +167,11 @@ def test_page_shows_the_cluster_and_the_plan(service: str, tmp_path: Path) -> No
 
             def plan_for_t() -> Any:
                 body = _api(base, "api/plans") or {"plans": []}
-                return [p for p in body["plans"]
-                        if t_id in [t["job_id"] for t in p["targets"] if t["served"]]]
+                return [
+                    p
+                    for p in body["plans"]
+                    if t_id in [t["job_id"] for t in p["targets"] if t["served"]]
+                ]
 
             plan = _wait_for("a dry-run plan serving T", plan_for_t, 90)[0]
             assert job_states([t_id]).get(t_id) == "PENDING"  # dry-run: nothing changed
@@ -189,4 +196,5 @@ def test_page_shows_the_cluster_and_the_plan(service: str, tmp_path: Path) -> No
             _cancel_ours(jobs)
     # Dry-run: the plan's reservation was never made (others' may exist: not looked at).
     assert f"ReservationName={plan['reservation']} " not in ctld(
-        "scontrol", "show", "reservation", check=False)
+        "scontrol", "show", "reservation", check=False
+    )

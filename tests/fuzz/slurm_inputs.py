@@ -94,8 +94,23 @@ HOSTILE_TOKENS = (
 )
 
 _NUMBERS = (
-    0, 1, -1, 2, 7, 16, 17, 2**31, 2**32, 2**63, 2**64, 2**64 + 1, -(2**63) - 1, 10**30,
-    10**400, 253_402_300_800, 99_999_999,
+    0,
+    1,
+    -1,
+    2,
+    7,
+    16,
+    17,
+    2**31,
+    2**32,
+    2**63,
+    2**64,
+    2**64 + 1,
+    -(2**63) - 1,
+    10**30,
+    10**400,
+    253_402_300_800,
+    99_999_999,
 )
 _FLOATS = (float("nan"), float("inf"), float("-inf"), 1e308, -1e308, 0.5, 1.5, -0.0)
 
@@ -130,10 +145,19 @@ def _deep(depth: int) -> Any:
 
 
 _CONTAINERS = (
-    [], {}, [None], ["x"], [1], {"set": True, "number": 2**70},
-    {"set": True, "infinite": False, "number": "7"}, {"number": None},
-    {"set": "yes", "number": float("nan")}, ["RUNNING", 5], [HOSTILE_TOKENS[0], "node01"],
-    _deep(20), _deep(61),
+    [],
+    {},
+    [None],
+    ["x"],
+    [1],
+    {"set": True, "number": 2**70},
+    {"set": True, "infinite": False, "number": "7"},
+    {"number": None},
+    {"set": "yes", "number": float("nan")},
+    ["RUNNING", 5],
+    [HOSTILE_TOKENS[0], "node01"],
+    _deep(20),
+    _deep(61),
 )
 _VALUES = (None, True, False, *_NUMBERS, *_FLOATS)
 
@@ -255,21 +279,43 @@ def json_document(draw: st.DrawFn, version: str, name: str, key: str) -> Any:
 
 # Key=value tokens that reach GRES, host list, CPU id, memory, time and id parsing.
 TEXT_TOKENS = (
-    "JobId=5", "JobId=²", "JobId=99999999999999999999", "ArrayJobId=7", "ArrayTaskId=²",
-    "JobState=RUNNING", "JobState=", "NumNodes=²", "NumNodes=" + "9" * 5000,
-    "NumCPUs=99999999999999999999999", "NtasksPerN:B:S:C=²:0:*:*",
+    "JobId=5",
+    "JobId=²",
+    "JobId=99999999999999999999",
+    "ArrayJobId=7",
+    "ArrayTaskId=²",
+    "JobState=RUNNING",
+    "JobState=",
+    "NumNodes=²",
+    "NumNodes=" + "9" * 5000,
+    "NumCPUs=99999999999999999999999",
+    "NtasksPerN:B:S:C=²:0:*:*",
     "NtasksPerN:B:S:C=" + "9" * 5000 + ":0:*:*",
     "Nodes=node[0-99999999] CPU_IDs=0-3 Mem=100 GRES=gpu:a100:1(IDX:0)",
     "Nodes=node01 CPU_IDs=0-99999999 Mem=0 GRES=",
     "Nodes=node01 CPU_IDs=0-3 Mem=" + "9" * 400 + " GRES=gpu:a100:2(IDX:0-99999999)",
     "Nodes=node01 CPU_IDs=² Mem=1 GRES=gpu:a100:1(IDX:²)",
-    "GRES=gpu:a100:2(IDX:0-99999999)", "GresUsed=gpu:a100:1(IDX:²)",
-    "Gres=gpu:a100:" + "9" * 5000, "TresPerNode=gres/gpu:99999999999999999999",
-    "TresPerJob=gres/gpu=²", "MinMemoryNode=" + "9" * 400 + "T", "RealMemory=²",
-    "TimeLimit=" + "9" * 5000, "TimeLimit=999999999-99:99:99", "SubmitTime=99999-01-01T00:00:00",
-    "StartTime=9999-12-31T23:59:59", "EndTime=0000-00-00T00:00:00", "Nodes=n[0-99999],m[0-99999]",
-    "Nodes=" + "n[1]" * 600, "PriorityTier=²", "Weight=" + "9" * 5000, "CPUTot=-5",
-    "Comment=defrag:nvlink=²", "AdminComment=x JobId=1", "Partitions=a,,b", "State=IDLE+DRAIN",
+    "GRES=gpu:a100:2(IDX:0-99999999)",
+    "GresUsed=gpu:a100:1(IDX:²)",
+    "Gres=gpu:a100:" + "9" * 5000,
+    "TresPerNode=gres/gpu:99999999999999999999",
+    "TresPerJob=gres/gpu=²",
+    "MinMemoryNode=" + "9" * 400 + "T",
+    "RealMemory=²",
+    "TimeLimit=" + "9" * 5000,
+    "TimeLimit=999999999-99:99:99",
+    "SubmitTime=99999-01-01T00:00:00",
+    "StartTime=9999-12-31T23:59:59",
+    "EndTime=0000-00-00T00:00:00",
+    "Nodes=n[0-99999],m[0-99999]",
+    "Nodes=" + "n[1]" * 600,
+    "PriorityTier=²",
+    "Weight=" + "9" * 5000,
+    "CPUTot=-5",
+    "Comment=defrag:nvlink=²",
+    "AdminComment=x JobId=1",
+    "Partitions=a,,b",
+    "State=IDLE+DRAIN",
 )
 
 

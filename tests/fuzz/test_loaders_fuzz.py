@@ -53,10 +53,34 @@ class Deep:
 
 
 HOSTILE_STRINGS = [
-    "", " ", ".", "..", "/", "a\nb", "x JobId=1", "\x1b[31mred", "\x00", "[/]", "²", "١٢",
-    "2026-01-01T00:00:00", "0001-01-01T00:00:00+14:00", "9999-12-31T23:59:59-14:00",
-    "1969-12-31T23:59:59Z", "IDX:0-99999999", "nan", "inf", "-1", "1e999", "9" * 40,
-    "defrag:protect", "enforce", "off", "postgresql://u:pw@h:abc/d", "sqlite:///", "*",
+    "",
+    " ",
+    ".",
+    "..",
+    "/",
+    "a\nb",
+    "x JobId=1",
+    "\x1b[31mred",
+    "\x00",
+    "[/]",
+    "²",
+    "١٢",
+    "2026-01-01T00:00:00",
+    "0001-01-01T00:00:00+14:00",
+    "9999-12-31T23:59:59-14:00",
+    "1969-12-31T23:59:59Z",
+    "IDX:0-99999999",
+    "nan",
+    "inf",
+    "-1",
+    "1e999",
+    "9" * 40,
+    "defrag:protect",
+    "enforce",
+    "off",
+    "postgresql://u:pw@h:abc/d",
+    "sqlite:///",
+    "*",
 ]
 
 SCALARS = st.one_of(
@@ -71,8 +95,9 @@ SCALARS = st.one_of(
 
 _TREES = st.recursive(
     SCALARS,
-    lambda inner: st.lists(inner, max_size=4)
-    | st.dictionaries(st.text(max_size=8), inner, max_size=4),
+    lambda inner: (
+        st.lists(inner, max_size=4) | st.dictionaries(st.text(max_size=8), inner, max_size=4)
+    ),
     max_leaves=8,
 )
 VALUES: st.SearchStrategy[Any] = st.integers(0, 9).flatmap(
@@ -91,13 +116,14 @@ def _mutate(doc: Any, draw: st.DrawFn) -> Any:
     node = doc
     while isinstance(node, dict | list) and node and draw(st.integers(0, 3)) > 0:
         parent = node
-        key = draw(st.sampled_from(sorted(node, key=str) if isinstance(node, dict)
-                                   else range(len(node))))
+        key = draw(
+            st.sampled_from(sorted(node, key=str) if isinstance(node, dict) else range(len(node)))
+        )
         node = node[key]
     op = draw(st.sampled_from(["replace", "replace", "delete", "add", "dup"]))
     if op == "add" and isinstance(node, dict):
-        node[draw(st.text(max_size=10) | st.sampled_from(["nope", "slurm", "version"]))] = (
-            draw(VALUES)
+        node[draw(st.text(max_size=10) | st.sampled_from(["nope", "slurm", "version"]))] = draw(
+            VALUES
         )
         return doc
     if op == "dup" and isinstance(node, list) and node:
@@ -135,7 +161,7 @@ def mutated_bytes(draw: st.DrawFn, bases: list[bytes]) -> bytes:
         if op == 0:
             data[at] = draw(st.integers(0, 255))
         elif op == 1:
-            del data[at: at + draw(st.integers(1, 64))]
+            del data[at : at + draw(st.integers(1, 64))]
         elif op == 2:
             data[at:at] = draw(st.binary(min_size=1, max_size=16))
         else:
@@ -170,8 +196,8 @@ def to_json(doc: Any) -> str:
     while '{"__deep__": ' in text:
         start = text.index('{"__deep__": ')
         end = text.index("}", start)
-        depth = int(text[start + 13: end])
-        text = text[:start] + "[" * depth + "]" * depth + text[end + 1:]
+        depth = int(text[start + 13 : end])
+        text = text[:start] + "[" * depth + "]" * depth + text[end + 1 :]
     return text
 
 
@@ -289,8 +315,10 @@ def _slice(snapshot: dict[str, Any], nodes: int) -> dict[str, Any]:
     return {**snapshot, "nodes": kept, "jobs": jobs}
 
 
-SNAPSHOT_DOCS = [json.loads(SNAPSHOT_EXAMPLES[0].read_text()),
-                 _slice(json.loads(SNAPSHOT_EXAMPLES[1].read_text()), 6)]
+SNAPSHOT_DOCS = [
+    json.loads(SNAPSHOT_EXAMPLES[0].read_text()),
+    _slice(json.loads(SNAPSHOT_EXAMPLES[1].read_text()), 6),
+]
 POLICY_DOCS = [tomllib.loads(p.read_text()) for p in POLICY_EXAMPLES]
 CONFIG_DOCS = [tomllib.loads(p.read_text()) for p in CONFIG_EXAMPLES]
 
@@ -318,9 +346,11 @@ def test_policy_file_structure_fuzz(scratch: Path, doc: Any, as_yaml: bool) -> N
 
 @FUZZ
 @given(
-    data=mutated_bytes([p.read_bytes() for p in POLICY_EXAMPLES]
-                       + [to_yaml(d).encode() for d in POLICY_DOCS]
-                       + [s.encode() for s in YAML_HOSTILE]),
+    data=mutated_bytes(
+        [p.read_bytes() for p in POLICY_EXAMPLES]
+        + [to_yaml(d).encode() for d in POLICY_DOCS]
+        + [s.encode() for s in YAML_HOSTILE]
+    ),
     suffix=st.sampled_from([".toml", ".yaml"]),
 )
 def test_policy_file_bytes_fuzz(scratch: Path, data: bytes, suffix: str) -> None:

@@ -83,8 +83,11 @@ def test_scontrol_text_nodes_fuzz(text: str) -> None:
 
 
 @FUZZ
-@given(st.sampled_from(["partition", "reservation"]).flatmap(
-    lambda kind: st.tuples(st.just(kind), text_case(kind))))
+@given(
+    st.sampled_from(["partition", "reservation"]).flatmap(
+        lambda kind: st.tuples(st.just(kind), text_case(kind))
+    )
+)
 def test_scontrol_text_partitions_reservations_fuzz(case: tuple[str, str]) -> None:
     kind, text = case
     assert_clean(TEXT_PARSERS[kind], text)
@@ -111,7 +114,9 @@ REST_JSON = tuple(
     (version, f"slurmrestd_GET_slurm_{api}_{endpoint}.json", endpoint, mapper)
     for version, api in (("22.05", "v0.0.38"), ("24.11", "v0.0.42"))
     for endpoint, mapper in (
-        ("jobs", _JOBS), ("nodes", _NODES), ("partitions", _PARTITIONS),
+        ("jobs", _JOBS),
+        ("nodes", _NODES),
+        ("partitions", _PARTITIONS),
         ("reservations", _RESERVATIONS),
     )
 )
@@ -156,8 +161,16 @@ def test_rest_json_fuzz(case: tuple[tuple[str, str, str, Mapper], Any]) -> None:
 
 # Byte-level damage to a JSON answer: what json.loads itself trips over.
 _RAW_DAMAGE = (
-    b"1" * 5000, b"NaN", b"-Infinity", b"[" * 5000, b'{"a":' * 3000, b"\xff\xfe", b"\x00",
-    b"1e999", b'"\\ud800"', b"",
+    b"1" * 5000,
+    b"NaN",
+    b"-Infinity",
+    b"[" * 5000,
+    b'{"a":' * 3000,
+    b"\xff\xfe",
+    b"\x00",
+    b"1e999",
+    b'"\\ud800"',
+    b"",
 )
 
 
@@ -236,8 +249,12 @@ def pyslurm_case(draw: st.DrawFn) -> dict[str, list[StandIn]]:
 @given(pyslurm_case())
 def test_pyslurm_dicts_fuzz(objects: dict[str, list[StandIn]]) -> None:
     assert_clean(
-        parts_from, objects["nodes"], objects["jobs"], objects["partitions"],
-        objects["reservations"], NOW,
+        parts_from,
+        objects["nodes"],
+        objects["jobs"],
+        objects["partitions"],
+        objects["reservations"],
+        NOW,
     )
 
 
@@ -283,7 +300,9 @@ CLI_COMMANDS = {
         "scontrol show nodes --json": ("scontrol_show_nodes_--json.json", "nodes"),
         "scontrol show partitions --json": ("scontrol_show_partitions_--json.json", "partitions"),
         "scontrol show reservations --json": (
-            "scontrol_show_reservations_--json.json", "reservations"),
+            "scontrol_show_reservations_--json.json",
+            "reservations",
+        ),
         "scontrol show job -d": "scontrol_show_job_-d.txt",
     },
 }
@@ -332,7 +351,8 @@ def test_rest_snapshot_fuzz(case: tuple[str, str, bytes]) -> None:
 
     client = httpx.Client(base_url="http://slurmrestd", transport=httpx.MockTransport(handler))
     backend = RestSlurm(
-        settings_for(version, backend="rest", rest_api_version=api), client=client,
+        settings_for(version, backend="rest", rest_api_version=api),
+        client=client,
         clock=lambda: NOW,
     )
     assert_clean(backend.snapshot)
@@ -355,6 +375,7 @@ def test_pyslurm_snapshot_fuzz(objects: dict[str, list[StandIn]]) -> None:
         Reservations=SimpleNamespace(load=load("reservations")),
         RPCError=RuntimeError,
     )
-    backend = PyslurmSlurm(settings_for("24.11", backend="pyslurm"), module=module,
-                           clock=lambda: NOW)
+    backend = PyslurmSlurm(
+        settings_for("24.11", backend="pyslurm"), module=module, clock=lambda: NOW
+    )
     assert_clean(backend.snapshot)

@@ -61,10 +61,21 @@ def installed(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Installed]:
         conf.write_text(text if already else with_hook_lines(text), encoding="utf-8")
         # the table comes from the cluster's own (updated) configuration, as on a site
         render = subprocess.run(
-            [str(ROOT / ".venv" / "bin" / "slurm-defrag"), "plugins", "render",
-             "--slurm-conf", str(conf), "--gres-conf", str(tmp / "gres.conf"),
-             "-o", str(tmp / "defrag_nodes.lua")],
-            capture_output=True, text=True, check=False, timeout=120,
+            [
+                str(ROOT / ".venv" / "bin" / "slurm-defrag"),
+                "plugins",
+                "render",
+                "--slurm-conf",
+                str(conf),
+                "--gres-conf",
+                str(tmp / "gres.conf"),
+                "-o",
+                str(tmp / "defrag_nodes.lua"),
+            ],
+            capture_output=True,
+            text=True,
+            check=False,
+            timeout=120,
         )
         assert render.returncode == 0, render.stderr
         assert "packing hint on" in render.stderr, render.stderr
@@ -93,8 +104,15 @@ def installed(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Installed]:
         _uninstall(cluster, container_id, nodes, already, restart, original, saved)
 
 
-def _uninstall(cluster: Cluster, container_id: str, nodes: int, already: bool, restart: bool,
-               original: Path, saved: Path) -> None:
+def _uninstall(
+    cluster: Cluster,
+    container_id: str,
+    nodes: int,
+    already: bool,
+    restart: bool,
+    original: Path,
+    saved: Path,
+) -> None:
     if cluster.container_id() != container_id:
         return  # recreated meanwhile (scripts/cluster.sh up): nothing of ours is left
     if cluster.running():
@@ -102,8 +120,9 @@ def _uninstall(cluster: Cluster, container_id: str, nodes: int, already: bool, r
     if not already:
         cluster.cp_in(original, f"{ETC}/slurm.conf")
         if not cluster.running():
-            subprocess.run([DOCKER, "start", cluster.container], check=True,
-                           capture_output=True, timeout=120)
+            subprocess.run(
+                [DOCKER, "start", cluster.container], check=True, capture_output=True, timeout=120
+            )
             cluster.wait_up(nodes)
         elif restart:
             cluster.restart(nodes)
@@ -116,8 +135,9 @@ def _uninstall(cluster: Cluster, container_id: str, nodes: int, already: bool, r
             )
     for name in FILES:
         if (saved / name).exists():
-            cluster.cp_in(saved / name, f"{ETC}/{name}", 0o755 if name == "epilog-slurmctld"
-                          else 0o644)
+            cluster.cp_in(
+                saved / name, f"{ETC}/{name}", 0o755 if name == "epilog-slurmctld" else 0o644
+            )
         else:
             cluster.run("rm", "-f", f"{ETC}/{name}", check=False)
     cluster.run("rm", "-f", EPILOG_LOG, BACKUP, check=False)

@@ -85,8 +85,9 @@ class TriggerListener:
                     n = int(self.headers.get("Content-Length") or 0)
                     body = self.rfile.read(n).decode("utf-8", "replace")
                     with listener._lock:
-                        listener.hits.append(Hit(time.time(), self.path, body,
-                                                 dict(self.headers.items())))
+                        listener.hits.append(
+                            Hit(time.time(), self.path, body, dict(self.headers.items()))
+                        )
                     self.send_response(status)
                     self.end_headers()
 
@@ -147,7 +148,10 @@ class Cluster:
     ) -> subprocess.CompletedProcess[str]:
         proc = subprocess.run(
             [DOCKER, "exec", "-i", self.container, *args],
-            capture_output=True, text=True, timeout=timeout, check=False,
+            capture_output=True,
+            text=True,
+            timeout=timeout,
+            check=False,
         )
         if check and proc.returncode != 0:
             raise AssertionError(
@@ -170,29 +174,55 @@ class Cluster:
         """Copy a host file in; works on a stopped container too (docker cp keeps the
         host file's mode, so no exec is needed)."""
         src.chmod(mode)
-        subprocess.run([DOCKER, "cp", str(src), f"{self.container}:{dest}"], check=True,
-                       capture_output=True, timeout=60)
+        subprocess.run(
+            [DOCKER, "cp", str(src), f"{self.container}:{dest}"],
+            check=True,
+            capture_output=True,
+            timeout=60,
+        )
 
     def container_id(self) -> str:
-        proc = subprocess.run([DOCKER, "inspect", "-f", "{{.Id}}", self.container],
-                              capture_output=True, text=True, check=False, timeout=30)
+        proc = subprocess.run(
+            [DOCKER, "inspect", "-f", "{{.Id}}", self.container],
+            capture_output=True,
+            text=True,
+            check=False,
+            timeout=30,
+        )
         return proc.stdout.strip()
 
     def running(self) -> bool:
-        proc = subprocess.run([DOCKER, "inspect", "-f", "{{.State.Running}}", self.container],
-                              capture_output=True, text=True, check=False, timeout=30)
+        proc = subprocess.run(
+            [DOCKER, "inspect", "-f", "{{.State.Running}}", self.container],
+            capture_output=True,
+            text=True,
+            check=False,
+            timeout=30,
+        )
         return proc.stdout.strip() == "true"
 
     def cp_out(self, src: str, dest: Path) -> None:
-        subprocess.run([DOCKER, "cp", f"{self.container}:{src}", str(dest)], check=True,
-                       capture_output=True, timeout=60)
+        subprocess.run(
+            [DOCKER, "cp", f"{self.container}:{src}", str(dest)],
+            check=True,
+            capture_output=True,
+            timeout=60,
+        )
 
     def gateway(self) -> str:
         """The host as seen from the container (its network's gateway)."""
         out = subprocess.run(
-            [DOCKER, "inspect", "-f",
-             "{{range .NetworkSettings.Networks}}{{.Gateway}} {{end}}", self.container],
-            capture_output=True, text=True, check=True, timeout=30,
+            [
+                DOCKER,
+                "inspect",
+                "-f",
+                "{{range .NetworkSettings.Networks}}{{.Gateway}} {{end}}",
+                self.container,
+            ],
+            capture_output=True,
+            text=True,
+            check=True,
+            timeout=30,
         ).stdout.split()
         assert out, f"{self.container} has no network gateway"
         return out[0]
@@ -216,8 +246,10 @@ class Cluster:
             return 0
         out = self.sh("sinfo -h -N -o '%N %t' | sort -u", check=False)
         return sum(
-            1 for line in out.splitlines()
-            if len(line.split()) == 2 and not line.split()[1].endswith("*")
+            1
+            for line in out.splitlines()
+            if len(line.split()) == 2
+            and not line.split()[1].endswith("*")
             and line.split()[1] not in ("unk", "down")
         )
 
@@ -232,8 +264,9 @@ class Cluster:
 
     def restart(self, nodes: int | None = None) -> None:
         nodes = self.responding_nodes() if nodes is None else nodes
-        subprocess.run([DOCKER, "restart", self.container], check=True, capture_output=True,
-                       timeout=120)
+        subprocess.run(
+            [DOCKER, "restart", self.container], check=True, capture_output=True, timeout=120
+        )
         self.wait_up(nodes)
 
     def reconfigure(self) -> None:
@@ -245,8 +278,9 @@ class Cluster:
 
     def sbatch(self, *opts: str, wrap: str = "sleep 300") -> tuple[int, str, str]:
         """(rc, job id or "", stderr). Jobs are named defrag-plugin-test for cleanup."""
-        proc = self.run("sbatch", "--parsable", "-J", "defrag-plugin-test", *opts,
-                        "--wrap", wrap, check=False)
+        proc = self.run(
+            "sbatch", "--parsable", "-J", "defrag-plugin-test", *opts, "--wrap", wrap, check=False
+        )
         job = proc.stdout.strip().split(";")[0]
         if proc.returncode == 0 and job:
             self.created_jobs.append(job)
@@ -275,7 +309,7 @@ def _split_fields(line: str) -> dict[str, str]:
     matches = list(re.finditer(r"(?:^|\s)(?!defrag:)([A-Za-z][A-Za-z0-9_:/]*)=", line))
     for i, m in enumerate(matches):
         end = matches[i + 1].start() if i + 1 < len(matches) else len(line)
-        out.setdefault(m[1], line[m.end():end].strip())
+        out.setdefault(m[1], line[m.end() : end].strip())
     return out
 
 

@@ -25,7 +25,11 @@ def test_busted_specs_pass(lua: str) -> None:
     assert busted is not None
     proc = subprocess.run(
         [busted, f"--lua={lua}", "--output=plainTerminal"],
-        cwd=PLUGINS, capture_output=True, text=True, timeout=300, check=False,
+        cwd=PLUGINS,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
     )
     out = proc.stdout + proc.stderr
     assert proc.returncode == 0, f"busted failed under {lua}:\n{out}"

@@ -46,8 +46,9 @@ def run_epilog(tmp: Path, env: dict[str, str], conf: str | None = None) -> float
     if conf is not None:
         (tmp / "defrag-epilog.conf").write_text(conf, encoding="utf-8")
     start = time.monotonic()
-    proc = subprocess.run([str(EPILOG)], env={**base, **env}, capture_output=True, text=True,
-                          timeout=30, check=False)
+    proc = subprocess.run(
+        [str(EPILOG)], env={**base, **env}, capture_output=True, text=True, timeout=30, check=False
+    )
     took = time.monotonic() - start
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout == ""
@@ -83,15 +84,18 @@ def tool_path(tmp: Path, without: str = "", extra: dict[str, str] | None = None)
 def test_posts_the_trigger_in_the_background(tmp_path: Path, listener: TriggerListener) -> None:
     require(shutil.which("curl") is not None, "curl")
     url = f"http://127.0.0.1:{listener.port}/trigger"
-    took = run_epilog(tmp_path, {"DEFRAG_GPU_CHECK": "always"},
-                      conf=f"DEFRAG_TRIGGER_URL={url}\n")
+    took = run_epilog(tmp_path, {"DEFRAG_GPU_CHECK": "always"}, conf=f"DEFRAG_TRIGGER_URL={url}\n")
     assert took < 0.5
     hit = listener.wait_for('"job_id":"4242"', timeout_s=2)
     assert hit is not None, "no trigger within 2 s"
     assert hit.path == "/trigger"
     assert json.loads(hit.body) == {
-        "event": "job_end", "job_id": "4242", "partition": "batch", "nodes": "node[01-02]",
-        "exit_code": "0", "source": "epilog-slurmctld",
+        "event": "job_end",
+        "job_id": "4242",
+        "partition": "batch",
+        "nodes": "node[01-02]",
+        "exit_code": "0",
+        "source": "epilog-slurmctld",
     }
     wait_log(tmp_path, "triggered " + url)
 
@@ -127,16 +131,20 @@ def test_python_fallback_without_curl(tmp_path: Path, listener: TriggerListener)
 
 def test_gpu_check_asks_scontrol(tmp_path: Path, listener: TriggerListener) -> None:
     url = f"http://127.0.0.1:{listener.port}/trigger"
-    gpu = tool_path(tmp_path, extra={
-        "scontrol": 'echo "JobId=$4 JobName=x TresPerNode=gres:gpu:2 AdminComment=a b"'})
+    gpu = tool_path(
+        tmp_path,
+        extra={"scontrol": 'echo "JobId=$4 JobName=x TresPerNode=gres:gpu:2 AdminComment=a b"'},
+    )
     run_epilog(tmp_path, {"PATH": gpu, "DEFRAG_TRIGGER_URL": url, "SLURM_JOB_ID": "7"})
     assert listener.wait_for('"job_id":"7"', timeout_s=3) is not None
 
 
 def test_cpu_jobs_do_not_trigger(tmp_path: Path, listener: TriggerListener) -> None:
     url = f"http://127.0.0.1:{listener.port}/trigger"
-    cpu = tool_path(tmp_path, extra={
-        "scontrol": 'echo "JobId=$4 JobName=x TresPerNode=gres:nic:1 Comment=gpu-free"'})
+    cpu = tool_path(
+        tmp_path,
+        extra={"scontrol": 'echo "JobId=$4 JobName=x TresPerNode=gres:nic:1 Comment=gpu-free"'},
+    )
     run_epilog(tmp_path, {"PATH": cpu, "DEFRAG_TRIGGER_URL": url, "SLURM_JOB_ID": "8"})
     wait_log(tmp_path, "no GPUs, no trigger")
     assert listener.wait_for('"job_id":"8"', timeout_s=0.5) is None
@@ -165,8 +173,7 @@ def test_config_file_is_data_not_code(tmp_path: Path, listener: TriggerListener)
     assert not marker.exists()
 
 
-def test_environment_wins_and_empty_url_disables(tmp_path: Path,
-                                                 listener: TriggerListener) -> None:
+def test_environment_wins_and_empty_url_disables(tmp_path: Path, listener: TriggerListener) -> None:
     url = f"http://127.0.0.1:{listener.port}/trigger"
     conf = f"DEFRAG_TRIGGER_URL={url}\nDEFRAG_GPU_CHECK=always\n"
     run_epilog(tmp_path, {"DEFRAG_TRIGGER_URL": ""}, conf=conf)
@@ -176,8 +183,14 @@ def test_environment_wins_and_empty_url_disables(tmp_path: Path,
 
 def test_odd_values_are_escaped_in_the_body(tmp_path: Path, listener: TriggerListener) -> None:
     url = f"http://127.0.0.1:{listener.port}/trigger"
-    run_epilog(tmp_path, {"DEFRAG_GPU_CHECK": "always", "DEFRAG_TRIGGER_URL": url,
-                          "SLURM_JOB_PARTITION": 'we"ird\\part\tx'})
+    run_epilog(
+        tmp_path,
+        {
+            "DEFRAG_GPU_CHECK": "always",
+            "DEFRAG_TRIGGER_URL": url,
+            "SLURM_JOB_PARTITION": 'we"ird\\part\tx',
+        },
+    )
     hit = listener.wait_for('"job_id":"4242"', timeout_s=3)
     assert hit is not None
     assert json.loads(hit.body)["partition"] == 'we"ird\\part x'
@@ -189,8 +202,9 @@ SECRET = "0123456789abcdef0123456789abcdef"
 
 
 @pytest.mark.parametrize("without", ["", "curl"])
-def test_secret_is_sent_as_a_header_from_the_file(tmp_path: Path, listener: TriggerListener,
-                                                  without: str) -> None:
+def test_secret_is_sent_as_a_header_from_the_file(
+    tmp_path: Path, listener: TriggerListener, without: str
+) -> None:
     """Defect (#15): the service may now require a shared secret on /trigger; the epilog
     sends it from DEFRAG_TRIGGER_SECRET_FILE (curl: on stdin, never in its argv)."""
     require(without == "curl" or shutil.which("curl") is not None, "curl")
@@ -222,8 +236,14 @@ def test_a_bad_secret_file_sends_nothing(tmp_path: Path, listener: TriggerListen
     bad.write_text("two words\n", encoding="utf-8")
     for path, why in ((tmp_path / "missing", "cannot read"), (bad, "printable ASCII")):
         (tmp_path / "epilog.log").unlink(missing_ok=True)
-        run_epilog(tmp_path, {"DEFRAG_GPU_CHECK": "always", "DEFRAG_TRIGGER_URL": url,
-                              "DEFRAG_TRIGGER_SECRET_FILE": str(path)})
+        run_epilog(
+            tmp_path,
+            {
+                "DEFRAG_GPU_CHECK": "always",
+                "DEFRAG_TRIGGER_URL": url,
+                "DEFRAG_TRIGGER_SECRET_FILE": str(path),
+            },
+        )
         assert why in wait_log(tmp_path, "trigger not sent")
     assert listener.wait_for("job_id", timeout_s=0.5) is None
 

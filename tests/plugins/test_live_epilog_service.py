@@ -65,7 +65,8 @@ def test_epilog_wakes_the_service_container_and_jobs_end_without_it(
     c = installed.cluster
     assert DEFAULT_PORT not in listening_ports(), (
         f"something already listens on {DEFAULT_PORT} beside slurmctld "
-        "(a running `scripts/cluster.sh defrag up`?)")
+        "(a running `scripts/cluster.sh defrag up`?)"
+    )
     db = scratch_database()
     svc = ServiceContainer.start("epilog", db, mode="dry-run", interval_s=300)
     try:
@@ -96,12 +97,17 @@ def test_epilog_wakes_the_service_container_and_jobs_end_without_it(
         assert final_state(c, job) == ("COMPLETED", "0:0")
         # the epilog's worker gives up within its 1 s timeout and logs why
         line = f"job {job}: trigger failed"
-        log = c.sh(f"timeout 5 sh -c 'until grep -q \"{line}\" {EPILOG_LOG}; do sleep 0.2; done';"
-                   f" grep 'job {job}:' {EPILOG_LOG}", check=False)
+        log = c.sh(
+            f"timeout 5 sh -c 'until grep -q \"{line}\" {EPILOG_LOG}; do sleep 0.2; done';"
+            f" grep 'job {job}:' {EPILOG_LOG}",
+            check=False,
+        )
         assert "curl exit 7" in log, log  # connection refused: nobody on 127.0.0.1:8787
-        print(f"\nepilog -> service container: cycle {delay:.2f} s after the job's EndTime "
-              f"(whole seconds); COMPLETING {up_ms} ms with the service up, {down_ms} ms "
-              "with it stopped")
+        print(
+            f"\nepilog -> service container: cycle {delay:.2f} s after the job's EndTime "
+            f"(whole seconds); COMPLETING {up_ms} ms with the service up, {down_ms} ms "
+            "with it stopped"
+        )
     finally:
         set_epilog_url(c, installed.url, tmp_path)
         svc.remove()

@@ -50,8 +50,13 @@ def set_feature(c: Cluster, node: str, on: bool, base: str) -> None:
     """What the service does on partly used nodes (keeping the node's own features)."""
     own = [f for f in base.split(",") if f and f != "(null)"]
     value = ",".join([*own, FEATURE] if on else own)
-    c.run("scontrol", "update", f"NodeName={node}", f"AvailableFeatures={value}",
-          f"ActiveFeatures={value}")
+    c.run(
+        "scontrol",
+        "update",
+        f"NodeName={node}",
+        f"AvailableFeatures={value}",
+        f"ActiveFeatures={value}",
+    )
 
 
 def toggle_plugin(c: Cluster, on: bool) -> None:

@@ -27,13 +27,19 @@ RECORDS = [
     (["--gres=gpu:a100:2"], "defrag:nvlink=2 defrag:gpn=2 defrag:nodes=1"),
     (["--gpus-per-node=h100:2"], "defrag:nvlink=2 defrag:gpn=2 defrag:nodes=1"),
     (["--gpus=a100-80g:3", "-N1-2"], "defrag:nvlink=3 defrag:gpn=3 defrag:nodes=1"),
-    (["--gpus-per-task=1", "-n4", "--ntasks-per-node=2"],
-     "defrag:nvlink=2 defrag:gpn=2 defrag:nodes=2"),
+    (
+        ["--gpus-per-task=1", "-n4", "--ntasks-per-node=2"],
+        "defrag:nvlink=2 defrag:gpn=2 defrag:nodes=2",
+    ),
     (["--gres=gpu:4", "--comment=defrag:anygpu"], "defrag:nvlink=0 defrag:gpn=4 defrag:nodes=1"),
-    (["--gres=gpu:h100:4", "--comment=defrag:anygpu"],
-     "defrag:nvlink=0 defrag:gpn=4 defrag:nodes=1"),
-    (["--gres=gpu:1", "--comment=checkpointless defrag:protect"],
-     "defrag:nvlink=1 defrag:gpn=1 defrag:nodes=1 defrag:protect"),
+    (
+        ["--gres=gpu:h100:4", "--comment=defrag:anygpu"],
+        "defrag:nvlink=0 defrag:gpn=4 defrag:nodes=1",
+    ),
+    (
+        ["--gres=gpu:1", "--comment=checkpointless defrag:protect"],
+        "defrag:nvlink=1 defrag:gpn=1 defrag:nodes=1 defrag:protect",
+    ),
     (["--comment=defrag:protect"], "defrag:protect"),
     (["-p", "high", "--gres=gpu:2"], "defrag:nvlink=2 defrag:gpn=2 defrag:nodes=1"),
 ]
@@ -90,22 +96,28 @@ def test_update_to_an_impossible_request_is_refused(installed: Installed) -> Non
 ODD = [
     # options, refused?, stderr must contain (when refused)
     (["--gres=gpu:100000"], True, "defrag: 100000 GPUs per node is not a possible request"),
-    (["--gres=gpu:9"], True, "defrag: 9 GPUs per node requested, but the largest node in "
-                             "partition batch has 8"),
+    (
+        ["--gres=gpu:9"],
+        True,
+        "defrag: 9 GPUs per node requested, but the largest node in partition batch has 8",
+    ),
     (["--gres=gpu:1k"], True, "defrag: 1024 GPUs per node requested"),
     (["--gres=gpu:v100:1"], True, ""),  # no such type: Slurm or we refuse
     (["--gres=gpu:abc:xyz:1"], True, ""),  # sbatch (22.05) or we (24.11) refuse
     (["--gres=gpu:a100:"], True, ""),
-    (["--gres=gpu:2", "-N5"], True, "defrag: 5 nodes with 2 NVLink-connected GPUs each "
-                                    "requested, but partition batch has only 4 such nodes"),
+    (
+        ["--gres=gpu:2", "-N5"],
+        True,
+        "defrag: 5 nodes with 2 NVLink-connected GPUs each "
+        "requested, but partition batch has only 4 such nodes",
+    ),
     (["--gres=gpu:0"], False, ""),
     (["--gpus=0"], False, ""),
     (["--comment=100%s %d defrag:anygpu"], False, ""),
 ]
 
 
-@pytest.mark.parametrize(("opts", "refused", "message"), ODD,
-                         ids=[" ".join(o) for o, _, _ in ODD])
+@pytest.mark.parametrize(("opts", "refused", "message"), ODD, ids=[" ".join(o) for o, _, _ in ODD])
 def test_odd_input(installed: Installed, opts: list[str], refused: bool, message: str) -> None:
     c = installed.cluster
     rc, job, err = c.sbatch("-H", *opts)
@@ -123,27 +135,40 @@ def test_users_cannot_forge_the_record(installed: Installed) -> None:
     """A user's comment cannot set keys, and AdminComment is admin-only in Slurm."""
     c = installed.cluster
     # a user with an account where accounting enforces associations, else nobody
-    user = next((u for u in ("alice", "bob") if c.run("id", u, check=False).returncode == 0),
-                "nobody")
+    user = next(
+        (u for u in ("alice", "bob") if c.run("id", u, check=False).returncode == 0), "nobody"
+    )
     as_user = ["runuser", "-u", user, "--"]
-    proc = c.run(*as_user, "sbatch", "--parsable", "-H", "-J", "defrag-plugin-test",
-                 "--chdir=/tmp", "-o", "/dev/null", "--gres=gpu:4",
-                 "--comment=defrag:nvlink=1 defrag:gpn=1 defrag:protect", "--wrap", "true",
-                 check=False)
+    proc = c.run(
+        *as_user,
+        "sbatch",
+        "--parsable",
+        "-H",
+        "-J",
+        "defrag-plugin-test",
+        "--chdir=/tmp",
+        "-o",
+        "/dev/null",
+        "--gres=gpu:4",
+        "--comment=defrag:nvlink=1 defrag:gpn=1 defrag:protect",
+        "--wrap",
+        "true",
+        check=False,
+    )
     assert proc.returncode == 0, proc.stderr
     job = proc.stdout.strip()
     c.created_jobs.append(job)
     assert c.job_field(job, "AdminComment") == (
         "defrag:nvlink=4 defrag:gpn=4 defrag:nodes=1 defrag:protect"
     )
-    forged = c.run(*as_user, "scontrol", "update", f"job={job}", "AdminComment=defrag:nvlink=0",
-                   check=False)
+    forged = c.run(
+        *as_user, "scontrol", "update", f"job={job}", "AdminComment=defrag:nvlink=0", check=False
+    )
     assert forged.returncode != 0
     assert "defrag:nvlink=4" in c.job_field(job, "AdminComment")
     # ...while the user's own updates keep working (the hook must not put an AdminComment
     # change into them: Slurm would deny the whole update)
-    own = c.run(*as_user, "scontrol", "update", f"job={job}", "Comment=still mine",
-                check=False)
+    own = c.run(*as_user, "scontrol", "update", f"job={job}", "Comment=still mine", check=False)
     assert own.returncode == 0, own.stderr
     assert c.job_field(job, "Comment") == "still mine"
     assert c.job_field(job, "AdminComment") == (
@@ -153,8 +178,13 @@ def test_users_cannot_forge_the_record(installed: Installed) -> None:
 
 def test_no_internal_errors_logged(installed: Installed) -> None:
     """Everything above ran without one Lua error in slurmctld's log."""
-    logs = subprocess.run([DOCKER, "logs", "--since", "30m", installed.cluster.container],
-                          capture_output=True, text=True, check=True, timeout=60)
+    logs = subprocess.run(
+        [DOCKER, "logs", "--since", "30m", installed.cluster.container],
+        capture_output=True,
+        text=True,
+        check=True,
+        timeout=60,
+    )
     text = logs.stdout + logs.stderr
     assert "slurm-defrag: loaded" in text
     assert "slurm-defrag: internal error" not in text
@@ -164,8 +194,10 @@ def test_no_internal_errors_logged(installed: Installed) -> None:
 def test_submission_stays_fast(installed: Installed) -> None:
     """The hook adds no measurable time to a submission (no I/O per job)."""
     c = installed.cluster
-    script = "s=$(date +%s%N); for i in $(seq 20); do sbatch -H -J defrag-plugin-test " \
-             "--gres=gpu:2 --wrap true >/dev/null; done; echo $(( ($(date +%s%N) - s) / 20000000 ))"
+    script = (
+        "s=$(date +%s%N); for i in $(seq 20); do sbatch -H -J defrag-plugin-test "
+        "--gres=gpu:2 --wrap true >/dev/null; done; echo $(( ($(date +%s%N) - s) / 20000000 ))"
+    )
     start = time.monotonic()
     per_job_ms = int(c.sh(script).strip())
     c.sh("scancel -n defrag-plugin-test -t PD", check=False)

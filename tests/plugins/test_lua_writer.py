@@ -23,10 +23,29 @@ from slurm_defrag.errors import InputError
 from .plugins_support import require
 
 HOSTILE = [
-    "plain", "", 'quote " and \\ backslash', "new\nline", "cr\rlf\r\n", "]]", "]=]", "[[x]]",
-    "--[[ comment", "\x00nul", "\x1b[31mred", "\x7f", "tab\t", "é ü 中文 🚀",
-    "\\0651", "\\", "\\\\\"", "%s %d", "'single'", "x\"; os.exit(3) --",
-    "\nos.exit(3)\n", "\\ddd\\123\\", "".join(chr(i) for i in range(128)),
+    "plain",
+    "",
+    'quote " and \\ backslash',
+    "new\nline",
+    "cr\rlf\r\n",
+    "]]",
+    "]=]",
+    "[[x]]",
+    "--[[ comment",
+    "\x00nul",
+    "\x1b[31mred",
+    "\x7f",
+    "tab\t",
+    "é ü 中文 🚀",
+    "\\0651",
+    "\\",
+    '\\\\"',
+    "%s %d",
+    "'single'",
+    'x"; os.exit(3) --',
+    "\nos.exit(3)\n",
+    "\\ddd\\123\\",
+    "".join(chr(i) for i in range(128)),
     "\udcff\udc80 non-UTF-8 bytes of a path",
 ]
 
@@ -52,8 +71,9 @@ def _run(lua: str, tmp: Path, text: str) -> list[str]:
     f.write_bytes(text.encode("ascii"))  # the writer only emits ASCII
     d = tmp / "dump.lua"
     d.write_text(DUMP, encoding="utf-8")
-    proc = subprocess.run([lua, str(d), str(f)], capture_output=True, text=True, timeout=30,
-                          check=False)
+    proc = subprocess.run(
+        [lua, str(d), str(f)], capture_output=True, text=True, timeout=30, check=False
+    )
     assert proc.returncode == 0, proc.stderr
     return proc.stdout.splitlines()
 
@@ -67,8 +87,9 @@ def test_hostile_strings_round_trip_exactly(tmp_path: Path, lua: str) -> None:
     require(shutil.which(lua) is not None, f"{lua} (Debian package {lua})")
     text = render_lua({"v": HOSTILE, "k": {s: s for s in HOSTILE if s}}, HOSTILE)
     assert text.isascii()
-    assert all(line.startswith(("--", "return", " ", "}")) or not line
-               for line in text.splitlines())
+    assert all(
+        line.startswith(("--", "return", " ", "}")) or not line for line in text.splitlines()
+    )
     out = _run(lua, tmp_path, text)
     assert out[: len(HOSTILE)] == [_bytes(s) for s in HOSTILE]
     keys = {line for line in out if line.startswith("k:")}
@@ -118,10 +139,10 @@ def test_render_cli_with_a_hostile_path(tmp_path: Path) -> None:
     odd = tmp_path / "we\nird]]"
     odd.mkdir()
     conf = odd / "slurm.conf"
-    conf.write_text("NodeName=g[1-2] Gres=gpu:h100:2\nPartitionName=p Nodes=ALL Default=YES\n",
-                    encoding="utf-8")
-    result = CliRunner().invoke(app, ["plugins", "render", "--slurm-conf", str(conf),
-                                      "--no-pack"])
+    conf.write_text(
+        "NodeName=g[1-2] Gres=gpu:h100:2\nPartitionName=p Nodes=ALL Default=YES\n", encoding="utf-8"
+    )
+    result = CliRunner().invoke(app, ["plugins", "render", "--slurm-conf", str(conf), "--no-pack"])
     assert result.exit_code == 0, result.output
     header = [line for line in result.stdout.splitlines() if line.startswith("-- Sources:")]
     assert header == [f"-- Sources: {lua_string(str(conf))}"]
@@ -129,7 +150,16 @@ def test_render_cli_with_a_hostile_path(tmp_path: Path) -> None:
     for lua in _luas():
         f = tmp_path / "t.lua"
         f.write_text(result.stdout, encoding="ascii")
-        proc = subprocess.run([lua, "-e", f"t = dofile({lua_string(str(f))}) "
-                               "assert(t.partitions.p.types[1].hosts == 'g[1-2]')"],
-                              capture_output=True, text=True, timeout=30, check=False)
+        proc = subprocess.run(
+            [
+                lua,
+                "-e",
+                f"t = dofile({lua_string(str(f))}) "
+                "assert(t.partitions.p.types[1].hosts == 'g[1-2]')",
+            ],
+            capture_output=True,
+            text=True,
+            timeout=30,
+            check=False,
+        )
         assert proc.returncode == 0, proc.stderr

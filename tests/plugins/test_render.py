@@ -152,20 +152,26 @@ def test_table_of_the_compose_cluster(tmp_path: Path) -> None:
 
 
 def test_dgx1_block_sizes_skip_five_to_seven(tmp_path: Path) -> None:
-    conf = parse_slurm_conf(write(tmp_path, "slurm.conf",
-                                  "NodeName=d1 Gres=gpu:v100:8\nPartitionName=p Nodes=d1\n"))
-    table, _ = build_table(conf, {"d1": BUILTIN_TOPOLOGIES["dgx1-hybrid-cube-mesh"]},
-                           RenderOptions(pack_feature=None))
+    conf = parse_slurm_conf(
+        write(tmp_path, "slurm.conf", "NodeName=d1 Gres=gpu:v100:8\nPartitionName=p Nodes=d1\n")
+    )
+    table, _ = build_table(
+        conf, {"d1": BUILTIN_TOPOLOGIES["dgx1-hybrid-cube-mesh"]}, RenderOptions(pack_feature=None)
+    )
     (entry,) = table["partitions"]["p"]["types"]  # type: ignore[index]
     assert entry["block_sizes"] == [1, 2, 3, 4, 8]
     assert "pack" not in table
 
 
 def test_unknown_topology_is_left_open_and_warned(tmp_path: Path) -> None:
-    conf = parse_slurm_conf(write(
-        tmp_path, "slurm.conf",
-        "NodeName=g[1-2] Gres=gpu:l40s:4\nNodeName=one Gres=gpu:t4:1\nPartitionName=p Nodes=ALL\n",
-    ))
+    conf = parse_slurm_conf(
+        write(
+            tmp_path,
+            "slurm.conf",
+            "NodeName=g[1-2] Gres=gpu:l40s:4\nNodeName=one Gres=gpu:t4:1\n"
+            "PartitionName=p Nodes=ALL\n",
+        )
+    )
     table, warnings = build_table(conf, {}, RenderOptions(pack_feature=None))
     types = {t["hosts"]: t for t in table["partitions"]["p"]["types"]}  # type: ignore[index]
     assert "block_sizes" not in types["g[1-2]"]
@@ -185,8 +191,9 @@ def test_slurm_user_uid(tmp_path: Path) -> None:
 
 
 def test_gpu_count_mismatch_is_an_error(tmp_path: Path) -> None:
-    conf = parse_slurm_conf(write(tmp_path, "slurm.conf",
-                                  "NodeName=n1 Gres=gpu:a100:4\nPartitionName=p Nodes=n1\n"))
+    conf = parse_slurm_conf(
+        write(tmp_path, "slurm.conf", "NodeName=n1 Gres=gpu:a100:4\nPartitionName=p Nodes=n1\n")
+    )
     with pytest.raises(InputError, match="topology of n1: 'nvswitch-8' has 8 GPUs"):
         build_table(conf, {"n1": BUILTIN_TOPOLOGIES["nvswitch-8"]}, RenderOptions())
 
@@ -199,8 +206,9 @@ def test_packing_needs_ignore_prefer_validation(tmp_path: Path) -> None:
 
 
 def test_options_reach_the_table(tmp_path: Path) -> None:
-    table, _ = compose_table(tmp_path, enforce=False, allow_protect=False, pack_max_gpus=2,
-                             pack_feature="small_ok")
+    table, _ = compose_table(
+        tmp_path, enforce=False, allow_protect=False, pack_max_gpus=2, pack_feature="small_ok"
+    )
     assert table["enforce"] is False
     assert table["allow_protect"] is False
     assert table["pack"] == {"feature": "small_ok", "max_gpus": 2}
@@ -261,8 +269,9 @@ def test_rendered_file_loads_in_lua_with_the_same_content(tmp_path: Path) -> Non
     table, _ = compose_table(tmp_path)
     out = write(tmp_path, "defrag_nodes.lua", render_lua(table, ["test"]))
     script = write(tmp_path, "eval.lua", LUA_EVAL)
-    proc = subprocess.run([lua_bin(), str(script), str(out)], capture_output=True, text=True,
-                          check=True, timeout=60)
+    proc = subprocess.run(
+        [lua_bin(), str(script), str(out)], capture_output=True, text=True, check=True, timeout=60
+    )
     loaded = json.loads(proc.stdout)
     # empty Lua tables come back as lists; compare what matters
     assert loaded["pack"] == table["pack"]
@@ -298,10 +307,19 @@ def test_render_cli_output_drives_job_submit(tmp_path: Path) -> None:
     write(tmp_path, "job_submit.lua", "-- stand-in, to be touched\n")
     (tmp_path / "job_submit.lua").touch()
     before = (tmp_path / "job_submit.lua").stat().st_mtime_ns
-    result = CliRunner().invoke(app, [
-        "plugins", "render", "--slurm-conf", str(compose_conf(tmp_path)),
-        "--gres-conf", str(COMPOSE / "gres.conf"), "-o", str(out),
-    ])
+    result = CliRunner().invoke(
+        app,
+        [
+            "plugins",
+            "render",
+            "--slurm-conf",
+            str(compose_conf(tmp_path)),
+            "--gres-conf",
+            str(COMPOSE / "gres.conf"),
+            "-o",
+            str(out),
+        ],
+    )
     assert result.exit_code == 0, result.output
     assert "packing hint on" in result.output
     assert "touched" in result.output
@@ -309,13 +327,27 @@ def test_render_cli_output_drives_job_submit(tmp_path: Path) -> None:
 
     driver = write(tmp_path, "drive.lua", LUA_SUBMIT)
     proc = subprocess.run(
-        [lua_bin(), str(driver), str(PLUGINS / "job_submit.lua"), str(out),
-         "gres:gpu:4", "gres/gpu:h100:2", "gres/gpu:h100:4", "gres:gpu:8"],
-        capture_output=True, text=True, check=True, timeout=60,
+        [
+            lua_bin(),
+            str(driver),
+            str(PLUGINS / "job_submit.lua"),
+            str(out),
+            "gres:gpu:4",
+            "gres/gpu:h100:2",
+            "gres/gpu:h100:4",
+            "gres:gpu:8",
+        ],
+        capture_output=True,
+        text=True,
+        check=True,
+        timeout=60,
     )
     rows = {r.split("|")[0]: r.split("|")[1:] for r in proc.stdout.splitlines()}
-    assert rows["gres:gpu:4"][:3] == ["0", "defrag:nvlink=4 defrag:gpn=4 defrag:nodes=1",
-                                     "defrag_partial"]
+    assert rows["gres:gpu:4"][:3] == [
+        "0",
+        "defrag:nvlink=4 defrag:gpn=4 defrag:nodes=1",
+        "defrag_partial",
+    ]
     assert rows["gres/gpu:h100:2"][0] == "0"
     assert rows["gres/gpu:h100:4"][0] == "2072"
     assert "NVLink blocks of at most 2 GPUs" in rows["gres/gpu:h100:4"][3]
@@ -324,27 +356,55 @@ def test_render_cli_output_drives_job_submit(tmp_path: Path) -> None:
 
 
 def test_render_to_stdout_from_the_recorded_22_05_config() -> None:
-    result = CliRunner().invoke(app, [
-        "plugins", "render", "--slurm-conf", str(RECORDED / "slurm.conf"),
-        "--gres-conf", str(RECORDED / "gres.conf"), "--no-pack",
-    ])
+    result = CliRunner().invoke(
+        app,
+        [
+            "plugins",
+            "render",
+            "--slurm-conf",
+            str(RECORDED / "slurm.conf"),
+            "--gres-conf",
+            str(RECORDED / "gres.conf"),
+            "--no-pack",
+        ],
+    )
     assert result.exit_code == 0, result.output
     assert result.stdout.startswith("-- defrag_nodes.lua")
     assert '["a100-80g"] = 8' in result.stdout
 
 
 def test_render_topology_map(tmp_path: Path) -> None:
-    conf = write(tmp_path, "slurm.conf",
-                 "NodeName=p[1-2] Gres=gpu:h100:8\nPartitionName=p Nodes=ALL Default=YES\n")
+    conf = write(
+        tmp_path,
+        "slurm.conf",
+        "NodeName=p[1-2] Gres=gpu:h100:8\nPartitionName=p Nodes=ALL Default=YES\n",
+    )
     tmap = write(tmp_path, "map.json", json.dumps({"p[1-2]": "nvlink-pairs-8"}))
-    result = CliRunner().invoke(app, [
-        "plugins", "render", "--slurm-conf", str(conf), "--topology-map", str(tmap), "--no-pack",
-    ])
+    result = CliRunner().invoke(
+        app,
+        [
+            "plugins",
+            "render",
+            "--slurm-conf",
+            str(conf),
+            "--topology-map",
+            str(tmap),
+            "--no-pack",
+        ],
+    )
     assert result.exit_code == 0, result.output
     assert "block_sizes = { 1, 2 }" in result.stdout
     bad = write(tmp_path, "bad.json", json.dumps({"p1": "no-such-template"}))
-    result = CliRunner().invoke(app, [
-        "plugins", "render", "--slurm-conf", str(conf), "--topology-map", str(bad),
-    ])
+    result = CliRunner().invoke(
+        app,
+        [
+            "plugins",
+            "render",
+            "--slurm-conf",
+            str(conf),
+            "--topology-map",
+            str(bad),
+        ],
+    )
     assert result.exit_code != 0
     assert "unknown topology template 'no-such-template'" in str(result.exception or result.output)

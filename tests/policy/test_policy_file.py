@@ -30,20 +30,24 @@ def test_defaults() -> None:
 
 def test_all_errors_at_once_with_keys() -> None:
     with pytest.raises(InputError) as e:
-        parse_policy({
-            "version": 1,
-            "limits": {"max_victims_per_plan": -1},
-            "protections": {"extra": ["no-checkpoint", "foo"], "disable": ["qos", "qos"]},
-            "strategies": [{"name": "free-nvlink-block", "args": {"max_targets": 0}},
-                           {"name": "nope"}],
-            "typo": 1,
-        }, "policy.toml")
+        parse_policy(
+            {
+                "version": 1,
+                "limits": {"max_victims_per_plan": -1},
+                "protections": {"extra": ["no-checkpoint", "foo"], "disable": ["qos", "qos"]},
+                "strategies": [
+                    {"name": "free-nvlink-block", "args": {"max_targets": 0}},
+                    {"name": "nope"},
+                ],
+                "typo": 1,
+            },
+            "policy.toml",
+        )
     msg = str(e.value)
     assert msg.startswith("policy.toml: ")
     for part in (
         "limits.max_victims_per_plan: must be >= 0",
-        "protections.extra[1]: unknown protection 'foo', must be one of multi-node, "
-        "no-checkpoint",
+        "protections.extra[1]: unknown protection 'foo', must be one of multi-node, no-checkpoint",
         "protections.disable: 'qos' listed twice",
         "strategies[0].args.max_targets: must be >= 1",
         "strategies[1].name: unknown strategy 'nope', must be one of free-nvlink-block",
@@ -52,16 +56,23 @@ def test_all_errors_at_once_with_keys() -> None:
         assert part in msg
 
 
-@pytest.mark.parametrize(("data", "expected"), [
-    ({}, "version: required"),
-    ({"version": 2}, "version: this slurm-defrag reads version = 1, found 2"),
-    ({"version": 1, "protections": {"disable": ["multi-node"]}},
-     "protections.disable[0]: 'multi-node' is an extra protection"),
-    ({"version": 1, "protections": {"extra": ["qos"]}},
-     "protections.extra[0]: 'qos' is a default protection"),
-    ({"version": 1, "solver": {"num_workers": 0}}, "solver.num_workers: must be >= 1"),
-    ({"version": 1, "drain": {"max_wait_hours": -1}}, "drain.max_wait_hours: must be >= 0"),
-])
+@pytest.mark.parametrize(
+    ("data", "expected"),
+    [
+        ({}, "version: required"),
+        ({"version": 2}, "version: this slurm-defrag reads version = 1, found 2"),
+        (
+            {"version": 1, "protections": {"disable": ["multi-node"]}},
+            "protections.disable[0]: 'multi-node' is an extra protection",
+        ),
+        (
+            {"version": 1, "protections": {"extra": ["qos"]}},
+            "protections.extra[0]: 'qos' is a default protection",
+        ),
+        ({"version": 1, "solver": {"num_workers": 0}}, "solver.num_workers: must be >= 1"),
+        ({"version": 1, "drain": {"max_wait_hours": -1}}, "drain.max_wait_hours: must be >= 0"),
+    ],
+)
 def test_single_errors(data: dict[str, object], expected: str) -> None:
     with pytest.raises(InputError, match=None) as e:
         parse_policy(data, "p.toml")
@@ -91,8 +102,10 @@ def test_missing_file(tmp_path: Path) -> None:
 
 BOMB = (
     "x-a: &a [lol, lol, lol, lol, lol, lol, lol, lol, lol]\n"
-    + "".join(f"x-{b}: &{b} [{', '.join([f'*{a}'] * 9)}]\n"
-              for a, b in zip("abcdefgh", "bcdefghi", strict=True))
+    + "".join(
+        f"x-{b}: &{b} [{', '.join([f'*{a}'] * 9)}]\n"
+        for a, b in zip("abcdefgh", "bcdefghi", strict=True)
+    )
     + "version: *i\n"  # the wrong-version message printed repr(): all 9^9 items
 )
 
@@ -134,17 +147,26 @@ def test_plain_yaml_still_loads(tmp_path: Path) -> None:
         ("p.yaml", b"version: 1\nlimits: {a: [\n", ("not valid YAML at line",)),
         ("p.toml", b'version = 1\n[limits]\n"a\\nb" = 1\n', ("limits.a\\nb: unknown key",)),
         ("p.toml", b"version = 1\n[solver]\nnum_workers = 100000000\n", ("solver.num_workers",)),
-        ("p.toml", b"version = 1\n[solver]\nmax_time_in_seconds = inf\n",
-         ("solver.max_time_in_seconds",)),
-        ("p.toml", b"version = 1\n[solver]\nrandom_seed = 99999999999999\n",
-         ("solver.random_seed",)),
+        (
+            "p.toml",
+            b"version = 1\n[solver]\nmax_time_in_seconds = inf\n",
+            ("solver.max_time_in_seconds",),
+        ),
+        (
+            "p.toml",
+            b"version = 1\n[solver]\nrandom_seed = 99999999999999\n",
+            ("solver.random_seed",),
+        ),
         ("p.toml", b'version = 1\n[solver]\nsubsolvers = ["bogus"]\n', ("solver.subsolvers",)),
         ("p.toml", b"version = 1\nlimits = 3\n", ("limits:",)),
         ("p.toml", b"version = 1\n[[strategies]]\nname = 3\n", ("strategies[0].name",)),
     ],
 )
 def test_hostile_policy_is_one_line_through_the_cli(
-    tmp_path: Path, capsys: pytest.CaptureFixture[str], name: str, content: bytes,
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+    name: str,
+    content: bytes,
     words: tuple[str, ...],
 ) -> None:
     """Defect: non-UTF-8 files, 5,000-deep TOML/YAML (RecursionError), multi-line YAML
@@ -154,19 +176,28 @@ def test_hostile_policy_is_one_line_through_the_cli(
 
     path = tmp_path / name
     path.write_bytes(content)
-    assert_one_line_error(capsys, "plan", "-s", str(ROOT / "examples" / "course.json"),
-                          "-p", str(path), words=(str(path), *words))
+    assert_one_line_error(
+        capsys,
+        "plan",
+        "-s",
+        str(ROOT / "examples" / "course.json"),
+        "-p",
+        str(path),
+        words=(str(path), *words),
+    )
 
 
 @pytest.mark.parametrize(
-    "table", ["protections", "limits", "cost", "drain", "solver"],
+    "table",
+    ["protections", "limits", "cost", "drain", "solver"],
 )
 def test_unknown_keys_in_every_policy_table(table: str) -> None:
     with pytest.raises(InputError, match=rf"{table}\.nope: unknown key"):
         parse_policy({"version": 1, table: {"nope": 1}})
     with pytest.raises(InputError, match=r"strategies\[0\]\.args\.nope"):
-        parse_policy({"version": 1, "strategies": [{"name": "free-nvlink-block",
-                                                    "args": {"nope": 1}}]})
+        parse_policy(
+            {"version": 1, "strategies": [{"name": "free-nvlink-block", "args": {"nope": 1}}]}
+        )
 
 
 def test_wrong_version_message_is_bounded() -> None:

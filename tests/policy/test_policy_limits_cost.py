@@ -42,12 +42,15 @@ def test_history_protocol_and_counts() -> None:
     assert h.user_preemptions_since("bob", NOW - timedelta(days=1)) == 0
 
 
-@pytest.mark.parametrize(("limits", "error"), [
-    (LimitsConfig(max_victims_per_plan=1), VictimsPerPlanLimitError),
-    (LimitsConfig(max_gpu_hours_lost_per_plan=2.5), GpuHoursPerPlanLimitError),
-    (LimitsConfig(max_preemptions_per_hour=2), PreemptionsPerHourLimitError),
-    (LimitsConfig(max_preemptions_per_user_per_day=2), PreemptionsPerUserDayLimitError),
-])
+@pytest.mark.parametrize(
+    ("limits", "error"),
+    [
+        (LimitsConfig(max_victims_per_plan=1), VictimsPerPlanLimitError),
+        (LimitsConfig(max_gpu_hours_lost_per_plan=2.5), GpuHoursPerPlanLimitError),
+        (LimitsConfig(max_preemptions_per_hour=2), PreemptionsPerHourLimitError),
+        (LimitsConfig(max_preemptions_per_user_per_day=2), PreemptionsPerUserDayLimitError),
+    ],
+)
 def test_each_limit_has_its_error(limits: LimitsConfig, error: type[Exception]) -> None:
     victims = [VictimRef("1", "ann", 2.0), VictimRef("2", "cid", 1.0)]
     with pytest.raises(error) as e:
@@ -78,8 +81,12 @@ def test_concurrent_plans() -> None:
 
 
 def test_remaining_budget() -> None:
-    lim = LimitsConfig(max_victims_per_plan=5, max_preemptions_per_hour=3,
-                       max_preemptions_per_user_per_day=2, max_gpu_hours_lost_per_plan=10)
+    lim = LimitsConfig(
+        max_victims_per_plan=5,
+        max_preemptions_per_hour=3,
+        max_preemptions_per_user_per_day=2,
+        max_gpu_hours_lost_per_plan=10,
+    )
     b = remaining_budget(lim, history(), NOW, ["ann", "bob"])
     assert b.victims == 2
     assert b.gpu_hours == 10
@@ -93,16 +100,22 @@ def test_parse_time() -> None:
 
 
 def _job(**kw: object) -> Job:
-    base: dict[str, object] = {"id": "1", "state": JobState.RUNNING, "qos": "low", "partition": "p",
-                                   "start_time": NOW - timedelta(hours=3),
-                                   "gpus": {"n": frozenset({0, 1})}}
+    base: dict[str, object] = {
+        "id": "1",
+        "state": JobState.RUNNING,
+        "qos": "low",
+        "partition": "p",
+        "start_time": NOW - timedelta(hours=3),
+        "gpus": {"n": frozenset({0, 1})},
+    }
     base.update(kw)
     return Job.model_validate(base)
 
 
 def test_cost_from_start_and_from_checkpoint() -> None:
-    cfg = CostConfig(restart_cost_gpu_hours=0.5, qos_weights={"low": 0.5},
-                     partition_weights={"p": 2.0})
+    cfg = CostConfig(
+        restart_cost_gpu_hours=0.5, qos_weights={"low": 0.5}, partition_weights={"p": 2.0}
+    )
     c = victim_cost(_job(), NOW, cfg)
     assert c.lost_gpu_hours == pytest.approx(6.0)
     assert c.since_source == "start"

@@ -20,31 +20,46 @@ NOW = EPOCH
 
 
 def job(**kw: object) -> Job:
-    base: dict[str, object] = {"id": "1", "name": "train", "user": "ann", "account": "a",
-                               "partition": "batch",
-                                   "qos": "normal", "state": JobState.RUNNING,
-                                   "start_time": NOW - timedelta(hours=2),
-                                   "gpus": {"n1": frozenset({0})}}
+    base: dict[str, object] = {
+        "id": "1",
+        "name": "train",
+        "user": "ann",
+        "account": "a",
+        "partition": "batch",
+        "qos": "normal",
+        "state": JobState.RUNNING,
+        "start_time": NOW - timedelta(hours=2),
+        "gpus": {"n1": frozenset({0})},
+    }
     base.update(kw)
     return Job.model_validate(base)
 
 
-CFG = ProtectionsConfig(partitions=["prod"], qos=["prod"], accounts=["vip"], users=["root"],
-                        job_names=["jupyter-*"], min_runtime_minutes=10)
+CFG = ProtectionsConfig(
+    partitions=["prod"],
+    qos=["prod"],
+    accounts=["vip"],
+    users=["root"],
+    job_names=["jupyter-*"],
+    min_runtime_minutes=10,
+)
 
 
-@pytest.mark.parametrize(("j", "reason"), [
-    (job(partition="prod"), "partition=prod"),
-    (job(qos="prod"), "QOS=prod"),
-    (job(account="vip"), "account=vip"),
-    (job(user="root"), "user=root"),
-    (job(name="jupyter-lab"), "name=jupyter-lab (matches jupyter-*)"),
-    (job(requeue=False), "Requeue=0"),
-    (job(start_time=NOW - timedelta(minutes=5)), "running 5 min < min_runtime 10 min"),
-    (job(comment="please defrag:protect thanks"), "owner opted out (defrag:protect)"),
-    (job(admin_comment="x;defrag:protect"), "owner opted out (defrag:protect)"),
-    (job(start_time=None), "no start time"),
-])
+@pytest.mark.parametrize(
+    ("j", "reason"),
+    [
+        (job(partition="prod"), "partition=prod"),
+        (job(qos="prod"), "QOS=prod"),
+        (job(account="vip"), "account=vip"),
+        (job(user="root"), "user=root"),
+        (job(name="jupyter-lab"), "name=jupyter-lab (matches jupyter-*)"),
+        (job(requeue=False), "Requeue=0"),
+        (job(start_time=NOW - timedelta(minutes=5)), "running 5 min < min_runtime 10 min"),
+        (job(comment="please defrag:protect thanks"), "owner opted out (defrag:protect)"),
+        (job(admin_comment="x;defrag:protect"), "owner opted out (defrag:protect)"),
+        (job(start_time=None), "no start time"),
+    ],
+)
 def test_default_protections(j: Job, reason: str) -> None:
     assert compile_protections(CFG, NOW).reasons(j) == (reason,)
 

@@ -26,11 +26,16 @@ from slurm_defrag.metrics.report import FragCounts, FragReport
 from slurm_defrag.snapshot_file import dump_snapshot, parse_snapshot
 from strategies import MODELS, TEMPLATES, snapshots
 
-SETTINGS = settings(max_examples=100, deadline=None,
-                    suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+SETTINGS = settings(
+    max_examples=100,
+    deadline=None,
+    suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
+)
 
-def rename(snap: ClusterSnapshot, node_map: dict[str, str], job_map: dict[str, str]
-           ) -> ClusterSnapshot:
+
+def rename(
+    snap: ClusterSnapshot, node_map: dict[str, str], job_map: dict[str, str]
+) -> ClusterSnapshot:
     """The same cluster with every node name and job id replaced through a bijection."""
     data: dict[str, Any] = json.loads(dump_snapshot(snap))
     for n in data["nodes"]:
@@ -44,8 +49,12 @@ def rename(snap: ClusterSnapshot, node_map: dict[str, str], job_map: dict[str, s
 
 
 def counts_of(report: FragReport) -> list[FragCounts]:
-    return [report.cluster_metrics.counts, *(g.counts for g in report.partitions),
-            *(g.counts for g in report.models), *(m.counts for m in report.nodes)]
+    return [
+        report.cluster_metrics.counts,
+        *(g.counts for g in report.partitions),
+        *(g.counts for g in report.models),
+        *(m.counts for m in report.nodes),
+    ]
 
 
 @SETTINGS
@@ -79,16 +88,23 @@ def test_renaming_nodes_and_jobs_changes_no_metric(snap: ClusterSnapshot, rnd: A
     for p in before.pending:
         q = pending_after[job_map[p.job_id]]
         assert (q.status, q.reason, q.gpus, q.free_matching, q.free_in_partition) == (
-            p.status, p.reason, p.gpus, p.free_matching, p.free_in_partition)
+            p.status,
+            p.reason,
+            p.gpus,
+            p.free_matching,
+            p.free_in_partition,
+        )
         if p.status == "can-start" and p.message.startswith("fits now on "):
             named = p.message.removeprefix("fits now on ").split(", ")
             assert q.message == "fits now on " + ", ".join(node_map[n] for n in named)
         else:
             assert q.message == p.message
-        assert {d.node: (d.verdict, d.free, d.largest_free_block, d.detail)
-                for d in q.diagnosis} == {
+        assert {
+            d.node: (d.verdict, d.free, d.largest_free_block, d.detail) for d in q.diagnosis
+        } == {
             node_map[d.node]: (d.verdict, d.free, d.largest_free_block, d.detail)
-            for d in p.diagnosis}
+            for d in p.diagnosis
+        }
 
 
 @SETTINGS
@@ -142,13 +158,20 @@ def test_no_metric_is_negative_and_bounds_hold(snap: ClusterSnapshot) -> None:
 def test_cluster_is_the_sum_of_its_nodes(snap: ClusterSnapshot) -> None:
     report = compute(snap)
     total, nodes = report.cluster_metrics.counts, [m.counts for m in report.nodes]
-    for field in ("gpus", "used", "free", "free_unavailable", "whole_nodes_free",
-                  "outside_nvlink_blocks"):
+    for field in (
+        "gpus",
+        "used",
+        "free",
+        "free_unavailable",
+        "whole_nodes_free",
+        "outside_nvlink_blocks",
+    ):
         assert getattr(total, field) == sum(getattr(c, field) for c in nodes), field
     assert total.unusable.total == sum(c.unusable.total for c in nodes)
     assert abs(total.fgd - sum(c.fgd for c in nodes)) < 1e-6
     assert report.cluster_metrics.largest_free_block == max(
-        (m.largest_free_block for m in report.nodes), default=0)
+        (m.largest_free_block for m in report.nodes), default=0
+    )
 
 
 @SETTINGS
@@ -213,10 +236,10 @@ items = st.builds(
 
 
 @settings(max_examples=200, deadline=None)
-@given(st.sampled_from(TEMPLATES), st.sampled_from(MODELS), st.lists(items, min_size=1,
-                                                                     max_size=4))
-def test_an_all_free_node_has_zero_fragmentation(template: str, model: str,
-                                                 mix_items: list[DemandItem]) -> None:
+@given(st.sampled_from(TEMPLATES), st.sampled_from(MODELS), st.lists(items, min_size=1, max_size=4))
+def test_an_all_free_node_has_zero_fragmentation(
+    template: str, model: str, mix_items: list[DemandItem]
+) -> None:
     """On an idle, available node (built-in template) only structure can waste GPUs.
 
     Precisely, with n = the node's GPUs and W = the mix's total weight:
@@ -232,8 +255,15 @@ def test_an_all_free_node_has_zero_fragmentation(template: str, model: str,
       block, and no GPU is outside an NVLink block of a size some fitting item asks for.
     """
     topo = BUILTIN_TOPOLOGIES[template]
-    node = Node(name="idle", partitions=("batch",), state="IDLE", gpu_model=model,
-                gpu_count=topo.gpu_count, gpu_memory_gb=40.0, topology=template)
+    node = Node(
+        name="idle",
+        partitions=("batch",),
+        state="IDLE",
+        gpu_model=model,
+        gpu_count=topo.gpu_count,
+        gpu_memory_gb=40.0,
+        topology=template,
+    )
     the_mix = WorkloadMix(source=MixSource.DECLARED, items=tuple(mix_items))
     m = node_metrics(node, topo, topo.all_mask, the_mix)
     c = m.counts
@@ -253,7 +283,10 @@ def test_an_all_free_node_has_zero_fragmentation(template: str, model: str,
     assert m.largest_free_block == topo.max_block
     # NVLink items this node's partition, model and size accept; if all of them ask for a
     # block size the topology never forms (3 on NVLink pairs), every GPU is outside one.
-    compatible = [i for i in mix_items if i.nvlink and fits_empty_node(
-        i.model_copy(update={"nvlink": False}), node, topo)]
+    compatible = [
+        i
+        for i in mix_items
+        if i.nvlink and fits_empty_node(i.model_copy(update={"nvlink": False}), node, topo)
+    ]
     blockless = all(not fits_empty_node(i, node, topo) for i in compatible)
     assert c.outside_nvlink_blocks == (n if compatible and blockless else 0)

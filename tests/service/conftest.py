@@ -41,12 +41,24 @@ def store(tmp_path: Path) -> Iterator[Store]:
 def make_cycle(fake: FakeSlurm, store: Store, clock: FakeClock, tmp_path: Path) -> CycleFactory:
     """A new service instance on the same database and Slurm (as after a restart)."""
 
-    def make(mode: str = "enforce", *, holder: str = "test:1", hook: Hook | None = None,
-             policy: Policy | None = None, ttl_s: float = 900.0,
-             reader: object = None, packing_bump: int | None = None,
-             observer: Observer = NO_OBSERVER) -> Cycle:
-        deps = CycleDeps(reader or fake, fake, Repository(store),  # type: ignore[arg-type]
-                         Lease(store, holder, ttl_s=30), KillSwitch(tmp_path / "STOP"))
+    def make(
+        mode: str = "enforce",
+        *,
+        holder: str = "test:1",
+        hook: Hook | None = None,
+        policy: Policy | None = None,
+        ttl_s: float = 900.0,
+        reader: object = None,
+        packing_bump: int | None = None,
+        observer: Observer = NO_OBSERVER,
+    ) -> Cycle:
+        deps = CycleDeps(
+            reader or fake,
+            fake,
+            Repository(store),  # type: ignore[arg-type]
+            Lease(store, holder, ttl_s=30),
+            KillSwitch(tmp_path / "STOP"),
+        )
         rules = CycleRules(mode, policy or default_policy(), ttl_s, packing_bump)
         return Cycle(deps, rules, clock=clock, hook=hook, observer=observer)
 

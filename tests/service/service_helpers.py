@@ -42,8 +42,11 @@ def slurm_schedules(fake: FakeSlurm, plan: Plan) -> bool:
     """What slurmctld does after a hand-over: start each served target on its planned GPUs
     once they are free and the target was moved into the plan's reservation. True if any
     target was started."""
-    handed = {c[1] for c in fake.calls
-              if c[0] == "update_job" and f"ReservationName={plan.reservation}" in c}
+    handed = {
+        c[1]
+        for c in fake.calls
+        if c[0] == "update_job" and f"ReservationName={plan.reservation}" in c
+    }
     started = False
     for t in plan.served:
         job = fake.jobs[t.job_id]
@@ -54,8 +57,12 @@ def slurm_schedules(fake: FakeSlurm, plan: Plan) -> bool:
         for p in t.placements:
             node = fake.nodes[p.node]
             node["gpus_used"] = sorted(set(node["gpus_used"]) | set(p.gpus))
-        job.update(state=JobState.RUNNING, reason="None", start_time=fake.snapshot().taken_at,
-                   gpus={p.node: frozenset(p.gpus) for p in t.placements})
+        job.update(
+            state=JobState.RUNNING,
+            reason="None",
+            start_time=fake.snapshot().taken_at,
+            gpus={p.node: frozenset(p.gpus) for p in t.placements},
+        )
         started = True
     return started
 

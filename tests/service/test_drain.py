@@ -26,13 +26,31 @@ from slurm_defrag.synth import EPOCH
 
 
 def _snapshot() -> ClusterSnapshot:
-    node = Node(name="g1", partitions=("batch",), state=frozenset({"MIXED"}), gpu_model="h100",
-                gpu_count=8, topology="nvswitch-8")
-    blocker = Job(id="1", user="u", partition="batch", state=JobState.RUNNING,
-                  start_time=EPOCH - timedelta(hours=10), time_limit_s=int(10.5 * 3600),
-                  gpus={"g1": frozenset(range(6))})
-    target = Job(id="2", user="v", partition="batch", state=JobState.PENDING,
-                 reason="Resources", request=GpuRequest(gpus_per_node=4, nvlink=True))
+    node = Node(
+        name="g1",
+        partitions=("batch",),
+        state=frozenset({"MIXED"}),
+        gpu_model="h100",
+        gpu_count=8,
+        topology="nvswitch-8",
+    )
+    blocker = Job(
+        id="1",
+        user="u",
+        partition="batch",
+        state=JobState.RUNNING,
+        start_time=EPOCH - timedelta(hours=10),
+        time_limit_s=int(10.5 * 3600),
+        gpus={"g1": frozenset(range(6))},
+    )
+    target = Job(
+        id="2",
+        user="v",
+        partition="batch",
+        state=JobState.PENDING,
+        reason="Resources",
+        request=GpuRequest(gpus_per_node=4, nvlink=True),
+    )
     return ClusterSnapshot(taken_at=EPOCH, nodes=(node,), jobs=(blocker, target))
 
 
@@ -43,9 +61,11 @@ def drain_fake(clock: FakeClock) -> FakeSlurm:
 
 def _executor(store: Store, fake: FakeSlurm, clock: FakeClock, ttl_s: float = 7200) -> Executor:
     plans = Plans(store.engine)
-    return Executor(Channel(fake, AuditingWriter(fake, plans, dry_run=False), plans, "enforce"),
-                    Safety(parse_policy({"version": 1}), ttl_s, InMemoryPreemptionHistory()),
-                    clock=clock)
+    return Executor(
+        Channel(fake, AuditingWriter(fake, plans, dry_run=False), plans, "enforce"),
+        Safety(parse_policy({"version": 1}), ttl_s, InMemoryPreemptionHistory()),
+        clock=clock,
+    )
 
 
 def _blocker_ends(fake: FakeSlurm) -> None:
@@ -53,8 +73,9 @@ def _blocker_ends(fake: FakeSlurm) -> None:
     fake.nodes["g1"]["gpus_used"] = []
 
 
-def _admit(store: Store, fake: FakeSlurm, clock: FakeClock,
-           ttl_s: float = 7200) -> tuple[Executor, int, Plan]:
+def _admit(
+    store: Store, fake: FakeSlurm, clock: FakeClock, ttl_s: float = 7200
+) -> tuple[Executor, int, Plan]:
     plan = make_plan(fake.snapshot(), parse_policy({"version": 1}), ["2"])
     assert plan.targets[0].mode == "drain"
     ex = _executor(store, fake, clock, ttl_s)
@@ -63,8 +84,9 @@ def _admit(store: Store, fake: FakeSlurm, clock: FakeClock,
     return ex, pid, plan
 
 
-def test_drain_then_resume_when_handed_over(store: Store, drain_fake: FakeSlurm,
-                                            clock: FakeClock) -> None:
+def test_drain_then_resume_when_handed_over(
+    store: Store, drain_fake: FakeSlurm, clock: FakeClock
+) -> None:
     fake = drain_fake
     ex, pid, plan = _admit(store, fake, clock)
     assert ex.advance(pid) == "applying"
@@ -80,8 +102,13 @@ def test_drain_then_resume_when_handed_over(store: Store, drain_fake: FakeSlurm,
     assert ex.advance(pid) == "done"
     assert not fake.reservations
     assert [(s.action, s.state) for s in Plans(store.engine).steps(pid)] == [
-        ("drain", "done"), ("reserve", "done"), ("wait-free", "done"), ("hand-over", "done"),
-        ("resume", "done"), ("release", "done")]
+        ("drain", "done"),
+        ("reserve", "done"),
+        ("wait-free", "done"),
+        ("hand-over", "done"),
+        ("resume", "done"),
+        ("release", "done"),
+    ]
 
 
 def test_ttl_resumes_our_drain(store: Store, drain_fake: FakeSlurm, clock: FakeClock) -> None:

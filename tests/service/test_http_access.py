@@ -56,8 +56,9 @@ def _page(_: Query) -> Response:
 @pytest.fixture
 def server() -> Iterator[tuple[str, list[int]]]:
     triggered: list[int] = []
-    srv = ControlServer("127.0.0.1", 0, lambda: triggered.append(1),
-                        lambda: (True, {"ok": True}), {"/page": _page})
+    srv = ControlServer(
+        "127.0.0.1", 0, lambda: triggered.append(1), lambda: (True, {"ok": True}), {"/page": _page}
+    )
     srv.start()
     try:
         yield f"http://127.0.0.1:{srv.port}", triggered
@@ -66,8 +67,9 @@ def server() -> Iterator[tuple[str, list[int]]]:
 
 
 def _call(url: str, method: str) -> tuple[int, bytes, dict[str, str]]:
-    req = urllib.request.Request(url, method=method, data=b"x" if method in ("POST", "PUT",
-                                                                            "PATCH") else None)
+    req = urllib.request.Request(
+        url, method=method, data=b"x" if method in ("POST", "PUT", "PATCH") else None
+    )
     try:
         with urllib.request.urlopen(req, timeout=5) as r:
             return r.status, r.read(), dict(r.headers)
@@ -121,8 +123,9 @@ def test_non_local_clients_are_dropped_unless_allowed() -> None:
     assert address is not None
     triggered: list[int] = []
     for allow, allowed in (((), False), ((ip_network(f"{address}/32"),), True)):
-        srv = ControlServer(address, 0, lambda: triggered.append(1), None, {"/page": _page},
-                            allow=allow)
+        srv = ControlServer(
+            address, 0, lambda: triggered.append(1), None, {"/page": _page}, allow=allow
+        )
         srv.start()
         try:
             for path, method, served in (("/page", "GET", 200), ("/trigger", "POST", 202)):
@@ -138,8 +141,9 @@ def test_non_local_clients_are_dropped_unless_allowed() -> None:
 
 
 def test_refused_clients_get_no_thread() -> None:
-    srv = ControlServer("127.0.0.1", 0, None, None, {"/page": _page},
-                        allow=(ip_network("10.0.0.0/8"),))
+    srv = ControlServer(
+        "127.0.0.1", 0, None, None, {"/page": _page}, allow=(ip_network("10.0.0.0/8"),)
+    )
     srv.start()  # close() waits for the serving loop
     try:
         verify = srv._server.verify_request
@@ -188,8 +192,9 @@ def test_host_allowed(host: str | None, names: tuple[str, ...], expected: bool) 
 
 
 def _status(base: str, path: str, method: str, **headers: str) -> int:
-    req = urllib.request.Request(base + path, method=method, headers=headers,
-                                 data=b"" if method == "POST" else None)
+    req = urllib.request.Request(
+        base + path, method=method, headers=headers, data=b"" if method == "POST" else None
+    )
     try:
         with urllib.request.urlopen(req, timeout=5) as r:
             return int(r.status)

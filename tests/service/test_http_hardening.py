@@ -27,8 +27,9 @@ def _page(_: Query) -> Response:
 
 
 def _start(**kwargs: object) -> ControlServer:
-    srv = ControlServer("127.0.0.1", 0, lambda: None, lambda: (True, {"ok": True}),
-                        {"/page": _page}, **kwargs)  # type: ignore[arg-type]
+    srv = ControlServer(
+        "127.0.0.1", 0, lambda: None, lambda: (True, {"ok": True}), {"/page": _page}, **kwargs
+    )  # type: ignore[arg-type]
     srv.start()
     return srv
 
@@ -81,9 +82,9 @@ def _assert_secured(headers: dict[str, str]) -> None:
         (b"GET /page HTTP/1.0\r\n" + b"X: y\r\n" * 150 + b"\r\n", 431),
     ],
 )
-def test_server_error_pages_carry_the_security_headers(server: ControlServer,
-                                                       request_bytes: bytes,
-                                                       status: int) -> None:
+def test_server_error_pages_carry_the_security_headers(
+    server: ControlServer, request_bytes: bytes, status: int
+) -> None:
     """Defect (#15): BaseHTTPRequestHandler.send_error answered 400/414/431/501/505 with
     its own HTML page, without CSP, nosniff, no-store (and for a request line it could not
     read, without a status line or any header)."""
@@ -183,8 +184,7 @@ def test_unicode_digits_in_limit_are_400(store: Store, limit: str) -> None:
     srv = ControlServer("127.0.0.1", 0, None, None, web_pages(StoreSource(store)))
     srv.start()
     try:
-        url = f"http://127.0.0.1:{srv.port}/api/plans?" + urllib.parse.urlencode(
-            {"limit": limit})
+        url = f"http://127.0.0.1:{srv.port}/api/plans?" + urllib.parse.urlencode({"limit": limit})
         with pytest.raises(urllib.error.HTTPError) as err:
             urllib.request.urlopen(url, timeout=5)
         assert err.value.code == 400

@@ -20,8 +20,15 @@ from slurm_defrag.service.logs import (
 
 
 def test_json_line_has_the_fields() -> None:
-    record = logging.LogRecord("slurm_defrag.service.loop", logging.WARNING, __file__, 1,
-                               "cycle: %s; no action this cycle", ("Slurm unavailable",), None)
+    record = logging.LogRecord(
+        "slurm_defrag.service.loop",
+        logging.WARNING,
+        __file__,
+        1,
+        "cycle: %s; no action this cycle",
+        ("Slurm unavailable",),
+        None,
+    )
     line = JsonFormatter().format(record)
     data = json.loads(line)
     assert data["level"] == "WARNING"
@@ -51,10 +58,13 @@ def test_skipped_cycle_warnings_of_apscheduler_are_dropped(
     setup("INFO", as_json=False)
     logging.getLogger("apscheduler.scheduler").warning(
         'Execution of job "%s" skipped: maximum number of running instances reached (%d)',
-        "Service._run_cycle", 1)
+        "Service._run_cycle",
+        1,
+    )
     logging.getLogger("apscheduler.scheduler").error("Job raised an exception")
     logging.getLogger("slurm_defrag.service.loop").warning(
-        "cycle: Slurm unavailable: squeue --json: no answer within 4 s; no action this cycle")
+        "cycle: Slurm unavailable: squeue --json: no answer within 4 s; no action this cycle"
+    )
     lines = capsys.readouterr().err.splitlines()
     assert lines == [
         "ERROR apscheduler.scheduler: Job raised an exception",
@@ -68,8 +78,15 @@ def test_skipped_cycle_warnings_of_apscheduler_are_dropped(
 
 @pytest.mark.parametrize(
     ("level", "priority"),
-    [(logging.CRITICAL, 2), (logging.ERROR, 3), (logging.WARNING, 4), (logging.INFO, 6),
-     (logging.DEBUG, 7), (logging.WARNING + 5, 4), (1, 7)],
+    [
+        (logging.CRITICAL, 2),
+        (logging.ERROR, 3),
+        (logging.WARNING, 4),
+        (logging.INFO, 6),
+        (logging.DEBUG, 7),
+        (logging.WARNING + 5, 4),
+        (1, 7),
+    ],
 )
 def test_syslog_priority_of_each_level(level: int, priority: int) -> None:
     assert syslog_priority(level) == priority

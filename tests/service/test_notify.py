@@ -48,31 +48,42 @@ def test_outside_systemd_nothing_happens(value: str) -> None:
 
 @pytest.mark.parametrize(
     ("env", "interval"),
-    [({"WATCHDOG_USEC": "300000000"}, 150.0), ({}, None), ({"WATCHDOG_USEC": "0"}, None),
-     ({"WATCHDOG_USEC": "²"}, None), ({"WATCHDOG_USEC": "10", "WATCHDOG_PID": "1"}, None),
-     ({"WATCHDOG_USEC": "2000000", "WATCHDOG_PID": str(os.getpid())}, 1.0)],
+    [
+        ({"WATCHDOG_USEC": "300000000"}, 150.0),
+        ({}, None),
+        ({"WATCHDOG_USEC": "0"}, None),
+        ({"WATCHDOG_USEC": "²"}, None),
+        ({"WATCHDOG_USEC": "10", "WATCHDOG_PID": "1"}, None),
+        ({"WATCHDOG_USEC": "2000000", "WATCHDOG_PID": str(os.getpid())}, 1.0),
+    ],
 )
 def test_watchdog_interval(env: dict[str, str], interval: float | None) -> None:
     assert notify.watchdog_interval_s(env) == interval
 
 
 def test_service_says_ready_feeds_the_watchdog_and_says_stopping(
-    systemd: socket.socket, monkeypatch: pytest.MonkeyPatch, make_cycle, tmp_path: Path,
+    systemd: socket.socket,
+    monkeypatch: pytest.MonkeyPatch,
+    make_cycle,
+    tmp_path: Path,
 ) -> None:  # type: ignore[no-untyped-def]
     from slurm_defrag.service.runner import Service
     from slurm_defrag.service.settings import ServiceSettings
 
     monkeypatch.setenv("NOTIFY_SOCKET", systemd.getsockname())
     monkeypatch.setenv("WATCHDOG_USEC", "400000")  # fed every 0.2 s
-    settings = ServiceSettings(http_port=0, interval_s=3600, mode="dry-run",
-                               kill_switch_file=tmp_path / "STOP")
+    settings = ServiceSettings(
+        http_port=0, interval_s=3600, mode="dry-run", kill_switch_file=tmp_path / "STOP"
+    )
     cycle = make_cycle("dry-run")
     service = Service(settings, cycle, cycle.lease)
     service.start()
     try:
         seen: list[str] = []
-        while not ({"READY=1", "WATCHDOG=1"} <= {m.split("\n")[0] for m in seen}
-                   and any(m.startswith("STATUS=last cycle") for m in seen)):
+        while not (
+            {"READY=1", "WATCHDOG=1"} <= {m.split("\n")[0] for m in seen}
+            and any(m.startswith("STATUS=last cycle") for m in seen)
+        ):
             seen.append(received(systemd))
     finally:
         service.stop()

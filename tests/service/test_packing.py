@@ -15,17 +15,31 @@ from slurm_defrag.synth import EPOCH
 
 
 def _node(name: str, weight: int) -> Node:
-    return Node(name=name, partitions=("batch",), state=frozenset({"IDLE"}), gpu_model="a100",
-                gpu_count=8, topology="nvswitch-8", weight=weight)
+    return Node(
+        name=name,
+        partitions=("batch",),
+        state=frozenset({"IDLE"}),
+        gpu_model="a100",
+        gpu_count=8,
+        topology="nvswitch-8",
+        weight=weight,
+    )
 
 
 @pytest.fixture
 def fake(clock: FakeClock) -> FakeSlurm:
     """g1 runs a 2-GPU job, g2 and g3 are whole free (g3 has a custom weight 7)."""
-    job = Job(id="1", user="u", partition="batch", state=JobState.RUNNING,
-              start_time=EPOCH, gpus={"g1": frozenset({0, 1})})
-    snap = ClusterSnapshot(taken_at=EPOCH, nodes=(_node("g1", 1), _node("g2", 1),
-                                                  _node("g3", 7)), jobs=(job,))
+    job = Job(
+        id="1",
+        user="u",
+        partition="batch",
+        state=JobState.RUNNING,
+        start_time=EPOCH,
+        gpus={"g1": frozenset({0, 1})},
+    )
+    snap = ClusterSnapshot(
+        taken_at=EPOCH, nodes=(_node("g1", 1), _node("g2", 1), _node("g3", 7)), jobs=(job,)
+    )
     return FakeSlurm(snap, clock=clock)
 
 
@@ -73,8 +87,9 @@ def test_kill_switch_leaves_weights_alone(
     assert fake.calls == []
 
 
-def test_packing_records_are_not_plans(make_cycle: CycleFactory, fake: FakeSlurm,
-                                       store: Store) -> None:
+def test_packing_records_are_not_plans(
+    make_cycle: CycleFactory, fake: FakeSlurm, store: Store
+) -> None:
     cycle = make_cycle(packing_bump=1000)
     cycle.run()
     assert cycle.history.active_plans() == 0

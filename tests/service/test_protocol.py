@@ -26,8 +26,9 @@ def only_plan(store: Store) -> tuple[int, Plan]:
     return rec.id, Plan.model_validate(rec.inputs["plan"])
 
 
-def run_until_closed(make_cycle: CycleFactory, fake: FakeSlurm, clock: FakeClock,
-                     store: Store, cycles: int = 6) -> str:
+def run_until_closed(
+    make_cycle: CycleFactory, fake: FakeSlurm, clock: FakeClock, store: Store, cycles: int = 6
+) -> str:
     cycle = make_cycle()
     for _ in range(cycles):
         cycle.run()
@@ -62,8 +63,13 @@ def test_enforce_runs_every_step_and_records_it(
     plans = Plans(store.engine)
     # In flight: reserved, requeued, GPUs free, handed over; release waits for the start.
     states = [(s.action, s.state) for s in plans.steps(pid)]
-    assert states == [("reserve", "done"), ("requeue", "done"), ("wait-free", "done"),
-                      ("hand-over", "done"), ("release", "running")]
+    assert states == [
+        ("reserve", "done"),
+        ("requeue", "done"),
+        ("wait-free", "done"),
+        ("hand-over", "done"),
+        ("release", "running"),
+    ]
     assert plan.reservation in fake.reservations
     assert fake.reservations[plan.reservation].users == ("dave",)
     assert slurm_schedules(fake, plan)
@@ -78,9 +84,12 @@ def test_enforce_runs_every_step_and_records_it(
         assert s.finished_at is not None
     cmds = plans.commands(plan_id=pid)
     assert [c.argv[:3] for c in cmds] == [
-        ["scontrol", "create", "reservation"], ["scontrol", "requeue", "104"],
-        ["scontrol", "update", "JobId=110"], ["scontrol", "update", "JobId=110"],
-        ["scontrol", "delete", f"ReservationName={plan.reservation}"]]
+        ["scontrol", "create", "reservation"],
+        ["scontrol", "requeue", "104"],
+        ["scontrol", "update", "JobId=110"],
+        ["scontrol", "update", "JobId=110"],
+        ["scontrol", "delete", f"ReservationName={plan.reservation}"],
+    ]
     assert all(c.exit_code == 0 and not c.dry_run and c.step_id for c in cmds)
     assert f"slurm-defrag:{plan.plan_id}" in cmds[1].argv[-1]
     # The next cycle has nothing left to do for 110.
@@ -88,9 +97,7 @@ def test_enforce_runs_every_step_and_records_it(
     assert cycle.run().outcome == "idle"
 
 
-def test_plan_is_the_planners_minimal_plan(
-    make_cycle: CycleFactory, store: Store
-) -> None:
+def test_plan_is_the_planners_minimal_plan(make_cycle: CycleFactory, store: Store) -> None:
     make_cycle().run()
     _, stored = only_plan(store)
     direct = make_plan(course_scenario(), default_policy())
@@ -98,14 +105,21 @@ def test_plan_is_the_planners_minimal_plan(
     assert stored.targets == direct.targets
 
 
-STEP_POINTS = [(k, ph) for k in ("reserve", "requeue", "wait-free", "hand-over", "release")
-               for ph in ("acted", "recorded")]
+STEP_POINTS = [
+    (k, ph)
+    for k in ("reserve", "requeue", "wait-free", "hand-over", "release")
+    for ph in ("acted", "recorded")
+]
 
 
 @pytest.mark.parametrize(("kind", "phase"), STEP_POINTS)
 def test_crash_after_any_step_resumes_from_the_database(
-    make_cycle: CycleFactory, fake: FakeSlurm, clock: FakeClock, store: Store,
-    kind: str, phase: str,
+    make_cycle: CycleFactory,
+    fake: FakeSlurm,
+    clock: FakeClock,
+    store: Store,
+    kind: str,
+    phase: str,
 ) -> None:
     crashing = make_cycle(hook=crash_at(kind, phase))
 
@@ -157,7 +171,10 @@ def test_ttl_rolls_back_when_the_target_never_starts(
     assert ("update_job", "110", "ReservationName=") in fake.calls
     steps = Plans(store.engine).steps(pid)
     assert [(s.action, s.state) for s in steps][-3:] == [
-        ("release", "failed"), ("undo-hand-over", "done"), ("undo-reserve", "done")]
+        ("release", "failed"),
+        ("undo-hand-over", "done"),
+        ("undo-reserve", "done"),
+    ]
     assert "TTL 300 s passed at step 5 release" in Plans(store.engine).get(pid).note
 
 

@@ -25,8 +25,13 @@ def _get(url: str) -> tuple[int, dict[str, object]]:
 
 def test_scheduler_trigger_and_health(make_cycle: CycleFactory, tmp_path: Path) -> None:
     cycle = make_cycle("off")
-    settings = ServiceSettings(mode="off", interval_s=3600, http_port=0,
-                               kill_switch_file=tmp_path / "STOP", trigger_min_interval_s=0)
+    settings = ServiceSettings(
+        mode="off",
+        interval_s=3600,
+        http_port=0,
+        kill_switch_file=tmp_path / "STOP",
+        trigger_min_interval_s=0,
+    )
     # http_port=0 disables the server; start one on a free port by hand instead.
     service = Service(settings, cycle, cycle.lease)
     service.start()
@@ -76,8 +81,10 @@ def test_crash_hook_exits_137(spec: str) -> None:
     import sys
 
     kind, _, phase = spec.partition(":")
-    code = (f"from slurm_defrag.service.runner import crash_hook\n"
-            f"crash_hook({spec!r})({kind!r}, {(phase or 'acted')!r})\n")
+    code = (
+        f"from slurm_defrag.service.runner import crash_hook\n"
+        f"crash_hook({spec!r})({kind!r}, {(phase or 'acted')!r})\n"
+    )
     assert subprocess.run([sys.executable, "-c", code], check=False).returncode == 137
 
 
@@ -95,13 +102,19 @@ def test_a_taken_port_is_one_clear_error() -> None:
             ControlServer("127.0.0.1", port, lambda: None, lambda: (True, {}))
 
 
-def test_a_trigger_during_a_cycle_runs_one_more_cycle(make_cycle: CycleFactory,
-                                                       tmp_path: Path) -> None:
+def test_a_trigger_during_a_cycle_runs_one_more_cycle(
+    make_cycle: CycleFactory, tmp_path: Path
+) -> None:
     """APScheduler skips a run while one is going (max_instances=1); the trigger (the
     epilog saying GPUs were freed) must still get its cycle, right after the current one."""
     cycle = make_cycle("off")
-    settings = ServiceSettings(mode="off", interval_s=3600, http_port=0,
-                               kill_switch_file=tmp_path / "STOP", trigger_min_interval_s=0)
+    settings = ServiceSettings(
+        mode="off",
+        interval_s=3600,
+        http_port=0,
+        kill_switch_file=tmp_path / "STOP",
+        trigger_min_interval_s=0,
+    )
     service = Service(settings, cycle, cycle.lease)
     inner = cycle.run
     started = []

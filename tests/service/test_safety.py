@@ -36,7 +36,10 @@ def test_dry_run_stores_the_same_plan_and_changes_nothing(
     stored = Plan.model_validate(rec.inputs["plan"])
     direct = make_plan(course_scenario(), default_policy())
     assert (stored.victims, stored.targets, stored.actions) == (
-        direct.victims, direct.targets, direct.actions)
+        direct.victims,
+        direct.targets,
+        direct.actions,
+    )
     # Same path as enforce: same steps and commands, recorded as dry-run.
     cmds = Plans(store.engine).commands(plan_id=rec.id)
     assert [c.argv[1] for c in cmds] == ["create", "requeue", "update"]
@@ -46,12 +49,16 @@ def test_dry_run_stores_the_same_plan_and_changes_nothing(
     assert len(Plans(store.engine).recent()) == 1
 
 
-def _admitted(store: Store, fake: FakeSlurm, clock: FakeClock,
-              policy_text: dict[str, object] | None = None) -> tuple[Executor, int]:
+def _admitted(
+    store: Store, fake: FakeSlurm, clock: FakeClock, policy_text: dict[str, object] | None = None
+) -> tuple[Executor, int]:
     policy = parse_policy({"version": 1, **(policy_text or {})})
     plans = Plans(store.engine)
-    ex = Executor(Channel(fake, AuditingWriter(fake, plans, dry_run=False), plans, "enforce"),
-                  Safety(policy, 900, InMemoryPreemptionHistory()), clock=clock)
+    ex = Executor(
+        Channel(fake, AuditingWriter(fake, plans, dry_run=False), plans, "enforce"),
+        Safety(policy, 900, InMemoryPreemptionHistory()),
+        clock=clock,
+    )
     pid = ex.admit(make_plan(fake.snapshot(), default_policy()))
     assert pid is not None or policy_text
     return ex, pid or 0
@@ -98,7 +105,10 @@ def test_limits_are_enforced_by_the_executor(
 
 
 def test_kill_switch_file_stops_all_action_within_one_cycle(
-    make_cycle: CycleFactory, fake: FakeSlurm, clock: FakeClock, store: Store,
+    make_cycle: CycleFactory,
+    fake: FakeSlurm,
+    clock: FakeClock,
+    store: Store,
     tmp_path: Path,
 ) -> None:
     cycle = make_cycle()
@@ -117,8 +127,9 @@ def test_kill_switch_file_stops_all_action_within_one_cycle(
     assert cycle.run().plans == {rec.id: "done"}
 
 
-def test_mode_off_only_reads_and_stores(make_cycle: CycleFactory, fake: FakeSlurm,
-                                       store: Store) -> None:
+def test_mode_off_only_reads_and_stores(
+    make_cycle: CycleFactory, fake: FakeSlurm, store: Store
+) -> None:
     report = make_cycle("off").run()
     assert (report.outcome, report.detail) == ("off", "mode=off")
     assert report.snapshot_id is not None
@@ -126,8 +137,9 @@ def test_mode_off_only_reads_and_stores(make_cycle: CycleFactory, fake: FakeSlur
     assert Plans(store.engine).recent() == []
 
 
-def test_only_the_lease_holder_acts(make_cycle: CycleFactory, fake: FakeSlurm,
-                                    store: Store, caplog: object) -> None:
+def test_only_the_lease_holder_acts(
+    make_cycle: CycleFactory, fake: FakeSlurm, store: Store, caplog: object
+) -> None:
     a = make_cycle(holder="a:1")
     b = make_cycle(holder="b:2")
     assert a.run().outcome == "planned"

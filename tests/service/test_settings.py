@@ -25,7 +25,7 @@ def test_toml_then_environment(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) 
         'db_url = "sqlite:////tmp/x.db"\n'
         '[slurm]\nbackend = "cli"\n'
         'command_prefix = ["docker", "exec", "slurmdefrag-bookworm-slurmctld"]\n'
-        '[solver]\nmax_time_in_seconds = 3\n'
+        "[solver]\nmax_time_in_seconds = 3\n"
     )
     monkeypatch.setenv("SLURM_DEFRAG_INTERVAL_S", "5")
     s = settings.load(cfg)
@@ -90,8 +90,9 @@ def test_bad_toml_is_one_line(tmp_path: Path) -> None:
 # -- hostile input (issue 15): configuration fails closed ------------------------------
 
 
-def test_misspelt_config_env_is_an_error(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
-                                         capsys: pytest.CaptureFixture[str]) -> None:
+def test_misspelt_config_env_is_an_error(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
     """Defect: a misspelt SLURM_DEFRAG_CONFIG ran on built-in defaults (no site
     protections), exit 0. Now one line naming the path and the variable, exit != 0."""
     from cli_run import assert_one_line_error
@@ -121,8 +122,9 @@ def test_config_option_beats_the_variable(tmp_path: Path, monkeypatch: pytest.Mo
 def test_unknown_keys_in_every_table_are_errors(tmp_path: Path) -> None:
     """Defect: unknown keys in [slurm] were silently ignored (extra="ignore")."""
     cfg = tmp_path / "service.toml"
-    cfg.write_text('modee = "enforce"\n[slurm]\nbakend = "rest"\n[solver]\nmax_tme = 3\n'
-                   '[nonsense]\nx = 1\n')
+    cfg.write_text(
+        'modee = "enforce"\n[slurm]\nbakend = "rest"\n[solver]\nmax_tme = 3\n[nonsense]\nx = 1\n'
+    )
     with pytest.raises(InputError) as err:
         settings.load(cfg)
     text = str(err.value)
@@ -161,8 +163,13 @@ def test_bad_json_in_the_environment_is_one_line(monkeypatch: pytest.MonkeyPatch
 
 @pytest.mark.parametrize(
     "line",
-    ['kill_switch_file = ""', 'policy = " "', '[slurm]\ngres_conf = ""',
-     '[slurm]\nrest_token_file = ""', '[slurm]\nrest_socket = ""'],
+    [
+        'kill_switch_file = ""',
+        'policy = " "',
+        '[slurm]\ngres_conf = ""',
+        '[slurm]\nrest_token_file = ""',
+        '[slurm]\nrest_socket = ""',
+    ],
 )
 def test_empty_paths_are_refused(tmp_path: Path, line: str) -> None:
     """Defect: kill_switch_file = "" became "." and read as "kill switch present" for ever."""
@@ -194,8 +201,11 @@ def test_empty_path_from_the_environment_is_refused(monkeypatch: pytest.MonkeyPa
     ],
 )
 def test_hostile_config_is_one_line_through_the_cli(
-    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch,
-    content: bytes, words: tuple[str, ...],
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
+    content: bytes,
+    words: tuple[str, ...],
 ) -> None:
     """Defect: non-UTF-8 and 5,000-deep TOML (RecursionError), wrong types and
     out-of-range solver settings were tracebacks; now one line and exit != 0."""
@@ -206,8 +216,7 @@ def test_hostile_config_is_one_line_through_the_cli(
 
     cfg = tmp_path / "service.toml"
     cfg.write_bytes(content)
-    assert_one_line_error(capsys, "serve", "--config", str(cfg), "--once",
-                          words=(str(cfg), *words))
+    assert_one_line_error(capsys, "serve", "--config", str(cfg), "--once", words=(str(cfg), *words))
 
 
 def test_rest_token_file_not_utf8_or_missing(tmp_path: Path) -> None:

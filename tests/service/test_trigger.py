@@ -73,8 +73,7 @@ def test_any_cycle_serves_the_pending_trigger() -> None:
 
 
 def _post(base: str, **headers: str) -> tuple[int, dict[str, object], dict[str, str]]:
-    req = urllib.request.Request(base + "/trigger", method="POST", data=b"{}",
-                                 headers=headers)
+    req = urllib.request.Request(base + "/trigger", method="POST", data=b"{}", headers=headers)
     try:
         with urllib.request.urlopen(req, timeout=5) as r:
             return r.status, json.loads(r.read()), dict(r.headers)
@@ -82,14 +81,20 @@ def _post(base: str, **headers: str) -> tuple[int, dict[str, object], dict[str, 
         return e.code, json.loads(e.read()), dict(e.headers)
 
 
-def test_a_flood_of_triggers_runs_at_most_two_cycles(make_cycle: CycleFactory,
-                                                     tmp_path: Path) -> None:
+def test_a_flood_of_triggers_runs_at_most_two_cycles(
+    make_cycle: CycleFactory, tmp_path: Path
+) -> None:
     """Defect (#15): POST /trigger was unthrottled. 200 triggers in a burst: one cycle at
     once (or the first scheduled one), one more min_interval later, every other trigger
     answered 429 with Retry-After."""
     cycle = make_cycle("off")
-    settings = ServiceSettings(mode="off", interval_s=3600, http_port=0,
-                               kill_switch_file=tmp_path / "STOP", trigger_min_interval_s=0.6)
+    settings = ServiceSettings(
+        mode="off",
+        interval_s=3600,
+        http_port=0,
+        kill_switch_file=tmp_path / "STOP",
+        trigger_min_interval_s=0.6,
+    )
     service = Service(settings, cycle, cycle.lease)
     started: list[float] = []
     inner = cycle.run
@@ -170,9 +175,13 @@ def test_secret_file_rules(tmp_path: Path) -> None:
     f = tmp_path / "secret"
     f.write_bytes(SECRET + b"\n")
     assert read_secret(f) == SECRET  # the final newline of `echo` is not part of it
-    for bad, why in ((b"short\n", "needs 16"), (SECRET + b"\nX-Other: 1", "one line"),
-                     (b"with a space " + SECRET, "one line"), ("é".encode() * 16, "one line"),
-                     (b"", "needs 16")):
+    for bad, why in (
+        (b"short\n", "needs 16"),
+        (SECRET + b"\nX-Other: 1", "one line"),
+        (b"with a space " + SECRET, "one line"),
+        ("é".encode() * 16, "one line"),
+        (b"", "needs 16"),
+    ):
         f.write_bytes(bad)
         with pytest.raises(InputError, match=f"trigger_secret_file: {f}: .*{why}"):
             read_secret(f)
@@ -182,12 +191,15 @@ def test_secret_file_rules(tmp_path: Path) -> None:
 
 def test_service_reads_the_secret_at_start(make_cycle: CycleFactory, tmp_path: Path) -> None:
     cycle = make_cycle("off")
-    settings = ServiceSettings(mode="off", interval_s=3600, http_port=0,
-                               kill_switch_file=tmp_path / "STOP",
-                               trigger_secret_file=tmp_path / "missing")
+    settings = ServiceSettings(
+        mode="off",
+        interval_s=3600,
+        http_port=0,
+        kill_switch_file=tmp_path / "STOP",
+        trigger_secret_file=tmp_path / "missing",
+    )
     assert settings.trigger_secret_file == tmp_path / "missing"
-    service = Service(settings.model_copy(update={"http_port": _free_port()}), cycle,
-                      cycle.lease)
+    service = Service(settings.model_copy(update={"http_port": _free_port()}), cycle, cycle.lease)
     with pytest.raises(InputError, match=r"trigger_secret_file: .*missing: cannot read"):
         service.start()
     assert service.http is None

@@ -30,8 +30,10 @@ def test_an_empty_database_says_so(store: Store) -> None:
     code, body = _get(pages, "/api/snapshot")
     assert code == 404
     assert "no snapshot yet in database sqlite:///" in body["error"]
-    assert _get(pages, "/api/history") == (200, {"series": [], "nodes": [], "worst": [],
-                                                 "since_text": "7d"})
+    assert _get(pages, "/api/history") == (
+        200,
+        {"series": [], "nodes": [], "worst": [], "since_text": "7d"},
+    )
     assert _get(pages, "/api/plans") == (200, {"plans": []})
 
 
@@ -58,7 +60,11 @@ def test_map_history_and_the_dry_run_plan(make_cycle: CycleFactory, store: Store
     assert code == 200
     (plan,) = body["plans"]
     assert (plan["mode"], plan["status"], plan["open"], plan["kind"]) == (
-        "dry-run", "done", False, "defrag")
+        "dry-run",
+        "done",
+        False,
+        "defrag",
+    )
     assert [t["job_id"] for t in plan["targets"] if t["served"]] == ["110"]
     assert plan["victims"]
     assert plan["reservation"].startswith("defrag-")
@@ -99,8 +105,9 @@ def test_wiring_adds_the_page_only_when_web_is_on(store: Store, tmp_path: Any) -
     on, on_store = build(ServiceSettings(db_url=url, kill_switch_file=kill, web=True))
     try:
         assert "/api/snapshot" not in off.pages
-        assert {"/", "/app.js", "/style.css", "/api/snapshot", "/api/history",
-                "/api/plans"} <= set(on.pages)
+        assert {"/", "/app.js", "/style.css", "/api/snapshot", "/api/history", "/api/plans"} <= set(
+            on.pages
+        )
     finally:
         off_store.close()
         on_store.close()
@@ -109,13 +116,15 @@ def test_wiring_adds_the_page_only_when_web_is_on(store: Store, tmp_path: Any) -
 def _selects(store: Store) -> list[str]:
     """SQL SELECTs run on ``store`` from now on."""
     seen: list[str] = []
-    event.listen(store.engine, "before_cursor_execute",
-                 lambda *args: seen.append(args[2]) if args[2].startswith("SELECT") else None)
+    event.listen(
+        store.engine,
+        "before_cursor_execute",
+        lambda *args: seen.append(args[2]) if args[2].startswith("SELECT") else None,
+    )
     return seen
 
 
-def test_history_and_plans_are_cached_per_snapshot(make_cycle: CycleFactory,
-                                                   store: Store) -> None:
+def test_history_and_plans_are_cached_per_snapshot(make_cycle: CycleFactory, store: Store) -> None:
     cycle = make_cycle("dry-run")
     cycle.run()
     pages = web_pages(StoreSource(store))
@@ -142,8 +151,9 @@ def test_plans_expire_within_a_snapshot(make_cycle: CycleFactory, store: Store) 
     assert len(_get(pages, "/api/plans")[1]["plans"]) == 1
 
 
-def test_page_reads_are_bounded_and_busy_is_503(make_cycle: CycleFactory, store: Store,
-                                                monkeypatch: pytest.MonkeyPatch) -> None:
+def test_page_reads_are_bounded_and_busy_is_503(
+    make_cycle: CycleFactory, store: Store, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """Tabs cannot take the service's whole connection pool: at most ``readers`` page
     requests read the database at once, the others wait a little, then get 503."""
     make_cycle("off").run()

@@ -94,8 +94,10 @@ def test_snapshot_view_carries_cpus_and_memory() -> None:
     whole, cpu_only = job("w", num=2, cpu=6_500, mem=10_000), job("c", num=0, milli=0, cpu=8_000)
     s.allocate(whole, Placement(0, (0, 1)))
     s.allocate(cpu_only, Placement(0, ()))
-    running = {0: RunningJob(whole, Placement(0, (0, 1)), 1.0),
-               1: RunningJob(cpu_only, Placement(0, ()), 1.0)}
+    running = {
+        0: RunningJob(whole, Placement(0, (0, 1)), 1.0),
+        1: RunningJob(cpu_only, Placement(0, ()), 1.0),
+    }
     view = DefragView(10.0, s, running, [(2, job("p", num=2, cpu=2_500, mem=5_000))], 1)
     snap = to_snapshot(view).snapshot
     a = snap.node_by_name["a"]
@@ -112,8 +114,11 @@ def test_backfill_plans_with_time_limits() -> None:
     # 50 s) fits now and ends before "big" could start -- unless its time limit says it
     # might run 200 s, which would delay "big": then backfill must not start it.
     def first_start(limit: float | None) -> float | None:
-        jobs = [job("run", num=4, duration=100.0), job("big", num=8, submit=1.0),
-                job("small", num=4, submit=2.0, duration=50.0, time_limit=limit)]
+        jobs = [
+            job("run", num=4, duration=100.0),
+            job("big", num=8, submit=1.0),
+            job("small", num=4, submit=2.0, duration=50.0, time_limit=limit),
+        ]
         stats = _engine(jobs, [node("a", 8)], None, EngineConfig(bf_interval=5.0)).run()
         return stats.records[2].first_start
 

@@ -27,40 +27,68 @@ MODELS = ("a100", "h100")
 
 # A node: (GPU count, model, busy GPUs); a task type: (GPUs, model or None, weight).
 nodes_st = st.lists(
-    st.integers(1, 8).flatmap(lambda g: st.tuples(
-        st.just(g), st.sampled_from(MODELS), st.sets(st.integers(0, g - 1)))),
-    min_size=1, max_size=6)
+    st.integers(1, 8).flatmap(
+        lambda g: st.tuples(st.just(g), st.sampled_from(MODELS), st.sets(st.integers(0, g - 1)))
+    ),
+    min_size=1,
+    max_size=6,
+)
 types_st = st.lists(
     st.tuples(st.integers(1, 8), st.sampled_from((None, *MODELS)), st.integers(1, 10)),
-    min_size=1, max_size=5)
+    min_size=1,
+    max_size=5,
+)
 
 
-def _sim_frag(nodes: list[tuple[int, str, set[int]]],
-              types: list[tuple[int, str | None, int]]) -> list[float]:
+def _sim_frag(
+    nodes: list[tuple[int, str, set[int]]], types: list[tuple[int, str | None, int]]
+) -> list[float]:
     """F_n of each node in GPUs, by the simulator's vectorised measure."""
-    state = ClusterState([NodeSpec(f"n{i}", cpu_milli=64_000, memory_mib=1 << 20, gpus=g,
-                                   model=m) for i, (g, m, _) in enumerate(nodes)])
+    state = ClusterState(
+        [
+            NodeSpec(f"n{i}", cpu_milli=64_000, memory_mib=1 << 20, gpus=g, model=m)
+            for i, (g, m, _) in enumerate(nodes)
+        ]
+    )
     for i, (_, _, busy) in enumerate(nodes):
         for gpu in busy:
             state.gpu_left[i, gpu] = 0
     total = sum(w for _, _, w in types)
-    model = FragModel(state, [
-        TaskType(cpu_milli=0, num_gpu=k, gpu_milli=MILLI,
-                 gpu_models=None if m is None else frozenset({m}), weight=w / total)
-        for k, m, w in types])
+    model = FragModel(
+        state,
+        [
+            TaskType(
+                cpu_milli=0,
+                num_gpu=k,
+                gpu_milli=MILLI,
+                gpu_models=None if m is None else frozenset({m}),
+                weight=w / total,
+            )
+            for k, m, w in types
+        ],
+    )
     frag = model.node_frag(state.cpu_left, state.gpu_left, state.model_idx)
     return [float(f) / MILLI for f in frag]
 
 
-def _metrics_frag(nodes: list[tuple[int, str, set[int]]],
-                  types: list[tuple[int, str | None, int]]) -> list[float]:
+def _metrics_frag(
+    nodes: list[tuple[int, str, set[int]]], types: list[tuple[int, str | None, int]]
+) -> list[float]:
     """FGD of each node in GPUs, by the service's per-node figures."""
-    mix = WorkloadMix(items=tuple(DemandItem(gpus_per_node=k, gpu_model=m, weight=w)
-                                  for k, m, w in types))
+    mix = WorkloadMix(
+        items=tuple(DemandItem(gpus_per_node=k, gpu_model=m, weight=w) for k, m, w in types)
+    )
     out = []
     for i, (g, m, busy) in enumerate(nodes):
-        node = Node(name=f"n{i}", partitions=("batch",), state="MIXED", gpu_model=m,
-                    gpu_count=g, gpu_memory_gb=80.0, gpus_used=frozenset(busy))
+        node = Node(
+            name=f"n{i}",
+            partitions=("batch",),
+            state="MIXED",
+            gpu_model=m,
+            gpu_count=g,
+            gpu_memory_gb=80.0,
+            gpus_used=frozenset(busy),
+        )
         free = mask_of(range(g)) & ~mask_of(busy)
         metrics, _ = node_figures(node, pcie_only(g, switches=1), free, mix)
         out.append(metrics.counts.fgd)
@@ -69,8 +97,9 @@ def _metrics_frag(nodes: list[tuple[int, str, set[int]]],
 
 @settings(max_examples=300, deadline=None)
 @given(nodes=nodes_st, types=types_st)
-def test_sim_fgd_equals_metrics_fgd(nodes: list[tuple[int, str, set[int]]],
-                                    types: list[tuple[int, str | None, int]]) -> None:
+def test_sim_fgd_equals_metrics_fgd(
+    nodes: list[tuple[int, str, set[int]]], types: list[tuple[int, str | None, int]]
+) -> None:
     assert _sim_frag(nodes, types) == pytest.approx(_metrics_frag(nodes, types), abs=1e-9)
 
 

@@ -113,14 +113,41 @@ def test_simulate_command_writes_json_and_plots(traces: Path, tmp_path: Path) ->
 
 
 def test_simulate_protocol_a_with_the_planner_prints_the_defrag_table(traces: Path) -> None:
-    res = CliRunner().invoke(app, ["simulate", "-p", "a", "--seeds", "1", "--policies",
-                                   "packing", "--defrag", "none,planner", "--requeue-cap",
-                                   "total"])
+    res = CliRunner().invoke(
+        app,
+        [
+            "simulate",
+            "-p",
+            "a",
+            "--seeds",
+            "1",
+            "--policies",
+            "packing",
+            "--defrag",
+            "none,planner",
+            "--requeue-cap",
+            "total",
+        ],
+    )
     assert res.exit_code == 0, res.output
     assert "Protocol A with defrag" in " ".join(res.output.split())
-    res = CliRunner().invoke(app, ["simulate", "-p", "a", "--seeds", "1", "--policies",
-                                   "packing", "--defrag", "planner", "--requeue-cap", "total",
-                                   "--json"])
+    res = CliRunner().invoke(
+        app,
+        [
+            "simulate",
+            "-p",
+            "a",
+            "--seeds",
+            "1",
+            "--policies",
+            "packing",
+            "--defrag",
+            "planner",
+            "--requeue-cap",
+            "total",
+            "--json",
+        ],
+    )
     (run,) = json.loads(res.output)["runs"]
     assert run["defrag"] == "planner (total cap)"
     assert run["requeue_cap"] == "total"
@@ -140,12 +167,15 @@ def test_no_trace_folder_says_where_to_get_it(monkeypatch: pytest.MonkeyPatch) -
     assert "alibaba/clusterdata" in str(res.exception)
 
 
-def test_traces_option_wins_and_must_exist(traces: Path, tmp_path: Path,
-                                           monkeypatch: pytest.MonkeyPatch) -> None:
+def test_traces_option_wins_and_must_exist(
+    traces: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     monkeypatch.setenv("SLURM_DEFRAG_TRACES", str(tmp_path / "nowhere"))
     res = CliRunner().invoke(app, ["simulate", "--traces", str(tmp_path / "missing")])
     assert isinstance(res.exception, InputError)
     assert "--traces" in str(res.exception)
-    res = CliRunner().invoke(app, ["simulate", "--traces", str(traces), "--seeds", "1",
-                                   "--policies", "first-fit", "--json"])
+    res = CliRunner().invoke(
+        app,
+        ["simulate", "--traces", str(traces), "--seeds", "1", "--policies", "first-fit", "--json"],
+    )
     assert res.exit_code == 0, res.output

@@ -39,8 +39,11 @@ def test_shards_on_one_gpu_are_one_bundle_priced_by_their_share() -> None:
     sim = to_snapshot(view, ViewOptions(shared_victims=True, cost_by_share=True))
     assert sim.bundles == {"shared:0:1": (1, 2), "shared:0:2": (3,), "shared:0:3": (4,)}
     assert sim.snapshot.node_by_name["a"].gpus_used == frozenset()
-    held = {j.id: (view_hours(sim.snapshot.taken_at, j.start_time)) for j in sim.snapshot.jobs
-            if j.start_time is not None}
+    held = {
+        j.id: (view_hours(sim.snapshot.taken_at, j.start_time))
+        for j in sim.snapshot.jobs
+        if j.start_time is not None
+    }
     assert held["0"] == HELD_HOURS
     assert abs(held["shared:0:1"] - 0.8 * HELD_HOURS) < 1e-6
     assert sim.requeues(["shared:0:1", "5"]) == (1, 2, 5)
@@ -105,7 +108,6 @@ def test_protocol_a_with_the_planner_allocates_more_and_is_deterministic() -> No
 
 def test_protocol_a_total_cap_bounds_all_requeues() -> None:
     nodes, trace = _dense()
-    r = run_a(nodes, trace, "packing", seed=3, defrag=make_step("planner"),
-              requeue_cap="total")
+    r = run_a(nodes, trace, "packing", seed=3, defrag=make_step("planner"), requeue_cap="total")
     assert r.requeues <= max(0, int(0.01 * (r.running_end + r.victims_dropped)))
     assert r.defrag == "planner (total cap)"

@@ -42,8 +42,9 @@ def _gpu_sets(topo: GpuTopology, k: int, kind: str) -> list[frozenset[int]]:
     return out
 
 
-def brute_force(snapshot: ClusterSnapshot, policy: Policy, target_ids: list[str],
-                history: PreemptionHistory) -> Best:
+def brute_force(
+    snapshot: ClusterSnapshot, policy: Policy, target_ids: list[str], history: PreemptionHistory
+) -> Best:
     now = snapshot.taken_at
     protector = compile_protections(policy.protections, now)
     jobs = [snapshot.job_by_id[t] for t in target_ids]
@@ -72,20 +73,22 @@ def brute_force(snapshot: ClusterSnapshot, policy: Policy, target_ids: list[str]
         if useful_nodes & set(job.gpus):
             requeueable.append(job)
     cost = {j.id: to_milli(victim_cost(j, now, policy.cost).cost) for j in requeueable}
-    lost = {j.id: to_milli(victim_cost(j, now, policy.cost).lost_gpu_hours)
-            for j in requeueable}
+    lost = {j.id: to_milli(victim_cost(j, now, policy.cost).lost_gpu_hours) for j in requeueable}
     lim = policy.limits
 
     def limits_ok(victims: tuple[str, ...]) -> bool:
         n = len(victims)
         if lim.max_victims_per_plan is not None and n > lim.max_victims_per_plan:
             return False
-        if lim.max_preemptions_per_hour is not None and \
-                history.preemptions_since(now - timedelta(hours=1)) + n > \
-                lim.max_preemptions_per_hour:
+        if (
+            lim.max_preemptions_per_hour is not None
+            and history.preemptions_since(now - timedelta(hours=1)) + n
+            > lim.max_preemptions_per_hour
+        ):
             return False
-        if lim.max_gpu_hours_lost_per_plan is not None and \
-                sum(lost[v] for v in victims) > to_milli(lim.max_gpu_hours_lost_per_plan):
+        if lim.max_gpu_hours_lost_per_plan is not None and sum(lost[v] for v in victims) > to_milli(
+            lim.max_gpu_hours_lost_per_plan
+        ):
             return False
         if lim.max_preemptions_per_user_per_day is not None:
             users: dict[str, int] = {}
@@ -93,8 +96,10 @@ def brute_force(snapshot: ClusterSnapshot, policy: Policy, target_ids: list[str]
                 u = snapshot.job_by_id[v].user
                 users[u] = users.get(u, 0) + 1
             for u, k in users.items():
-                if history.user_preemptions_since(u, now - timedelta(days=1)) + k > \
-                        lim.max_preemptions_per_user_per_day:
+                if (
+                    history.user_preemptions_since(u, now - timedelta(days=1)) + k
+                    > lim.max_preemptions_per_user_per_day
+                ):
                     return False
         return True
 
@@ -117,8 +122,10 @@ def brute_force(snapshot: ClusterSnapshot, policy: Policy, target_ids: list[str]
                 node = snapshot.node_by_name[name]
                 ends = [end_hours(name, g) for g in range(node.gpu_count)]
                 for b in _gpu_sets(snapshot.topology_of(node), s.geometry.k, s.geometry.kind):
-                    if any(ends[g] is None or ends[g] > policy.drain.max_wait_hours  # type: ignore[operator]
-                           for g in b):
+                    if any(
+                        ends[g] is None or ends[g] > policy.drain.max_wait_hours  # type: ignore[operator]
+                        for g in b
+                    ):
                         continue
                     if all(owners[name][g] is None for g in b):
                         continue
@@ -130,8 +137,11 @@ def brute_force(snapshot: ClusterSnapshot, policy: Policy, target_ids: list[str]
 
     best = Best(0, 0)
     everything = sum(s.value for s in specs)
-    subsets = [tuple(j.id for j in combo) for r in range(len(requeueable) + 1)
-               for combo in combinations(requeueable, r)]
+    subsets = [
+        tuple(j.id for j in combo)
+        for r in range(len(requeueable) + 1)
+        for combo in combinations(requeueable, r)
+    ]
     subsets.sort(key=lambda vs: sum(cost[v] for v in vs))  # cheapest first
     for victims in subsets:
         base = sum(cost[v] for v in victims)
@@ -139,8 +149,10 @@ def brute_force(snapshot: ClusterSnapshot, policy: Policy, target_ids: list[str]
             break  # every target served already, and no dearer set can beat it
         if not limits_ok(victims):
             continue
-        avail = {n.name: {g for g, o in enumerate(owners[n.name])
-                          if o is None or o in victims} for n in snapshot.nodes}
+        avail = {
+            n.name: {g for g, o in enumerate(owners[n.name]) if o is None or o in victims}
+            for n in snapshot.nodes
+        }
         value, extra = _pack(snapshot, specs, eligible, avail, drain)
         cand = Best(value, base + extra)
         if (cand.value, -cand.cost) > (best.value, -best.cost):
@@ -164,8 +176,7 @@ def _pack(snapshot, specs, eligible, avail, drain):  # type: ignore[no-untyped-d
             return
         s = specs[t]
         for group in combinations(eligible[t], s.nodes):
-            if s.same_domain and len({snapshot.node_by_name[n].nvlink_domain
-                                      for n in group}) != 1:
+            if s.same_domain and len({snapshot.node_by_name[n].nvlink_domain for n in group}) != 1:
                 continue
             place(t, group, 0, value, dcost)
         rec(t + 1, value, dcost)  # target t not served
@@ -201,6 +212,6 @@ def _pack(snapshot, specs, eligible, avail, drain):  # type: ignore[no-untyped-d
 def plan_value_cost(plan) -> Best:  # type: ignore[no-untyped-def]
     value = sum(t.value for t in plan.targets if t.served)
     c = sum(to_milli(v.cost_gpu_hours) for v in plan.victims) + sum(
-        round(p.idle_gpu_hours * 1000) for t in plan.targets for p in t.placements)
+        round(p.idle_gpu_hours * 1000) for t in plan.targets for p in t.placements
+    )
     return Best(value, c)
-

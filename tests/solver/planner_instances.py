@@ -20,8 +20,14 @@ from slurm_defrag.policy.file import Policy, parse_policy
 from slurm_defrag.policy.limits import InMemoryPreemptionHistory
 from slurm_defrag.synth import EPOCH
 
-TOPOS = ("nvswitch-8", "nvlink-pairs-8", "dgx1-hybrid-cube-mesh", "pcie-2x4", "nvswitch-4",
-         "nvlink-pairs-4")
+TOPOS = (
+    "nvswitch-8",
+    "nvlink-pairs-8",
+    "dgx1-hybrid-cube-mesh",
+    "pcie-2x4",
+    "nvswitch-4",
+    "nvlink-pairs-4",
+)
 MAX_REQUEUEABLE = 9
 
 
@@ -47,11 +53,18 @@ def random_instance(seed: int, prune: str = "never") -> Instance:
         if roll < 0.07:
             state = "MIXED+DRAIN"
         name = f"n{i}"
-        nodes.append(Node(name=name, partitions=("batch",), state=frozenset(state.split("+")),
-                          gpu_model=rng.choice(("a100", "h100")), gpu_count=topo.gpu_count,
-                          topology=topo.name,
-                          reservation="maint" if rng.random() < 0.05 else None,
-                          nvlink_domain=(f"rack{i % 2}" if with_domains else None)))
+        nodes.append(
+            Node(
+                name=name,
+                partitions=("batch",),
+                state=frozenset(state.split("+")),
+                gpu_model=rng.choice(("a100", "h100")),
+                gpu_count=topo.gpu_count,
+                topology=topo.name,
+                reservation="maint" if rng.random() < 0.05 else None,
+                nvlink_domain=(f"rack{i % 2}" if with_domains else None),
+            )
+        )
         free[name] = list(range(topo.gpu_count))
     jobs: list[Job] = []
     jid = 100
@@ -76,15 +89,32 @@ def random_instance(seed: int, prune: str = "never") -> Instance:
             gpus[w] = frozenset(pick)
         used += k * len(where)
         hours = rng.uniform(0.05, 8)
-        comment = rng.choice(["", "", "", "defrag:protect",
-                              f"defrag:ckpt={(t - timedelta(hours=hours / 3)).isoformat()}"])
-        jobs.append(Job(
-            id=str(jid), name=rng.choice(("train", "eval", "jupyter-1")), user=rng.choice(users),
-            account="acct", partition="batch", qos=rng.choice(("normal", "normal", "prod", "low")),
-            priority=rng.randrange(1000), state=JobState.RUNNING,
-            start_time=t - timedelta(hours=hours),
-            time_limit_s=int((hours + rng.choice((0.3, 1.0, 2.5, 10.0))) * 3600),
-            requeue=rng.random() > 0.1, gpus=gpus, comment=comment))
+        comment = rng.choice(
+            [
+                "",
+                "",
+                "",
+                "defrag:protect",
+                f"defrag:ckpt={(t - timedelta(hours=hours / 3)).isoformat()}",
+            ]
+        )
+        jobs.append(
+            Job(
+                id=str(jid),
+                name=rng.choice(("train", "eval", "jupyter-1")),
+                user=rng.choice(users),
+                account="acct",
+                partition="batch",
+                qos=rng.choice(("normal", "normal", "prod", "low")),
+                priority=rng.randrange(1000),
+                state=JobState.RUNNING,
+                start_time=t - timedelta(hours=hours),
+                time_limit_s=int((hours + rng.choice((0.3, 1.0, 2.5, 10.0))) * 3600),
+                requeue=rng.random() > 0.1,
+                gpus=gpus,
+                comment=comment,
+            )
+        )
         jid += 1
     # an unseen owner now and then (GresUsed busy, no visible job)
     if rng.random() < 0.2:
@@ -96,42 +126,71 @@ def random_instance(seed: int, prune: str = "never") -> Instance:
     for _ in range(rng.randint(1, 3)):
         k = rng.choice((1, 2, 2, 3, 4, 4, 8))
         n = 2 if rng.random() < 0.2 else 1
-        req = GpuRequest(nodes=n, gpus_per_node=min(k, 4) if n > 1 else k,
-                         gpu_model=rng.choice((None, None, "a100")),
-                         nvlink=rng.random() < 0.7, whole_node=rng.random() < 0.08)
-        jobs.append(Job(id=str(jid), user=rng.choice(users), partition="batch",
-                        priority=rng.randrange(1000), state=JobState.PENDING,
-                        reason="Resources", submit_time=t - timedelta(minutes=rng.uniform(1, 300)),
-                        request=req))
+        req = GpuRequest(
+            nodes=n,
+            gpus_per_node=min(k, 4) if n > 1 else k,
+            gpu_model=rng.choice((None, None, "a100")),
+            nvlink=rng.random() < 0.7,
+            whole_node=rng.random() < 0.08,
+        )
+        jobs.append(
+            Job(
+                id=str(jid),
+                user=rng.choice(users),
+                partition="batch",
+                priority=rng.randrange(1000),
+                state=JobState.PENDING,
+                reason="Resources",
+                submit_time=t - timedelta(minutes=rng.uniform(1, 300)),
+                request=req,
+            )
+        )
         targets.append(str(jid))
         jid += 1
-    domains = tuple(NvlinkDomain(name=d, nodes=tuple(n.name for n in nodes
-                                                     if n.nvlink_domain == d))
-                    for d in sorted({n.nvlink_domain for n in nodes if n.nvlink_domain}))
-    snap = ClusterSnapshot(cluster=f"tiny-{seed}", taken_at=t, nodes=tuple(nodes),
-                           jobs=tuple(jobs), nvlink_domains=domains)
+    domains = tuple(
+        NvlinkDomain(name=d, nodes=tuple(n.name for n in nodes if n.nvlink_domain == d))
+        for d in sorted({n.nvlink_domain for n in nodes if n.nvlink_domain})
+    )
+    snap = ClusterSnapshot(
+        cluster=f"tiny-{seed}",
+        taken_at=t,
+        nodes=tuple(nodes),
+        jobs=tuple(jobs),
+        nvlink_domains=domains,
+    )
     snap = _cap_requeueable(snap, rng)
-    policy = parse_policy({
-        "version": 1,
-        "protections": {"qos": ["prod"] if rng.random() < 0.7 else [],
-                        "job_names": ["jupyter-*"] if rng.random() < 0.5 else [],
-                        "min_runtime_minutes": rng.choice((0, 10, 30)),
-                        "extra": ["multi-node"] if rng.random() < 0.1 else []},
-        "limits": {k: v for k, v in {
-            "max_victims_per_plan": rng.choice((None, 1, 2, 3, 5)),
-            "max_gpu_hours_lost_per_plan": rng.choice((None, None, 5.0, 20.0)),
-            "max_preemptions_per_hour": rng.choice((None, None, 3)),
-            "max_preemptions_per_user_per_day": rng.choice((None, None, 1, 2)),
-        }.items() if v is not None},
-        "cost": {"restart_cost_gpu_hours": rng.choice((0.0, 0.1, 0.5)),
-                 "qos_weights": {"low": 0.25}},
-        "drain": {"enabled": rng.random() < 0.6, "max_wait_hours": rng.choice((1.0, 3.0))},
-        "solver": {"num_workers": 1, "max_time_in_seconds": 20, "prune": prune},
-    })
+    policy = parse_policy(
+        {
+            "version": 1,
+            "protections": {
+                "qos": ["prod"] if rng.random() < 0.7 else [],
+                "job_names": ["jupyter-*"] if rng.random() < 0.5 else [],
+                "min_runtime_minutes": rng.choice((0, 10, 30)),
+                "extra": ["multi-node"] if rng.random() < 0.1 else [],
+            },
+            "limits": {
+                k: v
+                for k, v in {
+                    "max_victims_per_plan": rng.choice((None, 1, 2, 3, 5)),
+                    "max_gpu_hours_lost_per_plan": rng.choice((None, None, 5.0, 20.0)),
+                    "max_preemptions_per_hour": rng.choice((None, None, 3)),
+                    "max_preemptions_per_user_per_day": rng.choice((None, None, 1, 2)),
+                }.items()
+                if v is not None
+            },
+            "cost": {
+                "restart_cost_gpu_hours": rng.choice((0.0, 0.1, 0.5)),
+                "qos_weights": {"low": 0.25},
+            },
+            "drain": {"enabled": rng.random() < 0.6, "max_wait_hours": rng.choice((1.0, 3.0))},
+            "solver": {"num_workers": 1, "max_time_in_seconds": 20, "prune": prune},
+        }
+    )
     history = InMemoryPreemptionHistory()
     for _ in range(rng.randint(0, 3)):
-        history.record_requeue(t - timedelta(minutes=rng.uniform(1, 2000)), "old",
-                               rng.choice(users))
+        history.record_requeue(
+            t - timedelta(minutes=rng.uniform(1, 2000)), "old", rng.choice(users)
+        )
     return Instance(snap, policy, targets, history)
 
 
@@ -141,7 +200,7 @@ def _cap_requeueable(snap: ClusterSnapshot, rng: random.Random) -> ClusterSnapsh
     if len(running) <= MAX_REQUEUEABLE:
         return snap
     drop = {j.id for j in rng.sample(running, len(running) - MAX_REQUEUEABLE)}
-    jobs = tuple(j.model_copy(update={"requeue": False}) if j.id in drop else j
-                 for j in snap.jobs)
-    return ClusterSnapshot.model_validate({**snap.model_dump(), "jobs": [j.model_dump()
-                                                                         for j in jobs]})
+    jobs = tuple(j.model_copy(update={"requeue": False}) if j.id in drop else j for j in snap.jobs)
+    return ClusterSnapshot.model_validate(
+        {**snap.model_dump(), "jobs": [j.model_dump() for j in jobs]}
+    )

@@ -11,8 +11,13 @@ ROOT = Path(__file__).resolve().parents[2]
 
 
 def run(*args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "slurm_defrag.cli", "plan", *args],
-                          capture_output=True, text=True, cwd=ROOT, timeout=120)
+    return subprocess.run(
+        [sys.executable, "-m", "slurm_defrag.cli", "plan", *args],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        timeout=120,
+    )
 
 
 def test_preview_shows_plan_and_maps() -> None:
@@ -34,8 +39,9 @@ def test_json() -> None:
 
 def test_bad_policy_is_one_message(tmp_path: Path) -> None:
     bad = tmp_path / "policy.toml"
-    bad.write_text("version = 1\n[limits]\nmax_victims_per_plan = -1\n"
-                   "[protections]\nextra = ['foo']\n")
+    bad.write_text(
+        "version = 1\n[limits]\nmax_victims_per_plan = -1\n[protections]\nextra = ['foo']\n"
+    )
     r = run("--snapshot", "examples/course.json", "--policy", str(bad))
     assert r.returncode != 0
     assert "Traceback" not in r.stderr

@@ -13,15 +13,32 @@ from slurm_defrag.synth import EPOCH
 
 def _snapshot(limit_left_h: float) -> ClusterSnapshot:
     t = EPOCH
-    node = Node(name="g1", partitions=("batch",), state=frozenset({"MIXED"}), gpu_model="h100",
-                gpu_count=8, topology="nvswitch-8")
+    node = Node(
+        name="g1",
+        partitions=("batch",),
+        state=frozenset({"MIXED"}),
+        gpu_model="h100",
+        gpu_count=8,
+        topology="nvswitch-8",
+    )
     # 6 GPUs held by a job that ran 10 h (60 GPU-h to lose) and ends soon.
-    blocker = Job(id="1", user="u", partition="batch", state=JobState.RUNNING,
-                  start_time=t - timedelta(hours=10),
-                  time_limit_s=int((10 + limit_left_h) * 3600),
-                  gpus={"g1": frozenset(range(6))})
-    target = Job(id="2", user="v", partition="batch", state=JobState.PENDING,
-                 reason="Resources", request=GpuRequest(gpus_per_node=4, nvlink=True))
+    blocker = Job(
+        id="1",
+        user="u",
+        partition="batch",
+        state=JobState.RUNNING,
+        start_time=t - timedelta(hours=10),
+        time_limit_s=int((10 + limit_left_h) * 3600),
+        gpus={"g1": frozenset(range(6))},
+    )
+    target = Job(
+        id="2",
+        user="v",
+        partition="batch",
+        state=JobState.PENDING,
+        reason="Resources",
+        request=GpuRequest(gpus_per_node=4, nvlink=True),
+    )
     return ClusterSnapshot(taken_at=t, nodes=(node,), jobs=(blocker, target))
 
 
@@ -37,8 +54,14 @@ def test_drain_when_blockers_end_soon() -> None:
     # idle while waiting: the 2 free GPUs for 0.5 h
     assert abs(p.idle_gpu_hours - 1.0) < 1e-6
     kinds = [a.kind for a in plan.actions]
-    assert kinds == [ActionKind.DRAIN, ActionKind.RESERVE, ActionKind.WAIT_FREE,
-                     ActionKind.HAND_OVER, ActionKind.RESUME, ActionKind.RELEASE]
+    assert kinds == [
+        ActionKind.DRAIN,
+        ActionKind.RESERVE,
+        ActionKind.WAIT_FREE,
+        ActionKind.HAND_OVER,
+        ActionKind.RESUME,
+        ActionKind.RELEASE,
+    ]
     assert plan.actions[2].expected_at == p.free_at
 
 

@@ -20,24 +20,47 @@ POLICY = parse_policy({"version": 1})
 
 
 def _node(name: str, cpus_alloc: int | None, memory_alloc: int = 0) -> Node:
-    return Node(name=name, partitions=("batch",), state=frozenset({"MIXED"}), gpu_model="a100",
-                gpu_count=8, topology="nvswitch-8",
-                cpus=None if cpus_alloc is None else 32, cpus_alloc=cpus_alloc or 0,
-                memory_mb=None if cpus_alloc is None else 256_000,
-                memory_alloc_mb=memory_alloc)
+    return Node(
+        name=name,
+        partitions=("batch",),
+        state=frozenset({"MIXED"}),
+        gpu_model="a100",
+        gpu_count=8,
+        topology="nvswitch-8",
+        cpus=None if cpus_alloc is None else 32,
+        cpus_alloc=cpus_alloc or 0,
+        memory_mb=None if cpus_alloc is None else 256_000,
+        memory_alloc_mb=memory_alloc,
+    )
 
 
 def _holder(job_id: str, node: str, hours: float, cpus: int, memory: int = 0) -> Job:
-    return Job(id=job_id, user="u", partition="batch", state=JobState.RUNNING,
-               start_time=EPOCH - timedelta(hours=hours), time_limit_s=48 * 3600,
-               gpus={node: frozenset(range(4))}, cpus_per_node=cpus, memory_mb_per_node=memory)
+    return Job(
+        id=job_id,
+        user="u",
+        partition="batch",
+        state=JobState.RUNNING,
+        start_time=EPOCH - timedelta(hours=hours),
+        time_limit_s=48 * 3600,
+        gpus={node: frozenset(range(4))},
+        cpus_per_node=cpus,
+        memory_mb_per_node=memory,
+    )
 
 
-def _snapshot(nodes: tuple[Node, ...], jobs: tuple[Job, ...], cpus: int = 16,
-              memory: int = 0) -> ClusterSnapshot:
-    target = Job(id="T", user="v", partition="batch", state=JobState.PENDING,
-                 reason="Resources", request=GpuRequest(gpus_per_node=4),
-                 cpus_per_node=cpus, memory_mb_per_node=memory)
+def _snapshot(
+    nodes: tuple[Node, ...], jobs: tuple[Job, ...], cpus: int = 16, memory: int = 0
+) -> ClusterSnapshot:
+    target = Job(
+        id="T",
+        user="v",
+        partition="batch",
+        state=JobState.PENDING,
+        reason="Resources",
+        request=GpuRequest(gpus_per_node=4),
+        cpus_per_node=cpus,
+        memory_mb_per_node=memory,
+    )
     return ClusterSnapshot(taken_at=EPOCH, nodes=nodes, jobs=(*jobs, target))
 
 
@@ -50,30 +73,36 @@ def _served_on(snap: ClusterSnapshot) -> tuple[str, tuple[str, ...]]:
 
 
 def test_untracked_cpus_never_bind() -> None:
-    snap = _snapshot((_node("g1", None), _node("g2", None)),
-                     (_holder("1", "g1", 1, 28), _holder("2", "g2", 1, 28)))
+    snap = _snapshot(
+        (_node("g1", None), _node("g2", None)),
+        (_holder("1", "g1", 1, 28), _holder("2", "g2", 1, 28)),
+    )
     assert _served_on(snap) == ("g1", ())
 
 
 def test_free_gpus_without_free_cpus_are_skipped() -> None:
     # g1: 28 of 32 CPUs taken -> 4 free, too few; g2: 8 taken -> 24 free.
-    snap = _snapshot((_node("g1", 28), _node("g2", 8)),
-                     (_holder("1", "g1", 1, 28), _holder("2", "g2", 1, 8)))
+    snap = _snapshot(
+        (_node("g1", 28), _node("g2", 8)), (_holder("1", "g1", 1, 28), _holder("2", "g2", 1, 8))
+    )
     assert _served_on(snap) == ("g2", ())
 
 
 def test_requeue_frees_the_victims_cpus() -> None:
     # Both nodes short of CPUs: requeueing a holder frees its GPUs and its CPUs; the
     # cheaper one (ran 1 h, not 10 h) is chosen.
-    snap = _snapshot((_node("g1", 28), _node("g2", 30)),
-                     (_holder("1", "g1", 10, 28), _holder("2", "g2", 1, 30)))
+    snap = _snapshot(
+        (_node("g1", 28), _node("g2", 30)), (_holder("1", "g1", 10, 28), _holder("2", "g2", 1, 30))
+    )
     assert _served_on(snap) == ("g2", ("2",))
 
 
 def test_memory_binds_like_cpus() -> None:
-    snap = _snapshot((_node("g1", 4, memory_alloc=250_000), _node("g2", 4)),
-                     (_holder("1", "g1", 1, 4, 250_000), _holder("2", "g2", 1, 4)),
-                     memory=64_000)
+    snap = _snapshot(
+        (_node("g1", 4, memory_alloc=250_000), _node("g2", 4)),
+        (_holder("1", "g1", 1, 4, 250_000), _holder("2", "g2", 1, 4)),
+        memory=64_000,
+    )
     assert _served_on(snap) == ("g2", ())
 
 
@@ -90,9 +119,18 @@ def test_shares_on_one_node_share_its_cpus(targets: int) -> None:
     # One idle 8-GPU node with 20 free CPUs: two 4-GPU targets fit its GPUs but only one
     # fits its CPUs (16 each).
     node = _node("g1", 12)
-    jobs = tuple(Job(id=f"T{i}", user="v", partition="batch", state=JobState.PENDING,
-                     reason="Resources", request=GpuRequest(gpus_per_node=4),
-                     cpus_per_node=16) for i in range(targets))
+    jobs = tuple(
+        Job(
+            id=f"T{i}",
+            user="v",
+            partition="batch",
+            state=JobState.PENDING,
+            reason="Resources",
+            request=GpuRequest(gpus_per_node=4),
+            cpus_per_node=16,
+        )
+        for i in range(targets)
+    )
     snap = ClusterSnapshot(taken_at=EPOCH, nodes=(node,), jobs=jobs)
     plan = make_plan(snap, POLICY, [j.id for j in jobs])
     assert sum(t.served for t in plan.targets) == 1

@@ -17,26 +17,51 @@ from slurm_defrag.synth import EPOCH
 def packed(n_nodes: int, k: int = 8) -> ClusterSnapshot:
     """Job start times are interleaved over nodes, as a busy scheduler would leave them."""
     t = EPOCH
-    nodes = tuple(Node(name=f"g{i:03d}", partitions=("batch",), state=frozenset({"ALLOCATED"}),
-                       gpu_model="h100", gpu_count=8, topology="nvswitch-8")
-                  for i in range(n_nodes))
+    nodes = tuple(
+        Node(
+            name=f"g{i:03d}",
+            partitions=("batch",),
+            state=frozenset({"ALLOCATED"}),
+            gpu_model="h100",
+            gpu_count=8,
+            topology="nvswitch-8",
+        )
+        for i in range(n_nodes)
+    )
     jobs = []
     for g in range(8):
         for i in range(n_nodes):
             jid = len(jobs) + 1
-            jobs.append(Job(id=str(jid), user=f"u{jid % 7}", partition="batch",
-                            state=JobState.RUNNING, priority=(jid * 7919) % 1000,
-                            start_time=t - timedelta(hours=1 + (jid * 37 % 100) / 10),
-                            time_limit_s=48 * 3600, gpus={f"g{i:03d}": frozenset({g})}))
-    jobs.append(Job(id="target", user="x", partition="batch", state=JobState.PENDING,
-                    reason="Resources", request=GpuRequest(gpus_per_node=k, nvlink=True)))
+            jobs.append(
+                Job(
+                    id=str(jid),
+                    user=f"u{jid % 7}",
+                    partition="batch",
+                    state=JobState.RUNNING,
+                    priority=(jid * 7919) % 1000,
+                    start_time=t - timedelta(hours=1 + (jid * 37 % 100) / 10),
+                    time_limit_s=48 * 3600,
+                    gpus={f"g{i:03d}": frozenset({g})},
+                )
+            )
+    jobs.append(
+        Job(
+            id="target",
+            user="x",
+            partition="batch",
+            state=JobState.PENDING,
+            reason="Resources",
+            request=GpuRequest(gpus_per_node=k, nvlink=True),
+        )
+    )
     return ClusterSnapshot(taken_at=t, nodes=nodes, jobs=tuple(jobs))
 
 
 @pytest.mark.parametrize("n_nodes", [1, 2, 8, 32, 128])
 def test_eight_victims(n_nodes: int) -> None:
-    policy = default_policy().model_copy(update={"limits": default_policy().limits.model_copy(
-        update={"max_victims_per_plan": None})})
+    policy = default_policy().model_copy(
+        update={"limits": default_policy().limits.model_copy(update={"max_victims_per_plan": None})}
+    )
     plan = make_plan(packed(n_nodes), policy, ["target"])
     assert plan.targets[0].served
     assert len(plan.victims) == 8

@@ -74,8 +74,9 @@ def check_invariants(snap: ClusterSnapshot, plan: Plan, inst: object) -> None:
     apply_plan(snap, plan)  # the "after" snapshot must validate (no double booking)
 
 
-@settings(max_examples=150, deadline=None, derandomize=True,
-          suppress_health_check=[HealthCheck.too_slow])
+@settings(
+    max_examples=150, deadline=None, derandomize=True, suppress_health_check=[HealthCheck.too_slow]
+)
 @given(seed=st.integers(min_value=10_000, max_value=10**9), pruned=st.booleans())
 def test_plans_respect_policy_and_topology(seed: int, pruned: bool) -> None:
     inst = random_instance(seed, "always" if pruned else "never")

@@ -80,8 +80,9 @@ def test_newer_schema_is_one_clear_error(db_url: str) -> None:
         conn.execute(text("UPDATE alembic_version SET version_num = '9999_from_the_future'"))
     engine.dispose()
     done = cli("history", "--db", db_url)
-    assert_one_line_error(done, ExitCode.DB_SCHEMA, "9999_from_the_future", "newer",
-                          "upgrade slurm-defrag")
+    assert_one_line_error(
+        done, ExitCode.DB_SCHEMA, "9999_from_the_future", "newer", "upgrade slurm-defrag"
+    )
 
 
 @pytest.mark.parametrize(
@@ -156,5 +157,6 @@ def test_history_since_too_long_is_one_clear_error(since: str, sqlite_url: str) 
         return
     # 400 digits are refused before any arithmetic (not a duration at all)
     words = ("longer than 3660 days",) if len(since) < 20 else ("is not a duration",)
-    assert_one_line_error(cli("history", "--since", since, "--db", sqlite_url),
-                          ExitCode.BAD_INPUT, "--since", *words)
+    assert_one_line_error(
+        cli("history", "--since", since, "--db", sqlite_url), ExitCode.BAD_INPUT, "--since", *words
+    )

@@ -84,19 +84,32 @@ def test_requeues_since_counts_done_enforce_requeues_in_one_query(store: Store) 
     before = datetime.now(UTC) - timedelta(seconds=1)
 
     def plan(mode: str, cluster: str, *steps: tuple[str, str, str]) -> None:
-        pid = plans.create(cluster, mode, {}, steps=[
-            NewStep(action, f"j{i}", {"user": user}) for i, (action, user, _) in enumerate(steps)])
+        pid = plans.create(
+            cluster,
+            mode,
+            {},
+            steps=[
+                NewStep(action, f"j{i}", {"user": user})
+                for i, (action, user, _) in enumerate(steps)
+            ],
+        )
         for step, (_, _, state) in zip(plans.steps(pid), steps, strict=True):
             if state != "pending":
                 plans.set_step_state(step.id, state)
 
-    plan("enforce", "c1", ("requeue", "ann", "done"), ("requeue", "bob", "done"),
-         ("requeue", "ann", "failed"), ("requeue", "ann", "pending"), ("reserve", "ann", "done"))
+    plan(
+        "enforce",
+        "c1",
+        ("requeue", "ann", "done"),
+        ("requeue", "bob", "done"),
+        ("requeue", "ann", "failed"),
+        ("requeue", "ann", "pending"),
+        ("reserve", "ann", "done"),
+    )
     plan("enforce", "c2", ("requeue", "ann", "done"))
     plan("dry-run", "c1", ("requeue", "ann", "done"))  # changed nothing: never counts
     queries: list[str] = []
-    event.listen(store.engine, "before_cursor_execute",
-                 lambda *args: queries.append(args[2]))
+    event.listen(store.engine, "before_cursor_execute", lambda *args: queries.append(args[2]))
     assert plans.requeues_since(before) == 3
     assert len([q for q in queries if q.startswith("SELECT")]) == 1
     assert plans.requeues_since(before, cluster="c1") == 2

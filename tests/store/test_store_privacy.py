@@ -69,8 +69,9 @@ def test_corrupted_sqlite_file_is_one_line(
     """Defect: garbage bytes as the SQLite file gave a sqlalchemy DatabaseError traceback."""
     db = tmp_path / "defrag.db"
     db.write_bytes(os.urandom(8192))
-    assert_one_line_error(capsys, *command, "--db", f"sqlite:///{db}",
-                          words=("file is not a database",))
+    assert_one_line_error(
+        capsys, *command, "--db", f"sqlite:///{db}", words=("file is not a database",)
+    )
 
 
 def test_sqlite_file_is_created_private(tmp_path: Path) -> None:
@@ -90,8 +91,9 @@ def test_sqlite_file_is_created_private(tmp_path: Path) -> None:
         os.umask(old)
 
 
-def test_default_state_directory_is_private(tmp_path: Path,
-                                            monkeypatch: pytest.MonkeyPatch) -> None:
+def test_default_state_directory_is_private(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """Defect: the default state directory was created 0750."""
     if os.geteuid() == 0:
         monkeypatch.setattr(os, "geteuid", lambda: 1000)  # the per-user default, not /var/lib

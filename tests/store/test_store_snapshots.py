@@ -160,8 +160,11 @@ def test_errors(store: Store) -> None:
         repo.save_snapshot(snap, compute(other))
 
 
-@settings(max_examples=30, deadline=None,
-          suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
+@settings(
+    max_examples=30,
+    deadline=None,
+    suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
+)
 @given(snaps=st.lists(snapshots(), min_size=1, max_size=3))
 def test_round_trip_property(store: Store, snaps: list[ClusterSnapshot]) -> None:
     """Any snapshot written and read back equals the original, also when written after

@@ -60,7 +60,8 @@ def test_plan_in_progress_and_replay(store: Store, db_url: str) -> None:
 
     # An hour later the plan has run: 110 holds GPUs, nobody is starved, the plan is done.
     after = apply_plan(before, plan).model_copy(
-        update={"taken_at": before.taken_at + timedelta(hours=1)})
+        update={"taken_at": before.taken_at + timedelta(hours=1)}
+    )
     repo.save_snapshot(after, compute(after))
     repo.plans.update(pid, status="done")
     latest = top("--db", db_url)

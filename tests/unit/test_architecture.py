@@ -70,8 +70,11 @@ def test_no_import_cycles_between_packages() -> None:
     problems = []
     for component in _cycles(edges):
         inside = set(component)
-        links = [f"{a} -> {b} ({' imports '.join(witness[a, b])})"
-                 for a in component for b in sorted(edges[a] & inside)]
+        links = [
+            f"{a} -> {b} ({' imports '.join(witness[a, b])})"
+            for a in component
+            for b in sorted(edges[a] & inside)
+        ]
         problems.append("cycle between " + ", ".join(component) + ":\n  " + "\n  ".join(links))
     assert not problems, "\n".join(problems)
 

@@ -22,16 +22,30 @@ EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
 def run_cli(*args: str) -> subprocess.CompletedProcess[str]:
     # A wide terminal so that rich does not wrap the words the tests look for.
     env = {**os.environ, "COLUMNS": "200", "NO_COLOR": "1"}
-    return subprocess.run([sys.executable, "-m", "slurm_defrag.cli", *args],
-                          capture_output=True, text=True, env=env, timeout=60)
+    return subprocess.run(
+        [sys.executable, "-m", "slurm_defrag.cli", *args],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=60,
+    )
 
 
 def test_json_output_has_the_documented_keys() -> None:
     out = run_cli("frag", "--snapshot", str(EXAMPLES / "course.json"), "--json")
     assert out.returncode == 0, out.stderr
     report = json.loads(out.stdout)
-    assert list(report) == ["schema_version", "cluster", "taken_at", "mix", "cluster_metrics",
-                            "partitions", "models", "nodes", "pending"]
+    assert list(report) == [
+        "schema_version",
+        "cluster",
+        "taken_at",
+        "mix",
+        "cluster_metrics",
+        "partitions",
+        "models",
+        "nodes",
+        "pending",
+    ]
     assert report["schema_version"] == 1
     assert report["taken_at"] == "2026-11-29T12:00:00Z"
     assert out.stderr == ""
@@ -68,7 +82,10 @@ def test_declared_mix(tmp_path: Path) -> None:
     assert report["mix"]["source"] == "declared"
     # a 2nv-job can use node01 {6,7}, node03 {0,7}, node04 {6,7}: 9 - 6 = 3 unusable
     assert report["cluster_metrics"]["counts"]["unusable"] == {
-        "spatial": 1, "topology": 2, "configuration": 0}
+        "spatial": 1,
+        "topology": 2,
+        "configuration": 0,
+    }
 
 
 def _course() -> dict[str, Any]:
@@ -84,25 +101,44 @@ def _edited(edit: Any) -> str:
 
 # (case, file content, JSON path or words the single error line must contain)
 BAD_FILES = [
-    ("wrong type", _edited(lambda d: d["nodes"][1].update(gpu_count="eight")),
-     "nodes[1].gpu_count: Input should be a valid integer"),
+    (
+        "wrong type",
+        _edited(lambda d: d["nodes"][1].update(gpu_count="eight")),
+        "nodes[1].gpu_count: Input should be a valid integer",
+    ),
     ("missing required field", _edited(lambda d: d.pop("taken_at")), "taken_at: Field required"),
-    ("unknown field", _edited(lambda d: d["jobs"][4].update(gpu="x")),
-     "jobs[4].gpu: Extra inputs are not permitted"),
-    ("bad schema_version", _edited(lambda d: d.update(schema_version=7)),
-     "schema_version: expected 1, found 7"),
+    (
+        "unknown field",
+        _edited(lambda d: d["jobs"][4].update(gpu="x")),
+        "jobs[4].gpu: Extra inputs are not permitted",
+    ),
+    (
+        "bad schema_version",
+        _edited(lambda d: d.update(schema_version=7)),
+        "schema_version: expected 1, found 7",
+    ),
     ("invalid JSON", '{"schema_version": 1, "nodes": [', "not valid JSON at line 1"),
-    ("job on unknown node", _edited(lambda d: d["jobs"][0].update(gpus={"node99": [0]})),
-     "jobs[0].gpus: unknown node 'node99'"),
-    ("GPU index out of range", _edited(lambda d: d["jobs"][0].update(gpus={"node01": [0, 8]})),
-     "jobs[0].gpus.node01: GPU index 8 outside 0..7"),
-    ("two jobs on one GPU", _edited(lambda d: d["jobs"][2].update(gpus={"node01": [3]})),
-     "jobs[2].gpus.node01: GPU 3 also held by job 101"),
+    (
+        "job on unknown node",
+        _edited(lambda d: d["jobs"][0].update(gpus={"node99": [0]})),
+        "jobs[0].gpus: unknown node 'node99'",
+    ),
+    (
+        "GPU index out of range",
+        _edited(lambda d: d["jobs"][0].update(gpus={"node01": [0, 8]})),
+        "jobs[0].gpus.node01: GPU index 8 outside 0..7",
+    ),
+    (
+        "two jobs on one GPU",
+        _edited(lambda d: d["jobs"][2].update(gpus={"node01": [3]})),
+        "jobs[2].gpus.node01: GPU 3 also held by job 101",
+    ),
 ]
 
 
-@pytest.mark.parametrize(("content", "expected"), [c[1:] for c in BAD_FILES],
-                         ids=[c[0] for c in BAD_FILES])
+@pytest.mark.parametrize(
+    ("content", "expected"), [c[1:] for c in BAD_FILES], ids=[c[0] for c in BAD_FILES]
+)
 def test_bad_snapshot_gives_one_line(tmp_path: Path, content: str, expected: str) -> None:
     path = tmp_path / "bad.json"
     path.write_text(content)

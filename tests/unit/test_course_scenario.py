@@ -43,9 +43,19 @@ EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
 @pytest.fixture(scope="module")
 def report() -> dict[str, Any]:
     out = subprocess.run(
-        [sys.executable, "-m", "slurm_defrag.cli", "frag", "--snapshot",
-         str(EXAMPLES / "course.json"), "--json"],
-        capture_output=True, text=True, check=True, timeout=60,
+        [
+            sys.executable,
+            "-m",
+            "slurm_defrag.cli",
+            "frag",
+            "--snapshot",
+            str(EXAMPLES / "course.json"),
+            "--json",
+        ],
+        capture_output=True,
+        text=True,
+        check=True,
+        timeout=60,
     )
     data: dict[str, Any] = json.loads(out.stdout)
     return data
@@ -57,10 +67,17 @@ def nodes_of(report: dict[str, Any]) -> dict[str, dict[str, Any]]:
 
 def test_mix_is_the_pending_job(report: dict[str, Any]) -> None:
     assert report["mix"]["source"] == "pending"
-    assert report["mix"]["items"] == [{
-        "gpus_per_node": 3, "nodes": 1, "gpu_model": None, "nvlink": True,
-        "whole_node": False, "partition": "batch", "weight": 1.0,
-    }]
+    assert report["mix"]["items"] == [
+        {
+            "gpus_per_node": 3,
+            "nodes": 1,
+            "gpu_model": None,
+            "nvlink": True,
+            "whole_node": False,
+            "partition": "batch",
+            "weight": 1.0,
+        }
+    ]
 
 
 # Per node, by hand (k = 3 NVLink for unusable / outside / FGD):
@@ -91,8 +108,11 @@ def test_node_figures(report: dict[str, Any], name: str) -> None:
     assert c["fits"] == dict(zip(("1", "2", "4", "8"), fits, strict=True))
     assert c["nvlink_fits"] == dict(zip(("1", "2", "4", "8"), nvfits, strict=True))
     assert n["largest_free_block"] == lfb
-    assert c["unusable"] == {"spatial": spatial, "topology": topology,
-                             "configuration": configuration}
+    assert c["unusable"] == {
+        "spatial": spatial,
+        "topology": topology,
+        "configuration": configuration,
+    }
     assert c["unusable_memory_gb"] == mem  # every free GPU is unusable for the 3nv-job
     assert c["outside_nvlink_blocks"] == free
     assert c["fgd"] == float(free)
@@ -106,12 +126,18 @@ def test_node_figures(report: dict[str, Any], name: str) -> None:
 #   unusable: spatial 2+1+2 = 5, topology 4 (node04), configuration 0 -> 9 GPUs, 440 GB
 #   FGD = 9, largest free block = max(2, 1, 2, 2) = 2
 CLUSTER = {
-    "gpus": 32, "used": 23, "free": 9, "free_unavailable": 0, "free_memory_gb": 440.0,
+    "gpus": 32,
+    "used": 23,
+    "free": 9,
+    "free_unavailable": 0,
+    "free_memory_gb": 440.0,
     "fits": {"1": 9, "2": 4, "4": 1, "8": 0},
     "nvlink_fits": {"1": 9, "2": 3, "4": 0, "8": 0},
     "whole_nodes_free": 0,
     "unusable": {"spatial": 5, "topology": 4, "configuration": 0},
-    "unusable_memory_gb": 440.0, "outside_nvlink_blocks": 9, "fgd": 9.0,
+    "unusable_memory_gb": 440.0,
+    "outside_nvlink_blocks": 9,
+    "fgd": 9.0,
 }
 
 
@@ -165,4 +191,5 @@ def test_job_110_diagnosis_names_why_on_each_node(report: dict[str, Any]) -> Non
     }
     assert diag["node01"]["detail"] == "2 free GPUs, job needs 3 on one node"
     assert diag["node04"]["detail"].startswith(
-        "4 free GPUs, but nvlink-pairs-8 never forms an NVLink block of 3")
+        "4 free GPUs, but nvlink-pairs-8 never forms an NVLink block of 3"
+    )

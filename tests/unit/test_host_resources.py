@@ -8,7 +8,8 @@ from slurm_defrag.synth import EPOCH
 
 def test_old_snapshots_load_without_host_fields() -> None:
     raw = {
-        "schema_version": 1, "taken_at": EPOCH.isoformat(),
+        "schema_version": 1,
+        "taken_at": EPOCH.isoformat(),
         "nodes": [{"name": "g1", "gpu_model": "a100", "gpu_count": 8}],
         "jobs": [{"id": "1", "state": "RUNNING", "gpus": {"g1": [0]}}],
     }
@@ -19,10 +20,22 @@ def test_old_snapshots_load_without_host_fields() -> None:
 
 
 def test_host_fields_round_trip() -> None:
-    node = Node(name="g1", gpu_model="a100", gpu_count=8, cpus=64, cpus_alloc=48,
-                memory_mb=512_000, memory_alloc_mb=128_000)
-    job = Job(id="1", state=JobState.RUNNING, gpus={"g1": frozenset({0})}, cpus_per_node=8,
-              memory_mb_per_node=64_000)
+    node = Node(
+        name="g1",
+        gpu_model="a100",
+        gpu_count=8,
+        cpus=64,
+        cpus_alloc=48,
+        memory_mb=512_000,
+        memory_alloc_mb=128_000,
+    )
+    job = Job(
+        id="1",
+        state=JobState.RUNNING,
+        gpus={"g1": frozenset({0})},
+        cpus_per_node=8,
+        memory_mb_per_node=64_000,
+    )
     snap = ClusterSnapshot(taken_at=EPOCH, nodes=(node,), jobs=(job,))
     back = ClusterSnapshot.model_validate_json(snap.model_dump_json())
     assert back == snap

@@ -80,41 +80,99 @@ def test_idle_node() -> None:
 # Unusable GPUs by cause. (case, node, busy GPUs, mix, expected Unusable, largest free block)
 UNUSABLE_CASES = [
     # course node01: NVSwitch, 2 free ({6,7}), a 3-GPU NVLink job: too few GPUs -> spatial 2
-    ("spatial", node("n", "nvswitch-8"), (0, 1, 2, 3, 4, 5), mix(item(3, nvlink=True)),
-     Unusable(spatial=2), 2),
+    (
+        "spatial",
+        node("n", "nvswitch-8"),
+        (0, 1, 2, 3, 4, 5),
+        mix(item(3, nvlink=True)),
+        Unusable(spatial=2),
+        2,
+    ),
     # DGX-1, busy 2, 3, 5: 5 free >= 4, but no free quad -> the topology keeps it out
-    ("topology, not connected", node("n", "dgx1-hybrid-cube-mesh", model="v100"), (2, 3, 5),
-     mix(item(4, nvlink=True)), Unusable(topology=5), 3),
+    (
+        "topology, not connected",
+        node("n", "dgx1-hybrid-cube-mesh", model="v100"),
+        (2, 3, 5),
+        mix(item(4, nvlink=True)),
+        Unusable(topology=5),
+        3,
+    ),
     # course node04: pairs can never form a 3-block, 4 free -> topology 4
-    ("topology, never", node("n", "nvlink-pairs-8"), (0, 3, 4, 5), mix(item(3, nvlink=True)),
-     Unusable(topology=4), 2),
+    (
+        "topology, never",
+        node("n", "nvlink-pairs-8"),
+        (0, 3, 4, 5),
+        mix(item(3, nvlink=True)),
+        Unusable(topology=4),
+        2,
+    ),
     # wrong GPU model: the mix only wants H100
-    ("configuration, model", node("n", "nvswitch-8"), (0, 1, 2), mix(item(2, gpu_model="h100")),
-     Unusable(configuration=5), 5),
+    (
+        "configuration, model",
+        node("n", "nvswitch-8"),
+        (0, 1, 2),
+        mix(item(2, gpu_model="h100")),
+        Unusable(configuration=5),
+        5,
+    ),
     # a 4-GPU node can never host an 8-GPU job
-    ("configuration, size", node("n", "nvswitch-4", state="IDLE"), (), mix(item(8)),
-     Unusable(configuration=4), 4),
+    (
+        "configuration, size",
+        node("n", "nvswitch-4", state="IDLE"),
+        (),
+        mix(item(8)),
+        Unusable(configuration=4),
+        4,
+    ),
     # the mix only has jobs of another partition
-    ("configuration, partition", node("n", "nvswitch-8"), (0,), mix(item(1, partition="high")),
-     Unusable(configuration=7), 7),
+    (
+        "configuration, partition",
+        node("n", "nvswitch-8"),
+        (0,),
+        mix(item(1, partition="high")),
+        Unusable(configuration=7),
+        7,
+    ),
     # exclusive jobs and one busy GPU: 7 free, none usable; too few "whole nodes" -> spatial
-    ("spatial, whole node", node("n", "nvswitch-8"), (0,), mix(item(2, whole_node=True)),
-     Unusable(spatial=7), 7),
+    (
+        "spatial, whole node",
+        node("n", "nvswitch-8"),
+        (0,),
+        mix(item(2, whole_node=True)),
+        Unusable(spatial=7),
+        7,
+    ),
     # a 2nv-job can use every free GPU of the DGX-1 case above (each is in a free pair),
     # so adding it to the mix makes nothing unusable although the 4nv-job still cannot fit
-    ("one usable item is enough", node("n", "dgx1-hybrid-cube-mesh", model="v100"), (2, 3, 5),
-     mix(item(4, nvlink=True), item(2, nvlink=True)), Unusable(), 3),
+    (
+        "one usable item is enough",
+        node("n", "dgx1-hybrid-cube-mesh", model="v100"),
+        (2, 3, 5),
+        mix(item(4, nvlink=True), item(2, nvlink=True)),
+        Unusable(),
+        3,
+    ),
     # pairs node, free {1,3,5,6,7} and a 2nv-job: only 6+7 usable; 1, 3, 5 have enough free
     # GPUs on the node for 2 but no partner -> topology 3
-    ("topology, partners busy", node("n", "nvlink-pairs-8"), (0, 2, 4), mix(item(2, nvlink=True)),
-     Unusable(topology=3), 2),
+    (
+        "topology, partners busy",
+        node("n", "nvlink-pairs-8"),
+        (0, 2, 4),
+        mix(item(2, nvlink=True)),
+        Unusable(topology=3),
+        2,
+    ),
 ]
 
 
-@pytest.mark.parametrize(("n", "busy_gpus", "the_mix", "unusable", "largest"),
-                         [c[1:] for c in UNUSABLE_CASES], ids=[c[0] for c in UNUSABLE_CASES])
-def test_unusable_by_cause(n: Node, busy_gpus: tuple[int, ...], the_mix: WorkloadMix,
-                           unusable: Unusable, largest: int) -> None:
+@pytest.mark.parametrize(
+    ("n", "busy_gpus", "the_mix", "unusable", "largest"),
+    [c[1:] for c in UNUSABLE_CASES],
+    ids=[c[0] for c in UNUSABLE_CASES],
+)
+def test_unusable_by_cause(
+    n: Node, busy_gpus: tuple[int, ...], the_mix: WorkloadMix, unusable: Unusable, largest: int
+) -> None:
     m = measure(n, busy_gpus, the_mix)
     assert m.counts.unusable == unusable
     assert m.largest_free_block == largest
@@ -227,8 +285,15 @@ def test_partition_and_model_aggregation() -> None:
     assert sorted(models) == ["a100", "h100"]
 
     def summary(g: FragCounts) -> tuple[object, ...]:
-        return (g.gpus, g.used, g.free, g.fits[2], g.nvlink_fits[2], g.whole_nodes_free,
-                g.free_memory_gb)
+        return (
+            g.gpus,
+            g.used,
+            g.free,
+            g.fits[2],
+            g.nvlink_fits[2],
+            g.whole_nodes_free,
+            g.free_memory_gb,
+        )
 
     # (gpus, used, free, fits[2], nvlink_fits[2], whole nodes, free GB)
     assert summary(parts["batch"].counts) == (16, 8, 8, 1 + 3, 1 + 2, 0, 8 * 40)

@@ -43,8 +43,9 @@ def test_example_files_are_stable_dumps(course_snapshot: ClusterSnapshot) -> Non
     assert (EXAMPLES / "course.json").read_text() == dump_snapshot(course_snapshot) + "\n"
 
 
-@pytest.mark.parametrize("snap", [course_scenario(), random_cluster(24, seed=5, pending=6)],
-                         ids=["course", "random-24"])
+@pytest.mark.parametrize(
+    "snap", [course_scenario(), random_cluster(24, seed=5, pending=6)], ids=["course", "random-24"]
+)
 def test_round_trip(snap: ClusterSnapshot, tmp_path: Path) -> None:
     path = tmp_path / "snap.json"
     save_snapshot(snap, path)
@@ -82,34 +83,67 @@ BAD_DATA = [
     ("schema_version 2", _set("schema_version", 2), "schema_version", "newer slurm-defrag"),
     ("schema_version string", _set("schema_version", "1"), "schema_version", "expected 1"),
     ("schema_version missing", _set("schema_version", DELETE), "schema_version", "expected 1"),
-    ("unknown node", _set("jobs[0].gpus", {"node99": [0]}), "jobs[0].gpus",
-     "unknown node 'node99'"),
-    ("GPU index out of range", _set("jobs[0].gpus", {"node01": [8]}), "jobs[0].gpus.node01",
-     "GPU index 8 outside 0..7"),
+    (
+        "unknown node",
+        _set("jobs[0].gpus", {"node99": [0]}),
+        "jobs[0].gpus",
+        "unknown node 'node99'",
+    ),
+    (
+        "GPU index out of range",
+        _set("jobs[0].gpus", {"node01": [8]}),
+        "jobs[0].gpus.node01",
+        "GPU index 8 outside 0..7",
+    ),
     # job 103 (node02 GPU 0) moved onto node01 GPU 3, which job 101 holds
-    ("two jobs on one GPU", _set("jobs[2].gpus", {"node01": [3]}), "jobs[2].gpus.node01",
-     "GPU 3 also held by job 101"),
-    ("gpus_used out of range", _set("nodes[0].gpus_used", [9]), "nodes[0].gpus_used",
-     "index 9 outside 0..7"),
-    ("unknown topology", _set("nodes[0].topology", "nvswitch-9"), "nodes[0].topology",
-     "unknown topology"),
-    ("topology size mismatch", _set("nodes[0].topology", "nvswitch-4"), "nodes[0].topology",
-     "has 4 GPUs"),
+    (
+        "two jobs on one GPU",
+        _set("jobs[2].gpus", {"node01": [3]}),
+        "jobs[2].gpus.node01",
+        "GPU 3 also held by job 101",
+    ),
+    (
+        "gpus_used out of range",
+        _set("nodes[0].gpus_used", [9]),
+        "nodes[0].gpus_used",
+        "index 9 outside 0..7",
+    ),
+    (
+        "unknown topology",
+        _set("nodes[0].topology", "nvswitch-9"),
+        "nodes[0].topology",
+        "unknown topology",
+    ),
+    (
+        "topology size mismatch",
+        _set("nodes[0].topology", "nvswitch-4"),
+        "nodes[0].topology",
+        "has 4 GPUs",
+    ),
     ("duplicate node", _set("nodes[1].name", "node01"), "nodes[1].name", "duplicate node"),
     ("duplicate job", _set("jobs[1].id", "101"), "jobs[1].id", "duplicate job"),
     ("bad request", _set("jobs[9].request", {"nodes": 1}), "jobs[9].request", "exactly one"),
-    ("bad custom topology", _set("topologies", {"t": {"name": "t", "gpu_count": 2,
-                                                      "nvlinks": [[0, 5]]}}),
-     "topologies.t.nvlinks[0]", "out of range"),
-    ("negative time limit", _set("jobs[0].time_limit_s", -5), "jobs[0].time_limit_s",
-     "greater than or equal to 0"),
+    (
+        "bad custom topology",
+        _set("topologies", {"t": {"name": "t", "gpu_count": 2, "nvlinks": [[0, 5]]}}),
+        "topologies.t.nvlinks[0]",
+        "out of range",
+    ),
+    (
+        "negative time limit",
+        _set("jobs[0].time_limit_s", -5),
+        "jobs[0].time_limit_s",
+        "greater than or equal to 0",
+    ),
 ]
 
 
-@pytest.mark.parametrize(("edit", "json_path", "words"), [c[1:] for c in BAD_DATA],
-                         ids=[c[0] for c in BAD_DATA])
-def test_bad_snapshot_data(course_data: dict[str, Any], edit: Callable[[dict[str, Any]], None],
-                           json_path: str, words: str) -> None:
+@pytest.mark.parametrize(
+    ("edit", "json_path", "words"), [c[1:] for c in BAD_DATA], ids=[c[0] for c in BAD_DATA]
+)
+def test_bad_snapshot_data(
+    course_data: dict[str, Any], edit: Callable[[dict[str, Any]], None], json_path: str, words: str
+) -> None:
     data = copy.deepcopy(course_data)
     edit(data)
     with pytest.raises(InputError) as err:
@@ -202,8 +236,13 @@ def test_node_without_topology_is_pcie_only(course_data: dict[str, Any]) -> None
 
 def test_custom_topology_by_name(course_data: dict[str, Any]) -> None:
     data = copy.deepcopy(course_data)
-    data["topologies"] = {"ring-8": {"name": "ring-8", "gpu_count": 8,
-                                     "nvlinks": [[i, (i + 1) % 8] for i in range(8)]}}
+    data["topologies"] = {
+        "ring-8": {
+            "name": "ring-8",
+            "gpu_count": 8,
+            "nvlinks": [[i, (i + 1) % 8] for i in range(8)],
+        }
+    }
     data["nodes"][3]["topology"] = "ring-8"
     snap = parse_snapshot(data)
     assert snap.topology_of(snap.nodes[3]).name == "ring-8"
@@ -242,12 +281,14 @@ def test_naive_timestamps_are_one_line_through_the_cli(
         key = "jobs[0].submit_time"
     path = tmp_path / "naive.json"
     path.write_text(json.dumps(data))
-    assert_one_line_error(capsys, "plan", "-s", str(path),
-                          words=(str(path), key, "without a time zone"))
+    assert_one_line_error(
+        capsys, "plan", "-s", str(path), words=(str(path), key, "without a time zone")
+    )
 
 
-@pytest.mark.parametrize("stamp", ["0001-01-01T00:00:00+14:00", "9999-12-31T23:59:59-14:00",
-                                   "1969-06-01T00:00:00Z"])
+@pytest.mark.parametrize(
+    "stamp", ["0001-01-01T00:00:00+14:00", "9999-12-31T23:59:59-14:00", "1969-06-01T00:00:00Z"]
+)
 def test_timestamps_outside_the_supported_years(stamp: str) -> None:
     """Year 1 at +14:00 overflows the UTC conversion (OverflowError); bounded at load."""
     data = _course_dict()
@@ -256,8 +297,7 @@ def test_timestamps_outside_the_supported_years(stamp: str) -> None:
         parse_snapshot(data)
 
 
-def test_deep_json_snapshot_is_one_line(tmp_path: Path,
-                                        capsys: pytest.CaptureFixture[str]) -> None:
+def test_deep_json_snapshot_is_one_line(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     from cli_run import assert_one_line_error
 
     path = tmp_path / "deep.json"

@@ -25,8 +25,10 @@ def status_of(nodes: list[Node], jobs: list[Job]) -> PendingStatus:
 
 def test_can_start() -> None:
     """NVSwitch node with 4 free GPUs; a 3-GPU NVLink job fits there now."""
-    s = status_of([node("n1"), node("n2")], [busy("n1", range(4)), busy("n2", range(8)),
-                                              pending("j", 3, nvlink=True)])
+    s = status_of(
+        [node("n1"), node("n2")],
+        [busy("n1", range(4)), busy("n2", range(8)), pending("j", 3, nvlink=True)],
+    )
     assert (s.status, s.reason) == ("can-start", None)
     assert s.message == "fits now on n1"
     assert s.diagnosis == ()  # only falsely starved jobs get a per-node diagnosis
@@ -34,12 +36,16 @@ def test_can_start() -> None:
 
 def test_falsely_starved_spatial() -> None:
     """Two NVSwitch nodes with 2 free GPUs each: 4 free >= 3, but no node has 3."""
-    s = status_of([node("n1"), node("n2")],
-                  [busy("n1", range(6)), busy("n2", range(6)), pending("j", 3, nvlink=True)])
+    s = status_of(
+        [node("n1"), node("n2")],
+        [busy("n1", range(6)), busy("n2", range(6)), pending("j", 3, nvlink=True)],
+    )
     assert (s.status, s.reason) == ("falsely-starved", "spatial")
     assert (s.free_matching, s.free_in_partition) == (4, 4)
     assert [(d.node, d.verdict, d.free) for d in s.diagnosis] == [
-        ("n1", Verdict.SPATIAL, 2), ("n2", Verdict.SPATIAL, 2)]
+        ("n1", Verdict.SPATIAL, 2),
+        ("n2", Verdict.SPATIAL, 2),
+    ]
     assert s.diagnosis[0].detail == "2 free GPUs, job needs 3 on one node"
 
 
@@ -48,8 +54,10 @@ def test_falsely_starved_topology() -> None:
 
     Free links: 0-1, 0-4, 4-6, 4-7, 6-7; the largest free block is the triangle {4,6,7}.
     """
-    s = status_of([node("d", "dgx1-hybrid-cube-mesh", model="v100")],
-                  [busy("d", (2, 3, 5)), pending("j", 4, nvlink=True)])
+    s = status_of(
+        [node("d", "dgx1-hybrid-cube-mesh", model="v100")],
+        [busy("d", (2, 3, 5)), pending("j", 4, nvlink=True)],
+    )
     assert (s.status, s.reason) == ("falsely-starved", "topology")
     assert s.free_matching == 5
     (d,) = s.diagnosis
@@ -75,8 +83,9 @@ def test_falsely_starved_topology_by_wiring() -> None:
     that would make up the difference are of the right model but wired in pairs, so the
     reason is the topology (the same word the node figures use for them)."""
     nodes = [node("sw"), node("pairs", "nvlink-pairs-8")]
-    s = status_of(nodes, [busy("sw", range(6)), busy("pairs", (0, 3, 4, 5)),
-                          pending("j", 3, nvlink=True)])
+    s = status_of(
+        nodes, [busy("sw", range(6)), busy("pairs", (0, 3, 4, 5)), pending("j", 3, nvlink=True)]
+    )
     assert (s.status, s.reason) == ("falsely-starved", "topology")
     assert (s.free_matching, s.free_in_partition) == (2, 6)
 
@@ -103,13 +112,21 @@ NEVER = "no node of its partition can ever host it"
         ([node("a", "nvswitch-4", state="IDLE")], pending("j", 8), 0, NEVER),
         # Regression: a DGX-1 offers NVLink blocks of 1-4 and 8 GPUs, never 6. This was
         # "falsely-starved (topology)" on an idle node, because max_block (8) >= 6.
-        ([node("d", "dgx1-hybrid-cube-mesh", model="v100", state="IDLE")],
-         pending("j", 6, nvlink=True), 0, NEVER),
+        (
+            [node("d", "dgx1-hybrid-cube-mesh", model="v100", state="IDLE")],
+            pending("j", 6, nvlink=True),
+            0,
+            NEVER,
+        ),
         # 2 nodes x 4 GPUs, but the partition has one node: that node is capable (its 8 free
         # GPUs count as matching), there are just too few such nodes. The message says so
         # instead of claiming no node could ever host it.
-        ([node("a", state="IDLE")], pending("j", 4, nodes=2), 8,
-         "needs 2 node(s) / 8 GPUs; its partition has only 1 node(s)"),
+        (
+            [node("a", state="IDLE")],
+            pending("j", 4, nodes=2),
+            8,
+            "needs 2 node(s) / 8 GPUs; its partition has only 1 node(s)",
+        ),
     ],
     ids=["topology", "model", "gpu-count", "dgx1-6gpu-nvlink", "too-few-nodes"],
 )
@@ -120,8 +137,16 @@ def test_unsatisfiable(nodes: list[Node], job: Job, free_matching: int, message:
     assert s.message.startswith(message)
 
 
-@pytest.mark.parametrize("reason", ["JobHeldAdmin", "JobHeldUser", "Dependency", "BeginTime",
-                                    "ReqNodeNotAvail, UnavailableNodes:node07"])
+@pytest.mark.parametrize(
+    "reason",
+    [
+        "JobHeldAdmin",
+        "JobHeldUser",
+        "Dependency",
+        "BeginTime",
+        "ReqNodeNotAvail, UnavailableNodes:node07",
+    ],
+)
 def test_held(reason: str) -> None:
     """Jobs waiting on a hold or a dependency would wait on an empty cluster too.
 
@@ -147,8 +172,9 @@ def test_spreadable_request_is_only_configuration_starved() -> None:
     """``--gpus=4`` of H100: 1 H100 free plus 4 A100 free. It could spread, so scattering
     is never the cause; the model is."""
     nodes = [node("h", model="h100"), node("a")]
-    s = status_of(nodes, [busy("h", range(7)), busy("a", range(4)),
-                          pending("j", total_gpus=4, model="h100")])
+    s = status_of(
+        nodes, [busy("h", range(7)), busy("a", range(4)), pending("j", total_gpus=4, model="h100")]
+    )
     assert (s.status, s.reason) == ("falsely-starved", "configuration")
 
 
@@ -156,13 +182,20 @@ def test_multi_node_spatial() -> None:
     """2 nodes x 4 NVLink GPUs. Free: n1 4, n2 3, n3 3 -> one node fits, 10 >= 8 free on
     3 capable nodes, only one of them has 4 free -> spatial."""
     nodes = [node("n1"), node("n2"), node("n3")]
-    jobs = [busy("n1", range(4)), busy("n2", range(5)), busy("n3", range(5)),
-            pending("j", 4, nodes=2, nvlink=True)]
+    jobs = [
+        busy("n1", range(4)),
+        busy("n2", range(5)),
+        busy("n3", range(5)),
+        pending("j", 4, nodes=2, nvlink=True),
+    ]
     s = status_of(nodes, jobs)
     assert (s.status, s.reason, s.gpus) == ("falsely-starved", "spatial", 8)
     assert s.free_matching == 10
     assert {d.node: d.verdict for d in s.diagnosis} == {
-        "n1": Verdict.FITS, "n2": Verdict.SPATIAL, "n3": Verdict.SPATIAL}
+        "n1": Verdict.FITS,
+        "n2": Verdict.SPATIAL,
+        "n3": Verdict.SPATIAL,
+    }
 
 
 def test_multi_node_topology() -> None:
@@ -185,8 +218,12 @@ def test_diagnosis_lists_nodes_of_the_partition_with_free_gpus() -> None:
     """Per-node verdicts: a node with no free GPU needs no explanation, and a node outside
     the job's partition is not listed."""
     nodes = [node("full"), node("two"), node("other", partitions=("high",)), node("one")]
-    jobs = [busy("full", range(8)), busy("two", range(6)), busy("one", range(7)),
-            pending("j", 3, nvlink=True)]
+    jobs = [
+        busy("full", range(8)),
+        busy("two", range(6)),
+        busy("one", range(7)),
+        pending("j", 3, nvlink=True),
+    ]
     s = status_of(nodes, jobs)
     assert s.status == "falsely-starved"
     assert [d.node for d in s.diagnosis] == ["one", "two"]
@@ -220,13 +257,19 @@ def test_pending_jobs_form_the_mix() -> None:
     """The mix is the pending queue: one item per distinct shape, weight = number of jobs."""
     snap: ClusterSnapshot = snapshot(
         [node("n")],
-        [pending("a", 2, nvlink=True), pending("b", 2, nvlink=True), pending("c", 4),
-         pending("h", 8, reason="JobHeldUser")],
+        [
+            pending("a", 2, nvlink=True),
+            pending("b", 2, nvlink=True),
+            pending("c", 4),
+            pending("h", 8, reason="JobHeldUser"),
+        ],
     )
     m = compute(snap).mix
     assert m.source is MixSource.PENDING
     assert sorted((i.gpus_per_node, i.nvlink, i.weight) for i in m.items) == [
-        (2, True, 2.0), (4, False, 1.0)]
+        (2, True, 2.0),
+        (4, False, 1.0),
+    ]
 
 
 def test_drained_capable_node_makes_job_short_not_unsatisfiable() -> None:
@@ -242,7 +285,12 @@ def test_spread_request_beyond_partition_hardware_is_unsatisfiable() -> None:
     """--gpus=12 on a partition with 8 GPUs in all can never run, even on an idle cluster."""
     from slurm_defrag.domain.cluster import GpuRequest, Job, JobState
 
-    job = Job(id="j", partition="batch", state=JobState.PENDING, reason="Resources",
-              request=GpuRequest(total_gpus=12))
+    job = Job(
+        id="j",
+        partition="batch",
+        state=JobState.PENDING,
+        reason="Resources",
+        request=GpuRequest(total_gpus=12),
+    )
     s = status_of([node("a")], [job])
     assert s.status == "unsatisfiable"

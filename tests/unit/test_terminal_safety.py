@@ -27,11 +27,11 @@ from slurm_defrag.snapshot_file import load_snapshot
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
 
-HOSTILE = ("[/]x[bold red]y\x1b[2J\x1b]52;c;cHduZWQ=\x07\rz\x9b31m\u202egpj.exe"
-           "\u2066\x00\x7f")
+HOSTILE = "[/]x[bold red]y\x1b[2J\x1b]52;c;cHduZWQ=\x07\rz\x9b31m\u202egpj.exe\u2066\x00\x7f"
 # Anything that would reach a terminal as a control: C0 but \n, DEL, C1, bidi controls.
-RAW_CONTROL = re.compile("[\x00-\x09\x0b-\x1f\x7f-\x9f\u061c\u200e\u200f\u2028-\u202e"
-                         "\u2066-\u2069]")
+RAW_CONTROL = re.compile(
+    "[\x00-\x09\x0b-\x1f\x7f-\x9f\u061c\u200e\u200f\u2028-\u202e\u2066-\u2069]"
+)
 
 
 def hostile_snapshot(tmp: Path) -> Path:
@@ -84,8 +84,14 @@ def test_frag_and_top_renderers(tmp_path: Path) -> None:
     console.print(summary_table(snap))
     from datetime import UTC, datetime
 
-    frame = TopFrame(snap, report, "file " + HOSTILE, datetime.now(UTC), plans=(),
-                     status="refresh failed: " + HOSTILE)
+    frame = TopFrame(
+        snap,
+        report,
+        "file " + HOSTILE,
+        datetime.now(UTC),
+        plans=(),
+        status="refresh failed: " + HOSTILE,
+    )
     console.print(render_frame(frame))
     out = _text_of(console)
     _assert_safe(out)
@@ -95,8 +101,7 @@ def test_frag_and_top_renderers(tmp_path: Path) -> None:
 @pytest.mark.parametrize("command", [["frag"], ["plan"], ["top", "--once"]])
 def test_cli_tables(tmp_path: Path, command: list[str]) -> None:
     path = hostile_snapshot(tmp_path)
-    result = CliRunner().invoke(app, [*command, "--snapshot", str(path)],
-                                env={"COLUMNS": "250"})
+    result = CliRunner().invoke(app, [*command, "--snapshot", str(path)], env={"COLUMNS": "250"})
     assert result.exception is None, result.output
     assert result.exit_code == 0, result.output
     _assert_safe(result.stdout)
@@ -135,9 +140,18 @@ def test_history_render(tmp_path: Path) -> None:
 
     t = datetime(2026, 1, 1, tzinfo=UTC)
     point = Point(t, 1, 8, 4, 2, 100, 50, 1.5, 1, 1, 1)
-    h = History(scope="partition", name="p" + HOSTILE, cluster="c" + HOSTILE, since=t,
-                until=t, resolution_s=300, snapshots=1, series=[point], worst=[point],
-                nodes=[NodeRow("n" + HOSTILE, ("p" + HOSTILE,), 1, 1, 1, 1, 1)])
+    h = History(
+        scope="partition",
+        name="p" + HOSTILE,
+        cluster="c" + HOSTILE,
+        since=t,
+        until=t,
+        resolution_s=300,
+        snapshots=1,
+        series=[point],
+        worst=[point],
+        nodes=[NodeRow("n" + HOSTILE, ("p" + HOSTILE,), 1, 1, 1, 1, 1)],
+    )
     console = _console()
     render(console, h)
     _assert_safe(_text_of(console))

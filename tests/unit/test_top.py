@@ -121,7 +121,9 @@ def test_plan_replayed_to_a_moment() -> None:
     assert (now.status, [s.state for s in now.steps]) == ("done", ["done", "done", "failed"])
     then = plan_view(rec, steps, t0 + timedelta(minutes=5))
     assert (then.status, [s.state for s in then.steps]) == (
-        "applying", ["done", "running", "pending"])
+        "applying",
+        ["done", "running", "pending"],
+    )
     before = plan_view(rec, steps, t0)
     assert (before.status, [s.state for s in before.steps]) == ("open", ["pending"] * 3)
 
@@ -137,14 +139,26 @@ def test_once_through_the_cli() -> None:
 @pytest.mark.parametrize(
     ("args", "message", "code"),
     [
-        (["--snapshot", "/nonexistent/course.json"], "/nonexistent/course.json: no such file",
-         ExitCode.BAD_INPUT),
-        (["--snapshot", str(COURSE), "--at", "2026-11-29T12:00"], "--at replays stored",
-         ExitCode.BAD_INPUT),
-        (["--db", "sqlite:////nonexistent/dir/x.db"], "directory /nonexistent/dir does not",
-         ExitCode.DB_UNREACHABLE),
-        (["--db", "postgresql+psycopg://u@127.0.0.1:1/db"], "cannot reach database",
-         ExitCode.DB_UNREACHABLE),
+        (
+            ["--snapshot", "/nonexistent/course.json"],
+            "/nonexistent/course.json: no such file",
+            ExitCode.BAD_INPUT,
+        ),
+        (
+            ["--snapshot", str(COURSE), "--at", "2026-11-29T12:00"],
+            "--at replays stored",
+            ExitCode.BAD_INPUT,
+        ),
+        (
+            ["--db", "sqlite:////nonexistent/dir/x.db"],
+            "directory /nonexistent/dir does not",
+            ExitCode.DB_UNREACHABLE,
+        ),
+        (
+            ["--db", "postgresql+psycopg://u@127.0.0.1:1/db"],
+            "cannot reach database",
+            ExitCode.DB_UNREACHABLE,
+        ),
     ],
 )
 def test_bad_input_is_one_line_and_nonzero(args: list[str], message: str, code: int) -> None:
@@ -163,8 +177,10 @@ def test_broken_snapshot_file_is_one_line(tmp_path: Path) -> None:
     out = subprocess.run([*TOP, "-s", str(broken), "--once"], capture_output=True, text=True,
                          timeout=60)  # fmt: skip
     assert out.returncode == ExitCode.BAD_INPUT
-    assert out.stderr.strip() == f"slurm-defrag: error: {broken}: not valid JSON at line 1 " \
+    assert (
+        out.stderr.strip() == f"slurm-defrag: error: {broken}: not valid JSON at line 1 "
         "column 12: Expecting value"
+    )
 
 
 def test_real_terminal_under_tmux(tmp_path: Path) -> None:

@@ -42,10 +42,20 @@ def test_mask_helpers() -> None:
 
 def test_builtin_names() -> None:
     """The templates a snapshot may name without defining them (docs/snapshot-format.md)."""
-    assert sorted(BUILTIN_TOPOLOGIES) == sorted([
-        "nvswitch-8", "nvswitch-4", "nvlink-pairs-8", "nvlink-pairs-4", "nvlink-pairs-2",
-        "dgx1-hybrid-cube-mesh", "pcie-2x4", "pcie-1x4", "pcie-1x2", "pcie-1x1",
-    ])
+    assert sorted(BUILTIN_TOPOLOGIES) == sorted(
+        [
+            "nvswitch-8",
+            "nvswitch-4",
+            "nvlink-pairs-8",
+            "nvlink-pairs-4",
+            "nvlink-pairs-2",
+            "dgx1-hybrid-cube-mesh",
+            "pcie-2x4",
+            "pcie-1x4",
+            "pcie-1x2",
+            "pcie-1x1",
+        ]
+    )
 
 
 # name -> (gpu_count, {block size: number of blocks}, max_block, domains as masks)

@@ -33,8 +33,7 @@ def test_map_cells_of_the_course_snapshot(course_snapshot: ClusterSnapshot) -> N
     busy = {c["job"] for n in body["nodes"] for c in n["gpus"] if c["status"] == "busy"}
     assert busy == set(body["jobs"])
     (starving,) = body["starving"]
-    assert (starving["job_id"], starving["user"], starving["reason"]) == ("110", "dave",
-                                                                          "spatial")
+    assert (starving["job_id"], starving["user"], starving["reason"]) == ("110", "dave", "spatial")
     assert starving["request"] == "1x3 nvlink"
     # The same words as frag's and top's tables.
     assert starving["request"] == request_text(compute(course_snapshot).falsely_starved[0])
@@ -47,7 +46,8 @@ def test_unavailable_nodes_show_their_free_gpus_as_off(
     nodes = list(course_snapshot.nodes)
     nodes[2] = nodes[2].model_copy(update={"state": frozenset({"DRAIN", "IDLE"})})
     snap = ClusterSnapshot.model_validate(
-        {**course_snapshot.model_dump(), "nodes": [n.model_dump() for n in nodes]})
+        {**course_snapshot.model_dump(), "nodes": [n.model_dump() for n in nodes]}
+    )
     body = snapshot_payload(snap, compute(snap))
     node03 = body["nodes"][2]
     assert not node03["available"]
@@ -72,8 +72,10 @@ def test_a_snapshot_file_has_no_history_or_plans(course_snapshot: ClusterSnapsho
     [
         (["--snapshot", "x.json", "--db", "sqlite:////tmp/x.db"], "not both"),
         (["--snapshot", "missing.json"], "missing.json: no such file"),
-        (["--snapshot", str(EXAMPLES / "course.json"), "--allow", "10.0.0.0/33"],
-         "--allow: '10.0.0.0/33' is not a network"),
+        (
+            ["--snapshot", str(EXAMPLES / "course.json"), "--allow", "10.0.0.0/33"],
+            "--allow: '10.0.0.0/33' is not a network",
+        ),
         (["--db", "sqlite:////nonexistent-dir/x.db"], "does not exist"),
     ],
 )

@@ -86,32 +86,47 @@ class AuditingWriter:
         start: datetime | None,
         duration_s: int,
     ) -> None:
-        argv = ["scontrol", "create", "reservation", f"ReservationName={name}",
-                f"Nodes={','.join(nodes)}",
-                "StartTime=" + ("now" if start is None else start.isoformat()),
-                f"Duration={max(1, -(-duration_s // 60))}", "Flags=IGNORE_JOBS"]
+        argv = [
+            "scontrol",
+            "create",
+            "reservation",
+            f"ReservationName={name}",
+            f"Nodes={','.join(nodes)}",
+            "StartTime=" + ("now" if start is None else start.isoformat()),
+            f"Duration={max(1, -(-duration_s // 60))}",
+            "Flags=IGNORE_JOBS",
+        ]
         if users:
             argv.append(f"Users={','.join(users)}")
         if accounts:
             argv.append(f"Accounts={','.join(accounts)}")
-        self._call(argv, self.inner.create_reservation, name, nodes, users, accounts, start,
-                   duration_s)
+        self._call(
+            argv, self.inner.create_reservation, name, nodes, users, accounts, start, duration_s
+        )
 
     def delete_reservation(self, name: str) -> None:
-        self._call(["scontrol", "delete", f"ReservationName={name}"],
-                   self.inner.delete_reservation, name)
+        self._call(
+            ["scontrol", "delete", f"ReservationName={name}"], self.inner.delete_reservation, name
+        )
 
     def requeue(self, job_id: str, reason: str) -> None:
         # scontrol requeue takes no reason; the reason is kept in the audit row instead.
-        self._call(["scontrol", "requeue", job_id, f"# {reason}"], self.inner.requeue, job_id,
-                   reason)
+        self._call(
+            ["scontrol", "requeue", job_id, f"# {reason}"], self.inner.requeue, job_id, reason
+        )
 
     def update_job(self, job_id: str, **fields: str) -> None:
-        self._call(["scontrol", "update", f"JobId={job_id}",
-                    *(f"{k}={v}" for k, v in fields.items())],
-                   self.inner.update_job, job_id, **fields)
+        self._call(
+            ["scontrol", "update", f"JobId={job_id}", *(f"{k}={v}" for k, v in fields.items())],
+            self.inner.update_job,
+            job_id,
+            **fields,
+        )
 
     def update_node(self, node: str, **fields: str) -> None:
-        self._call(["scontrol", "update", f"NodeName={node}",
-                    *(f"{k}={v}" for k, v in fields.items())],
-                   self.inner.update_node, node, **fields)
+        self._call(
+            ["scontrol", "update", f"NodeName={node}", *(f"{k}={v}" for k, v in fields.items())],
+            self.inner.update_node,
+            node,
+            **fields,
+        )

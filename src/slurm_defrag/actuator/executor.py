@@ -143,10 +143,13 @@ class Executor:
             NewStep(
                 action=a.kind.value,
                 target=a.job_id or ",".join(a.nodes) or (a.target or ""),
-                args={"action": a.model_dump(mode="json"),
-                      "user": victims[a.job_id].user if a.job_id in victims else "",
-                      "lost_gpu_hours": (victims[a.job_id].lost_gpu_hours
-                                         if a.job_id in victims else 0.0)},
+                args={
+                    "action": a.model_dump(mode="json"),
+                    "user": victims[a.job_id].user if a.job_id in victims else "",
+                    "lost_gpu_hours": (
+                        victims[a.job_id].lost_gpu_hours if a.job_id in victims else 0.0
+                    ),
+                },
             )
             for a in plan.actions
         ]
@@ -174,8 +177,9 @@ class Executor:
         """Open plans of this executor's mode, oldest first."""
         recs = self.plans.recent(open_only=True, limit=1000)
         # Only defrag plans: the packing record (actuator/packing.py) has no "plan".
-        return sorted((p for p in recs if p.mode == self.mode and "plan" in p.inputs),
-                      key=lambda p: p.id)
+        return sorted(
+            (p for p in recs if p.mode == self.mode and "plan" in p.inputs), key=lambda p: p.id
+        )
 
     # -- advancing -----------------------------------------------------------------------
 
@@ -193,22 +197,22 @@ class Executor:
         steps = self.plans.steps(plan_db_id)
         if rec.status == "open":
             self.plans.update(plan_db_id, status="applying")
-        if any(s.action.startswith(UNDO) for s in steps) or any(
-            s.state == "failed" for s in steps
-        ):
+        if any(s.action.startswith(UNDO) for s in steps) or any(s.state == "failed" for s in steps):
             return self._undo(rec, plan, steps, rec.note or "rollback resumed")
         deadline = datetime.fromisoformat(rec.inputs["deadline"])
         if self.clock() > deadline:
             current = next((s for s in steps if s.state not in _FINAL), None)
             at = f" at step {current.seq + 1} {current.action}" if current else ""
-            return self._rollback(rec, plan, steps, None,
-                                  f"TTL {self.ttl.total_seconds():g} s passed{at}")
+            return self._rollback(
+                rec, plan, steps, None, f"TTL {self.ttl.total_seconds():g} s passed{at}"
+            )
         for step in steps:
             if step.state in _FINAL:
                 continue
             if why := self.stop():
-                log.warning("plan %s: %s: step %d %s not run", plan.plan_id, why,
-                            step.seq + 1, step.action)
+                log.warning(
+                    "plan %s: %s: step %d %s not run", plan.plan_id, why, step.seq + 1, step.action
+                )
                 return "applying"
             action = Action.model_validate(step.args["action"])
             if step.state == "pending":
@@ -217,8 +221,13 @@ class Executor:
                 with self.writer.step(plan_db_id, step.id):
                     outcome = self._run(plan, action)
             except (StepRefused, SlurmRejectedError) as exc:
-                return self._rollback(rec, plan, self.plans.steps(plan_db_id), step,
-                                      f"step {step.seq + 1} {step.action}: {exc}")
+                return self._rollback(
+                    rec,
+                    plan,
+                    self.plans.steps(plan_db_id),
+                    step,
+                    f"step {step.seq + 1} {step.action}: {exc}",
+                )
             if outcome is Outcome.WAITING:
                 return "applying"
             self.hook(step.action, "acted")
@@ -239,8 +248,12 @@ class Executor:
             # it be created while the victims still run. Outlives the plan's TTL a little
             # so the rollback, not Slurm, ends it.
             self.writer.create_reservation(
-                plan.reservation, a.nodes, [target.user] if target.user else ["root"], [],
-                None, int(self.ttl.total_seconds()) + 300,
+                plan.reservation,
+                a.nodes,
+                [target.user] if target.user else ["root"],
+                [],
+                None,
+                int(self.ttl.total_seconds()) + 300,
             )
             return Outcome.DONE
         if kind is ActionKind.DRAIN:
@@ -265,8 +278,11 @@ class Executor:
         fresh = self.reader.snapshot()  # fresh read: the PreEvictionFilter of descheduler
         job = fresh.job_by_id.get(a.job_id)
         if job is None or job.state == JobState.PENDING or not job.holds_gpus:
-            log.info("requeue %s: already %s, nothing to do", a.job_id,
-                     "gone" if job is None else job.state.value)
+            log.info(
+                "requeue %s: already %s, nothing to do",
+                a.job_id,
+                "gone" if job is None else job.state.value,
+            )
             return Outcome.DONE
         if not set(a.nodes) <= set(job.gpus):
             raise StepRefused(f"job {a.job_id} no longer runs on {','.join(a.nodes)}")
@@ -280,8 +296,13 @@ class Executor:
         )
         if self.mode == "enforce":
             try:
-                check_requeue(VictimRef(job.id, job.user, lost), [], self.policy.limits,
-                              self.history, datetime.now(UTC))
+                check_requeue(
+                    VictimRef(job.id, job.user, lost),
+                    [],
+                    self.policy.limits,
+                    self.history,
+                    datetime.now(UTC),
+                )
             except LimitError as exc:
                 raise StepRefused(str(exc)) from None
         self.writer.requeue(a.job_id, a.reason)
@@ -325,8 +346,9 @@ class Executor:
             planned = {p.node: set(p.gpus) for p in target.placements}
             actual = {n: set(g) for n, g in job.gpus.items()}
             if actual != planned:
-                log.warning("plan %s: job %s runs on %s, planned %s", plan.plan_id,
-                            job.id, actual, planned)
+                log.warning(
+                    "plan %s: job %s runs on %s, planned %s", plan.plan_id, job.id, actual, planned
+                )
         self._end_reservation(plan, target.job_id, running=job is not None and job.holds_gpus)
         return Outcome.DONE
 
@@ -341,14 +363,25 @@ class Executor:
             try:
                 self.writer.update_job(job_id, ReservationName="")
             except SlurmRejectedError as exc:
-                log.info("plan %s: detaching job %s from %s refused (%s); deleting anyway",
-                         plan.plan_id, job_id, plan.reservation, exc)
+                log.info(
+                    "plan %s: detaching job %s from %s refused (%s); deleting anyway",
+                    plan.plan_id,
+                    job_id,
+                    plan.reservation,
+                    exc,
+                )
         self.writer.delete_reservation(plan.reservation)
 
     # -- rollback ------------------------------------------------------------------------
 
-    def _rollback(self, rec: PlanRecord, plan: Plan, steps: list[StepRecord],
-                  failed: StepRecord | None, why: str) -> str:
+    def _rollback(
+        self,
+        rec: PlanRecord,
+        plan: Plan,
+        steps: list[StepRecord],
+        failed: StepRecord | None,
+        why: str,
+    ) -> str:
         log.warning("plan %s (#%d): rolling back: %s", plan.plan_id, rec.id, why)
         if failed is not None:
             self.plans.set_step_state(failed.id, "failed", why)
@@ -403,8 +436,7 @@ class Executor:
         elif kind == ActionKind.RESERVE:
             fresh = self.reader.snapshot()
             job = fresh.job_by_id.get(s.target)
-            self._end_reservation(plan, s.target,
-                                  running=job is not None and job.holds_gpus)
+            self._end_reservation(plan, s.target, running=job is not None and job.holds_gpus)
         elif kind == ActionKind.DRAIN:
             self._resume(plan, tuple(s.args.get("nodes", ())))
 
@@ -447,8 +479,10 @@ def _target(plan: Plan, a: Action) -> TargetOutcome:
 def _still_waiting(fresh: ClusterSnapshot, job_id: str) -> Job:
     job = fresh.job_by_id.get(job_id)
     if job is None or job.state not in (JobState.PENDING, JobState.RUNNING):
-        raise StepRefused(f"target job {job_id} is "
-                          f"{'gone' if job is None else job.state.value}: nothing to free for")
+        raise StepRefused(
+            f"target job {job_id} is "
+            f"{'gone' if job is None else job.state.value}: nothing to free for"
+        )
     return job
 
 
@@ -463,4 +497,3 @@ def _busy(fresh: ClusterSnapshot, target: TargetOutcome) -> str:
         if held:
             out.append(f"{p.node}: {', '.join(held)}")
     return "; ".join(out)
-

@@ -53,8 +53,11 @@ def plan_violations(
     if (ph := limits.max_preemptions_per_hour) is not None:
         total = history.preemptions_since(now - HOUR) + n
         if total > ph:
-            out.append(PreemptionsPerHourLimitError(
-                f"{total} requeues in the last hour with this plan, at most {ph}", ph, total))
+            out.append(
+                PreemptionsPerHourLimitError(
+                    f"{total} requeues in the last hour with this plan, at most {ph}", ph, total
+                )
+            )
     if (pu := limits.max_preemptions_per_user_per_day) is not None:
         per_user: dict[str, int] = {}
         for v in victims:
@@ -62,9 +65,14 @@ def plan_violations(
         for user, k in sorted(per_user.items()):
             total = history.user_preemptions_since(user, now - DAY) + k
             if total > pu:
-                out.append(PreemptionsPerUserDayLimitError(
-                    f"user {user}: {total} requeues in 24 h with this plan, at most {pu}",
-                    pu, total, user))
+                out.append(
+                    PreemptionsPerUserDayLimitError(
+                        f"user {user}: {total} requeues in 24 h with this plan, at most {pu}",
+                        pu,
+                        total,
+                        user,
+                    )
+                )
     return out
 
 

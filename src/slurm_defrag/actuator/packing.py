@@ -34,8 +34,9 @@ class Packer:
         self.bump = bump
 
     def _record(self) -> PlanRecord | None:
-        return next((p for p in self.plans.recent(open_only=True, limit=1000)
-                     if is_packing(p)), None)
+        return next(
+            (p for p in self.plans.recent(open_only=True, limit=1000) if is_packing(p)), None
+        )
 
     def originals(self) -> dict[str, int]:
         """node -> weight before our first change, from the open record."""
@@ -58,17 +59,20 @@ class Packer:
             current = node.weight if node.weight is not None else 1
             base = originals.get(node.name, current)
             whole_free = node.available and all(
-                o is None for o in snapshot.gpu_owners.get(node.name, ()))
+                o is None for o in snapshot.gpu_owners.get(node.name, ())
+            )
             want = base + self.bump if whole_free else base
             if want == current:
                 continue
             if rec is None:
                 pid = self.plans.create(snapshot.cluster, "enforce", {"kind": KIND})
-                self.plans.update(pid, status="applying",
-                                  note="packing: node weights changed by slurm-defrag")
+                self.plans.update(
+                    pid, status="applying", note="packing: node weights changed by slurm-defrag"
+                )
                 rec = self.plans.get(pid)
-            (sid,) = self.plans.add_steps(rec.id, [NewStep(
-                "weight", node.name, {"original": base, "weight": want})])
+            (sid,) = self.plans.add_steps(
+                rec.id, [NewStep("weight", node.name, {"original": base, "weight": want})]
+            )
             self.plans.set_step_state(sid, "running")
             with self.writer.step(rec.id, sid):
                 self.writer.update_node(node.name, Weight=str(want))
@@ -85,8 +89,9 @@ class Packer:
             return 0
         originals = self.originals()
         for name, weight in sorted(originals.items()):
-            (sid,) = self.plans.add_steps(rec.id, [NewStep(
-                "restore-weight", name, {"weight": weight})])
+            (sid,) = self.plans.add_steps(
+                rec.id, [NewStep("restore-weight", name, {"weight": weight})]
+            )
             self.plans.set_step_state(sid, "running")
             with self.writer.step(rec.id, sid):
                 self.writer.update_node(name, Weight=str(weight))

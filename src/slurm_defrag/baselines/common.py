@@ -48,11 +48,17 @@ def setting(snapshot: ClusterSnapshot, policy: Policy, target_id: str) -> Settin
         return None
     now = snapshot.taken_at
     protector = compile_protections(policy.protections, now)
-    eligible = [n for n in snapshot.nodes if n.gpu_count and structural_verdict(
-        n, snapshot.topology_of(n), item) is None]
+    eligible = [
+        n
+        for n in snapshot.nodes
+        if n.gpu_count and structural_verdict(n, snapshot.topology_of(n), item) is None
+    ]
     names = {n.name for n in eligible}
-    cands = [j for j in snapshot.jobs if movable(j) and not protector.is_protected(j)
-             and names & set(j.gpus)]
+    cands = [
+        j
+        for j in snapshot.jobs
+        if movable(j) and not protector.is_protected(j) and names & set(j.gpus)
+    ]
     return Setting(snapshot, policy, job, geometry_of(item), item.nodes, eligible, cands, now)
 
 
@@ -60,9 +66,17 @@ def fits(s: Setting, node: Node, free: int) -> bool:
     return any(b & free == b for b in blocks_for(s.snapshot.topology_of(node), s.geometry))
 
 
-def result(s: Setting, name: str, nodes: list[str], victims: list[Job],
-           removed: int) -> BaselineResult:
+def result(
+    s: Setting, name: str, nodes: list[str], victims: list[Job], removed: int
+) -> BaselineResult:
     costs = [victim_cost(v, s.now, s.policy.cost) for v in victims]
-    return BaselineResult(name, s.target.id, True, tuple(nodes), tuple(v.id for v in victims),
-                          sum(c.cost for c in costs), sum(c.lost_gpu_hours for c in costs),
-                          removed)
+    return BaselineResult(
+        name,
+        s.target.id,
+        True,
+        tuple(nodes),
+        tuple(v.id for v in victims),
+        sum(c.cost for c in costs),
+        sum(c.lost_gpu_hours for c in costs),
+        removed,
+    )

@@ -23,9 +23,10 @@ def free_node(snapshot: ClusterSnapshot, policy: Policy, target_id: str) -> Base
     options: list[tuple[int, float, str, list[Job]]] = []
     for node in s.eligible:
         free = snapshot.free_masks[node.name]
-        here = sorted((j for j in s.candidates if node.name in j.gpus),
-                      key=lambda j: (j.priority, victim_cost(j, s.now, s.policy.cost).cost,
-                                     j.id))
+        here = sorted(
+            (j for j in s.candidates if node.name in j.gpus),
+            key=lambda j: (j.priority, victim_cost(j, s.now, s.policy.cost).cost, j.id),
+        )
         taken: list[Job] = []
         for job in [None, *here]:
             if job is not None:

@@ -67,8 +67,13 @@ def slurm_preempt(
                 free[node] |= 1 << g
         chosen = placement()
     if chosen is None:
-        return BaselineResult(name, target_id, False, removed_in_search=len(removed),
-                              notes=["does not fit even with every candidate removed"])
+        return BaselineResult(
+            name,
+            target_id,
+            False,
+            removed_in_search=len(removed),
+            notes=["does not fit even with every candidate removed"],
+        )
     pool = s.candidates if victims == "overlap" else removed
     picked = [j for j in pool if set(j.gpus) & set(chosen)]
     return result(s, name, chosen, picked, len(removed))

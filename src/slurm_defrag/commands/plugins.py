@@ -115,9 +115,7 @@ def build_table(
                 f"topology of {name}: {topo.name!r} has {topo.gpu_count} GPUs, slurm.conf "
                 f"says Gres has {node.gpus} (check gres.conf / the topology map)"
             )
-    unknown = sorted(
-        n for n, nc in conf.nodes.items() if nc.gpus > 1 and n not in topologies
-    )
+    unknown = sorted(n for n, nc in conf.nodes.items() if nc.gpus > 1 and n not in topologies)
     if unknown:
         warnings.append(
             f"{len(unknown)} GPU node(s) have no NVLink topology (no gres.conf Links= and no "
@@ -195,9 +193,28 @@ def build_table(
 _LUA_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 _LUA_KEYWORDS = frozenset(
     {
-        "and", "break", "do", "else", "elseif", "end", "false", "for", "function", "goto",
-        "if", "in", "local", "nil", "not", "or", "repeat", "return", "then", "true",
-        "until", "while",
+        "and",
+        "break",
+        "do",
+        "else",
+        "elseif",
+        "end",
+        "false",
+        "for",
+        "function",
+        "goto",
+        "if",
+        "in",
+        "local",
+        "nil",
+        "not",
+        "or",
+        "repeat",
+        "return",
+        "then",
+        "true",
+        "until",
+        "while",
     }
 )
 
@@ -354,9 +371,7 @@ def render(
     ] = False,
     no_user_protect: Annotated[
         bool,
-        typer.Option(
-            "--no-user-protect", help="Ignore users' --comment=defrag:protect opt-outs."
-        ),
+        typer.Option("--no-user-protect", help="Ignore users' --comment=defrag:protect opt-outs."),
     ] = False,
     no_touch: Annotated[
         bool,

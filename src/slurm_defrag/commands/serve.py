@@ -12,16 +12,18 @@ import typer
 
 ConfigOpt = Annotated[
     Path | None,
-    typer.Option("--config", "-c", help="Service settings (TOML). Environment variables "
-                 "SLURM_DEFRAG_* override it; see docs/service.md for every key."),
+    typer.Option(
+        "--config",
+        "-c",
+        help="Service settings (TOML). Environment variables "
+        "SLURM_DEFRAG_* override it; see docs/service.md for every key.",
+    ),
 ]
 ModeOpt = Annotated[
     str | None,
     typer.Option("--mode", help="off | dry-run | enforce (overrides the config file)."),
 ]
-OnceOpt = Annotated[
-    bool, typer.Option("--once", help="Run one cycle in the foreground and exit.")
-]
+OnceOpt = Annotated[bool, typer.Option("--once", help="Run one cycle in the foreground and exit.")]
 
 
 def serve(config: ConfigOpt = None, mode: ModeOpt = None, once: OnceOpt = False) -> None:
@@ -40,8 +42,10 @@ def serve(config: ConfigOpt = None, mode: ModeOpt = None, once: OnceOpt = False)
         report = service.cycle.run()
         service.lease.release()
         store.close()
-        typer.echo(f"{report.outcome}: {report.detail}" + (
-            f" plans={report.plans}" if report.plans else ""))
+        typer.echo(
+            f"{report.outcome}: {report.detail}"
+            + (f" plans={report.plans}" if report.plans else "")
+        )
         return
 
     def on_signal(signum: int, _frame: FrameType | None) -> None:
@@ -56,5 +60,3 @@ def serve(config: ConfigOpt = None, mode: ModeOpt = None, once: OnceOpt = False)
     service.stopped.clear()
     service.stop()
     store.close()
-
-

@@ -98,13 +98,15 @@ def summary_table(snap: ClusterSnapshot) -> Table:
     for col in ("node", "state", "model", "busy", "busy GPUs", "jobs", "reservation / reason"):
         t.add_column(col, overflow="fold")
     for n in snap.nodes:
-        t.add_row(*cells(
-            n.name,
-            "+".join(sorted(n.state)),
-            n.gpu_model or "-",
-            f"{len(n.gpus_used)}/{n.gpu_count}",
-            format_index_ranges(n.gpus_used) if n.gpus_used else "-",
-            ",".join(jobs_on.get(n.name, [])) or "-",
-            " ".join(x for x in (n.reservation or "", n.reason) if x) or "-",
-        ))
+        t.add_row(
+            *cells(
+                n.name,
+                "+".join(sorted(n.state)),
+                n.gpu_model or "-",
+                f"{len(n.gpus_used)}/{n.gpu_count}",
+                format_index_ranges(n.gpus_used) if n.gpus_used else "-",
+                ",".join(jobs_on.get(n.name, [])) or "-",
+                " ".join(x for x in (n.reservation or "", n.reason) if x) or "-",
+            )
+        )
     return t

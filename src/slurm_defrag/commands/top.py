@@ -30,21 +30,30 @@ def top(
     snapshot: SnapshotOpt = None,
     db: Annotated[
         str | None,
-        typer.Option("--db", help="Database URL (sqlite:///PATH or postgresql+psycopg://...): "
-                     "show its latest stored snapshot and the plans in progress."),
+        typer.Option(
+            "--db",
+            help="Database URL (sqlite:///PATH or postgresql+psycopg://...): "
+            "show its latest stored snapshot and the plans in progress.",
+        ),
     ] = None,
     live: Annotated[
-        bool, typer.Option("--live", help="Read the live cluster even with --db (plans still "
-                           "come from the database).")
+        bool,
+        typer.Option(
+            "--live",
+            help="Read the live cluster even with --db (plans still come from the database).",
+        ),
     ] = False,
     at: Annotated[
         str | None,
-        typer.Option("--at", help="With --db: replay this moment of the stored history "
-                     "(ISO time, UTC unless it has an offset), e.g. 2026-11-29T12:00."),
+        typer.Option(
+            "--at",
+            help="With --db: replay this moment of the stored history "
+            "(ISO time, UTC unless it has an offset), e.g. 2026-11-29T12:00.",
+        ),
     ] = None,
     cluster: Annotated[
-        str | None, typer.Option("--cluster", help="With --db: this cluster (default: the "
-                                 "last one saved).")
+        str | None,
+        typer.Option("--cluster", help="With --db: this cluster (default: the last one saved)."),
     ] = None,
     interval: Annotated[
         float, typer.Option("--interval", "-n", min=0.2, help="Seconds between refreshes.")
@@ -53,8 +62,13 @@ def top(
         bool, typer.Option("--once", help="Print one full frame and exit (scripts, tests).")
     ] = False,
     max_nodes: Annotated[
-        int | None, typer.Option("--max-nodes", min=1, help="Nodes in the GPU map at most "
-                                 "(default: all with --once, else what fits the terminal).")
+        int | None,
+        typer.Option(
+            "--max-nodes",
+            min=1,
+            help="Nodes in the GPU map at most "
+            "(default: all with --once, else what fits the terminal).",
+        ),
     ] = None,
 ) -> None:
     """Live view: GPU map, falsely starved jobs, plans in progress; refreshed in place."""
@@ -70,8 +84,7 @@ def top(
 
     moment = parse_at(at) if at is not None else None
     if moment is not None and (db is None or snapshot is not None or live):
-        raise InputError("--at replays stored history: give --db URL, without --snapshot "
-                         "or --live")
+        raise InputError("--at replays stored history: give --db URL, without --snapshot or --live")
     if cluster is not None and db is None:
         raise InputError("--cluster picks a cluster of the stored history: give --db URL")
     if snapshot is not None and live:
@@ -134,5 +147,8 @@ def next_frame(read: Callable[[], TopFrame], last: TopFrame, interval: float) ->
         return read()
     except DefragError as exc:
         now = datetime.now(UTC)
-        return replace(last, status=f"{now:%H:%M:%S} refresh failed: {exc} -- showing "
-                       f"{last.refreshed_at:%H:%M:%S}, retrying every {interval:g} s")
+        return replace(
+            last,
+            status=f"{now:%H:%M:%S} refresh failed: {exc} -- showing "
+            f"{last.refreshed_at:%H:%M:%S}, retrying every {interval:g} s",
+        )

@@ -78,9 +78,7 @@ class StoredSource:
             return repo.load_snapshot(sid)
 
 
-def stored_plans(
-    store: Store, cluster: str, at: datetime | None = None
-) -> tuple[PlanView, ...]:
+def stored_plans(store: Store, cluster: str, at: datetime | None = None) -> tuple[PlanView, ...]:
     """The plans open at ``at`` (default now), or else the most recent one, with steps."""
     repo = Repository(store)
     with translate_errors(store.url):

@@ -17,14 +17,20 @@ from slurm_defrag.errors import InputError
 def web(
     snapshot: Annotated[
         Path | None,
-        typer.Option("--snapshot", "-s", help="Snapshot JSON file to show (map and "
-                     "starving jobs; no history or plans)."),
+        typer.Option(
+            "--snapshot",
+            "-s",
+            help="Snapshot JSON file to show (map and starving jobs; no history or plans).",
+        ),
     ] = None,
     db: Annotated[
         str | None,
-        typer.Option("--db", help="Database URL to show: latest snapshot, history, plans "
-                     "(default without --snapshot: the store's default database).",
-                     show_default=False),
+        typer.Option(
+            "--db",
+            help="Database URL to show: latest snapshot, history, plans "
+            "(default without --snapshot: the store's default database).",
+            show_default=False,
+        ),
     ] = None,
     host: Annotated[str, typer.Option("--host", help="Address to listen on.")] = "127.0.0.1",
     port: Annotated[
@@ -36,8 +42,11 @@ def web(
     ] = None,
     name: Annotated[
         list[str] | None,
-        typer.Option("--name", help="Host name the page is opened by, besides IP addresses, "
-                     "localhost and --host; repeatable."),
+        typer.Option(
+            "--name",
+            help="Host name the page is opened by, besides IP addresses, "
+            "localhost and --host; repeatable.",
+        ),
     ] = None,
 ) -> None:
     """Serve the web page (GPU map, starving jobs, history, plans) until Ctrl-C."""
@@ -66,8 +75,9 @@ def web(
 
         store = Store.open(db)
         source = StoreSource(store)
-    server = ControlServer(host, port, None, None, web_pages(source), allow=networks,
-                           names=name or ())
+    server = ControlServer(
+        host, port, None, None, web_pages(source), allow=networks, names=name or ()
+    )
     stop = threading.Event()
 
     def on_signal(_signum: int, _frame: FrameType | None) -> None:

@@ -96,8 +96,12 @@ def _omit_defaults(
     return data
 
 
-_NODE_HOST_DEFAULTS: Final = {"cpus": None, "cpus_alloc": 0, "memory_mb": None,
-                              "memory_alloc_mb": 0}
+_NODE_HOST_DEFAULTS: Final = {
+    "cpus": None,
+    "cpus_alloc": 0,
+    "memory_mb": None,
+    "memory_alloc_mb": 0,
+}
 _JOB_HOST_DEFAULTS: Final = {"cpus_per_node": 0, "memory_mb_per_node": 0}
 
 UNKNOWN_OWNER = "?"
@@ -152,9 +156,9 @@ _UNSCHEDULABLE = frozenset(
 class Node(_Frozen):
     name: Annotated[str, Field(min_length=1)]
     partitions: tuple[str, ...] = ()
-    state: Annotated[
-        frozenset[NodeFlag], PlainSerializer(sorted, return_type=list[str])
-    ] = frozenset({NodeFlag.IDLE})
+    state: Annotated[frozenset[NodeFlag], PlainSerializer(sorted, return_type=list[str])] = (
+        frozenset({NodeFlag.IDLE})
+    )
     gpu_model: str | None = None
     gpu_count: Annotated[int, Field(ge=0, le=16)] = 0
     gpu_memory_gb: Annotated[float, Field(ge=0)] = 0.0
@@ -269,8 +273,15 @@ class JobState(StrEnum):
     CONFIGURING = "CONFIGURING"
 
 
-HOLDS_GPUS = frozenset({JobState.RUNNING, JobState.SUSPENDED, JobState.COMPLETING,
-                        JobState.CONFIGURING, JobState.STOPPED})
+HOLDS_GPUS = frozenset(
+    {
+        JobState.RUNNING,
+        JobState.SUSPENDED,
+        JobState.COMPLETING,
+        JobState.CONFIGURING,
+        JobState.STOPPED,
+    }
+)
 
 
 class GpuRequest(_Frozen):
@@ -334,9 +345,7 @@ class Job(_Frozen):
     gpus: Annotated[
         Mapping[str, frozenset[int]],
         PlainSerializer(lambda m: {k: sorted(v) for k, v in sorted(m.items())}),
-    ] = Field(
-        default_factory=dict, description="node -> GPU indices held (running jobs)"
-    )
+    ] = Field(default_factory=dict, description="node -> GPU indices held (running jobs)")
     request: GpuRequest | None = Field(default=None, description="GPU request (pending jobs)")
     comment: str = ""
     admin_comment: str = ""

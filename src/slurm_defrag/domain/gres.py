@@ -179,8 +179,11 @@ def parse_gres(text: str | None) -> list[GresEntry]:
         raw_count = m["count"]
         if raw_count is not None and not ascii_digits(raw_count):
             raise GresParseError(f"count {raw_count[:40]!r} is not a number in {text!r}")
-        count = int(raw_count) * _SUFFIX[(m["suffix"] or "").lower() or None] if (
-            raw_count is not None) else (len(indices) if indices is not None else 1)
+        count = (
+            int(raw_count) * _SUFFIX[(m["suffix"] or "").lower() or None]
+            if (raw_count is not None)
+            else (len(indices) if indices is not None else 1)
+        )
         if count > MAX_GRES_COUNT:
             raise GresParseError(f"count {count} out of range in {text!r}")
         entries.append(GresEntry(m["name"], m["type"], count, indices, m["no_consume"] is not None))

@@ -52,8 +52,14 @@ def group_nodes(snapshot: ClusterSnapshot) -> list[NodeKind]:
     for node in snapshot.nodes:
         if node.gpu_count == 0:
             continue
-        key = (node.topology, node.gpu_model, node.gpu_count, node.gpu_memory_gb,
-               node.partitions, node.available)
+        key = (
+            node.topology,
+            node.gpu_model,
+            node.gpu_count,
+            node.gpu_memory_gb,
+            node.partitions,
+            node.available,
+        )
         kind = kinds.get(key)
         if kind is None:
             topo = snapshot.topology_of(node)

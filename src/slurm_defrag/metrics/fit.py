@@ -82,8 +82,10 @@ def explain(node: Node, topo: GpuTopology, free: int, item: DemandItem, v: Verdi
         case Verdict.NOT_IN_PARTITION:
             return f"not in partition {item.partition}"
         case Verdict.UNAVAILABLE:
-            return "not available: " + ",".join(sorted(node.state)) + (
-                f" reservation={node.reservation}" if node.reservation else ""
+            return (
+                "not available: "
+                + ",".join(sorted(node.state))
+                + (f" reservation={node.reservation}" if node.reservation else "")
             )
         case Verdict.CONFIGURATION:
             if item.gpu_model is not None and item.gpu_model != node.gpu_model:

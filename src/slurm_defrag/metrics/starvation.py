@@ -119,12 +119,16 @@ def diagnose_job(
     if ever_nodes < n_nodes or ever_gpus < req.gpus:
         status = "unsatisfiable"
         if ever_nodes:  # some hardware fits, just not enough of it
-            message = (f"needs {n_nodes} node(s) / {req.gpus} GPUs; its partition has only "
-                       f"{ever_nodes} node(s) / {ever_gpus} GPUs that could ever host it")
+            message = (
+                f"needs {n_nodes} node(s) / {req.gpus} GPUs; its partition has only "
+                f"{ever_nodes} node(s) / {ever_gpus} GPUs that could ever host it"
+            )
     elif n_capable < n_nodes:
         status = "short"
-        message = (f"needs {n_nodes} node(s); only {n_capable} that could host it take new "
-                   "work (the others are drained, down or reserved)")
+        message = (
+            f"needs {n_nodes} node(s); only {n_capable} that could host it take new "
+            "work (the others are drained, down or reserved)"
+        )
     elif free_matching >= req.gpus:
         status = "falsely-starved"
         reason = "topology" if shape is not None and scan.count_ok >= n_nodes else "spatial"

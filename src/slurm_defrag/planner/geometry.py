@@ -29,8 +29,11 @@ class Geometry:
     """Memory the share needs on its node, MB (0: untracked)."""
 
     def __str__(self) -> str:
-        return "whole node" if self.kind == "whole" else f"{self.k}" + (
-            " NVLink-connected" if self.kind == "nvlink" else "")
+        return (
+            "whole node"
+            if self.kind == "whole"
+            else f"{self.k}" + (" NVLink-connected" if self.kind == "nvlink" else "")
+        )
 
 
 def demand_item(req: GpuRequest, partition: str) -> DemandItem | None:
@@ -88,7 +91,7 @@ def arrange(
         pool.sort(key=lambda g: (not free >> g & 1, g))  # free GPUs first
         taken = 0
         for i in idx:
-            m = mask_of(pool[taken: taken + shares[i].k])
+            m = mask_of(pool[taken : taken + shares[i].k])
             chosen[i] = m
             taken += shares[i].k
         extra = sum(1 for g in pool[:need] if not free >> g & 1)

@@ -77,8 +77,9 @@ class NodeState:
     _subsets: list[tuple[int, int, tuple[int, ...]]] | None = None
 
     def victims_of(self, mask: int) -> tuple[int, ...]:
-        return tuple(sorted({j for g, j in enumerate(self.owner)
-                             if j is not None and mask >> g & 1}))
+        return tuple(
+            sorted({j for g, j in enumerate(self.owner) if j is not None and mask >> g & 1})
+        )
 
     def subsets(self, costs: list[int]) -> list[tuple[int, int, tuple[int, ...]]]:
         """(cost, usable mask, jobs) for every set of requeueable jobs here, cheapest first."""
@@ -126,10 +127,22 @@ def node_state(
             job_mask[j] = job_mask.get(j, 0) | 1 << g
             assert job is not None
             coupled = coupled or len(job.gpus) > 1
-    assert popcount(free) + popcount(immovable) + sum(map(popcount, job_mask.values())) \
+    assert (
+        popcount(free) + popcount(immovable) + sum(map(popcount, job_mask.values()))
         == topo.gpu_count
-    return NodeState(idx, node, topo, free, immovable, job_mask, tuple(owner), tuple(end),
-                     tuple(blockers), coupled)
+    )
+    return NodeState(
+        idx,
+        node,
+        topo,
+        free,
+        immovable,
+        job_mask,
+        tuple(owner),
+        tuple(end),
+        tuple(blockers),
+        coupled,
+    )
 
 
 def _end_s(job: Job | None, now: datetime) -> float | None:

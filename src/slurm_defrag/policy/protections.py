@@ -78,9 +78,7 @@ def _default_name(v: str) -> Protection:
             f"'{v}' is an extra protection (off by default): enable it with protections.extra"
         )
     if v not in DEFAULT_PROTECTIONS:
-        raise ValueError(
-            f"unknown protection '{v}', must be one of {_names(DEFAULT_PROTECTIONS)}"
-        )
+        raise ValueError(f"unknown protection '{v}', must be one of {_names(DEFAULT_PROTECTIONS)}")
     return Protection(v)
 
 
@@ -195,9 +193,7 @@ def compile_protections(cfg: ProtectionsConfig, now: datetime) -> Protector:
         Protection.NO_CHECKPOINT: lambda j: (
             None if last_checkpoint(j) is not None else "no checkpoint declared"
         ),
-        Protection.MULTI_NODE: lambda j: (
-            f"spans {len(j.gpus)} nodes" if len(j.gpus) > 1 else None
-        ),
+        Protection.MULTI_NODE: lambda j: f"spans {len(j.gpus)} nodes" if len(j.gpus) > 1 else None,
     }
     enabled = cfg.enabled
     # Fixed order (enum order) so that reasons read the same in every plan.

@@ -14,8 +14,15 @@ from slurm_defrag.report.safe_text import cells, lines, markup, text
 def _scope_table(title: str, groups: list[GroupMetrics]) -> Table:
     t = Table(title=title, title_justify="left")
     t.add_column("scope")
-    for col in ("free/GPUs", "free GB", "max blk", "fits " + "·".join(map(str, BLOCK_SIZES)),
-                "unusable s/t/c", "unus. GB", "FGD"):
+    for col in (
+        "free/GPUs",
+        "free GB",
+        "max blk",
+        "fits " + "·".join(map(str, BLOCK_SIZES)),
+        "unusable s/t/c",
+        "unus. GB",
+        "FGD",
+    ):
         t.add_column(col, justify="right")
     for g in groups:
         c = g.counts
@@ -43,8 +50,7 @@ def _pending_table(report: FragReport, max_nodes: int) -> Table:
         rows = [f"{d.node}: {d.verdict.value}: {d.detail}" for d in p.diagnosis[:max_nodes]]
         if len(p.diagnosis) > max_nodes:
             rows.append(f"... {len(p.diagnosis) - max_nodes} more nodes (see --json)")
-        t.add_row(*cells(p.job_id, req), text(status, style), text(p.message),
-                  lines(rows))
+        t.add_row(*cells(p.job_id, req), text(status, style), text(p.message), lines(rows))
     return t
 
 
@@ -54,14 +60,19 @@ def render(console: Console, snapshot: ClusterSnapshot, report: FragReport, max_
         f"{' ' + i.gpu_model if i.gpu_model else ''} (w={i.weight:g})"
         for i in report.mix.items
     )
-    console.print(f"[bold]{markup(report.cluster)}[/bold] at "
-                  f"{report.taken_at:%Y-%m-%d %H:%M:%S %Z}   "
-                  f"workload mix ({markup(report.mix.source.value)}): {markup(mix)}")
-    console.print(_scope_table("Fragmentation", [report.cluster_metrics, *report.partitions,
-                                                  *report.models]))
-    console.print("[dim]scope (nodes). fits k: k-GPU jobs that could start now, any GPUs / "
-                  "NVLink block. unusable: free GPUs no job of the mix can use now, by cause "
-                  "spatial/topology/configuration. FGD: expected unusable free GPUs.[/dim]")
+    console.print(
+        f"[bold]{markup(report.cluster)}[/bold] at "
+        f"{report.taken_at:%Y-%m-%d %H:%M:%S %Z}   "
+        f"workload mix ({markup(report.mix.source.value)}): {markup(mix)}"
+    )
+    console.print(
+        _scope_table("Fragmentation", [report.cluster_metrics, *report.partitions, *report.models])
+    )
+    console.print(
+        "[dim]scope (nodes). fits k: k-GPU jobs that could start now, any GPUs / "
+        "NVLink block. unusable: free GPUs no job of the mix can use now, by cause "
+        "spatial/topology/configuration. FGD: expected unusable free GPUs.[/dim]"
+    )
     if report.pending:
         console.print(_pending_table(report, max_nodes))
     console.print(fragmented_map(snapshot, report, max_nodes))

@@ -20,9 +20,22 @@ from slurm_defrag.metrics.report import FragReport
 from slurm_defrag.report.safe_text import clean, text
 
 _PALETTE = (
-    "bright_blue", "magenta", "cyan", "bright_red", "blue", "bright_magenta", "red",
-    "dark_orange", "purple", "deep_sky_blue1", "orchid", "salmon1", "steel_blue",
-    "medium_purple", "hot_pink", "turquoise2",
+    "bright_blue",
+    "magenta",
+    "cyan",
+    "bright_red",
+    "blue",
+    "bright_magenta",
+    "red",
+    "dark_orange",
+    "purple",
+    "deep_sky_blue1",
+    "orchid",
+    "salmon1",
+    "steel_blue",
+    "medium_purple",
+    "hot_pink",
+    "turquoise2",
 )
 
 
@@ -76,15 +89,27 @@ def gpu_map(
         name = text(node.name)
         if not node.available:
             name.append(" (" + clean(",".join(sorted(node.state))) + ")", style="dim")
-        table.add_row(name, text(node.gpu_model or ""), text(snapshot.topology_of(node).name),
-                      node_cells(snapshot, node), jobs)
+        table.add_row(
+            name,
+            text(node.gpu_model or ""),
+            text(snapshot.topology_of(node).name),
+            node_cells(snapshot, node),
+            jobs,
+        )
     return table
 
 
 LEGEND = Text.assemble(
-    ("█", "bright_blue"), " busy (colour = job)  ", ("□", "bold green"),
-    " free, in largest free NVLink block  ", ("·", "bold yellow"), " free, stranded  ",
-    ("x", "dim"), " node takes no new work  ", ("▒", "grey50"), " busy, job not visible",
+    ("█", "bright_blue"),
+    " busy (colour = job)  ",
+    ("□", "bold green"),
+    " free, in largest free NVLink block  ",
+    ("·", "bold yellow"),
+    " free, stranded  ",
+    ("x", "dim"),
+    " node takes no new work  ",
+    ("▒", "grey50"),
+    " busy, job not visible",
 )
 
 
@@ -99,6 +124,9 @@ def fragmented_map(
     ranked = sorted(report.nodes, key=lambda m: (-m.counts.unusable.total, -m.counts.fgd, m.node))
     shown = {m.node for m in ranked[:max_nodes]}
     chosen = [n for n in snapshot.nodes if n.name in shown]
-    title = "GPU map" if len(chosen) == len(report.nodes) else (
-        f"GPU map: the {len(chosen)} most fragmented of {len(report.nodes)} nodes")
+    title = (
+        "GPU map"
+        if len(chosen) == len(report.nodes)
+        else (f"GPU map: the {len(chosen)} most fragmented of {len(report.nodes)} nodes")
+    )
     return Group(gpu_map(snapshot, chosen, title), LEGEND)

@@ -16,7 +16,13 @@ from rich.markup import escape
 from rich.text import Text
 
 _BIDI_AND_SEPARATORS = (
-    0x061C, 0x200E, 0x200F, 0x2028, 0x2029, *range(0x202A, 0x202F), *range(0x2066, 0x206A),
+    0x061C,
+    0x200E,
+    0x200F,
+    0x2028,
+    0x2029,
+    *range(0x202A, 0x202F),
+    *range(0x2066, 0x206A),
 )
 _ESCAPES = {
     cp: (f"\\x{cp:02x}" if cp < 0x100 else f"\\u{cp:04x}")

@@ -86,7 +86,8 @@ def plan_view(rec: PlanRecord, steps: Sequence[StepRecord], at: datetime | None 
         else:
             name = plan.plan_id
             targets = tuple(f"{t.job_id} ({t.request})" for t in plan.served) or tuple(
-                t.job_id for t in plan.targets)
+                t.job_id for t in plan.targets
+            )
             victims = tuple(f"{v.job_id} ({v.user})" if v.user else v.job_id
                             for v in plan.victims)  # fmt: skip
     views = tuple(StepView(s.seq, s.action, s.target, _state_at(s, at), s.error) for s in steps)
@@ -145,8 +146,10 @@ def _header(frame: TopFrame) -> Text:
     snap, c = frame.snapshot, frame.report.cluster_metrics.counts
     u = c.unusable
     text = Text.assemble(
-        (clean(snap.cluster), "bold"), f"  snapshot {snap.taken_at:%Y-%m-%d %H:%M:%S %Z}",
-        f"  source {clean(frame.source)}", (f"  refreshed {frame.refreshed_at:%H:%M:%S %Z}", "dim"),
+        (clean(snap.cluster), "bold"),
+        f"  snapshot {snap.taken_at:%Y-%m-%d %H:%M:%S %Z}",
+        f"  source {clean(frame.source)}",
+        (f"  refreshed {frame.refreshed_at:%H:%M:%S %Z}", "dim"),
     )
     text.append("\n")
     text.append_text(Text.assemble(

@@ -79,14 +79,20 @@ REQUEST_TIMEOUT_S = 10.0
 
 def _canned(status: int, reason: str, body: bytes, extra: Mapping[str, str]) -> bytes:
     """A complete HTTP/1.0 answer with the security headers, for the accepting thread."""
-    headers = {"Content-Type": "application/json", "Content-Length": str(len(body)),
-               "Connection": "close", **_SECURITY_HEADERS, **extra}
+    headers = {
+        "Content-Type": "application/json",
+        "Content-Length": str(len(body)),
+        "Connection": "close",
+        **_SECURITY_HEADERS,
+        **extra,
+    }
     head = f"HTTP/1.0 {status} {reason}\r\n" + "".join(f"{k}: {v}\r\n" for k, v in headers.items())
     return head.encode("latin-1") + b"\r\n" + body
 
 
-_BUSY = _canned(503, "Service Unavailable", b'{"error": "busy: too many connections"}',
-                {"Retry-After": "1"})
+_BUSY = _canned(
+    503, "Service Unavailable", b'{"error": "busy: too many connections"}', {"Retry-After": "1"}
+)
 
 
 class _DeadlineReader(io.RawIOBase):
@@ -186,8 +192,11 @@ class _Server(ThreadingHTTPServer):
     def process_request(self, request: Any, client_address: Any) -> None:
         # In the accepting thread: a thread is started only while a slot is free.
         if not self.slots.acquire(blocking=False):
-            log.warning("http: refused a connection from %s: %d connections already served",
-                        client_address[0], self.max_connections)
+            log.warning(
+                "http: refused a connection from %s: %d connections already served",
+                client_address[0],
+                self.max_connections,
+            )
             try:
                 request.setblocking(False)
                 request.send(_BUSY)  # a few hundred bytes: fits any fresh send buffer
@@ -230,17 +239,27 @@ class ControlServer:
     ``trigger_secret``: when given, ``POST /trigger`` needs it in ``X-Defrag-Trigger-Secret``.
     """
 
-    def __init__(self, host: str, port: int, trigger: Callable[[], Ticket | None] | None,
-                 health: Callable[[], tuple[bool, dict[str, Any]]] | None,
-                 pages: Mapping[str, Page] | None = None,
-                 allow: Iterable[Network] = (), names: Iterable[str] = (), *,
-                 trigger_secret: bytes | None = None,
-                 max_connections: int = MAX_CONNECTIONS,
-                 request_timeout_s: float = REQUEST_TIMEOUT_S) -> None:
+    # Complexity exception: the request handler class is defined here to close over the routes
+    # and settings; mccabe counts its methods into this constructor.
+    def __init__(  # noqa: C901
+        self,
+        host: str,
+        port: int,
+        trigger: Callable[[], Ticket | None] | None,
+        health: Callable[[], tuple[bool, dict[str, Any]]] | None,
+        pages: Mapping[str, Page] | None = None,
+        allow: Iterable[Network] = (),
+        names: Iterable[str] = (),
+        *,
+        trigger_secret: bytes | None = None,
+        max_connections: int = MAX_CONNECTIONS,
+        request_timeout_s: float = REQUEST_TIMEOUT_S,
+    ) -> None:
         routes: dict[str, Page] = dict(pages or {})
         host_names = (host, *names)
 
         if health is not None:
+
             def healthz(_: Query) -> Response:
                 ok, body = health()
                 return Response.json(body, 200 if ok else 503)
@@ -256,7 +275,8 @@ class ControlServer:
                 super().setup()
                 self.rfile.close()  # the plain socket file; ours bounds the whole request
                 self.rfile = io.BufferedReader(
-                    _DeadlineReader(self.connection, request_timeout_s, float(self.timeout)))
+                    _DeadlineReader(self.connection, request_timeout_s, float(self.timeout))
+                )
 
             def parse_request(self) -> bool:
                 if not super().parse_request():
@@ -267,19 +287,29 @@ class ControlServer:
                     return False
                 return True
 
-            def send_error(self, code: int, message: str | None = None,
-                           explain: str | None = None) -> None:
+            def send_error(
+                self, code: int, message: str | None = None, explain: str | None = None
+            ) -> None:
                 # The standard error page is HTML without our headers (and, for a request
                 # line it could not read, without any header at all): JSON like the rest.
-                log.debug("http: %d %s for %r from %s", code, message or "",
-                          getattr(self, "requestline", "")[:200], self.client_address[0])
+                log.debug(
+                    "http: %d %s for %r from %s",
+                    code,
+                    message or "",
+                    getattr(self, "requestline", "")[:200],
+                    self.client_address[0],
+                )
                 self.close_connection = True
                 if self.request_version in ("HTTP/0.9", ""):
                     self.request_version = "HTTP/1.0"
                 short = self.responses.get(code, ("error", ""))[0]
                 resp = Response.json({"error": message or short}, code)
-                self._send(resp, body=getattr(self, "command", None) != "HEAD" and code >= 200
-                           and code not in (204, 304))
+                self._send(
+                    resp,
+                    body=getattr(self, "command", None) != "HEAD"
+                    and code >= 200
+                    and code not in (204, 304),
+                )
 
             # do_GET, do_HEAD, ... are set below: every method goes through _handle, so the
             # header checks come first whatever the method (the address was checked by
@@ -297,7 +327,8 @@ class ControlServer:
                     if method != "POST":
                         self._refuse_method(("POST",))
                     elif trigger_secret is not None and not secret_matches(
-                            self.headers.get(SECRET_HEADER), trigger_secret):
+                        self.headers.get(SECRET_HEADER), trigger_secret
+                    ):
                         self._forbid(method, f"trigger without the right {SECRET_HEADER}")
                     else:
                         self._trigger(trigger())
@@ -313,13 +344,16 @@ class ControlServer:
             def _trigger(self, ticket: Ticket | None) -> None:
                 if ticket is None or ticket.scheduled:
                     delay = 0.0 if ticket is None else ticket.delay_s
-                    self._send(Response.json({"triggered": True, "in_s": round(delay, 3)},
-                                             202))
+                    self._send(Response.json({"triggered": True, "in_s": round(delay, 3)}, 202))
                     return
                 # Folded into the cycle already pending: nothing new is scheduled.
-                self._send(Response.json({"triggered": False, "coalesced": True,
-                                          "in_s": round(ticket.delay_s, 3)}, 429),
-                           extra={"Retry-After": str(max(1, math.ceil(ticket.delay_s)))})
+                self._send(
+                    Response.json(
+                        {"triggered": False, "coalesced": True, "in_s": round(ticket.delay_s, 3)},
+                        429,
+                    ),
+                    extra={"Retry-After": str(max(1, math.ceil(ticket.delay_s)))},
+                )
 
             @staticmethod
             def _render(page: Page, path: str, query: str) -> Response:
@@ -330,16 +364,24 @@ class ControlServer:
                     return Response.json({"error": "internal error"}, 500)
 
             def _forbid(self, method: str, why: str) -> None:
-                log.info("http: refused %s %s from %s: %s", method, self.path,
-                         self.client_address[0], why)
+                log.info(
+                    "http: refused %s %s from %s: %s",
+                    method,
+                    self.path,
+                    self.client_address[0],
+                    why,
+                )
                 self._send(Response.json({"error": "forbidden"}, 403))
 
             def _refuse_method(self, allowed_methods: tuple[str, ...]) -> None:
-                self._send(Response.json({"error": "method not allowed"}, 405),
-                           extra={"Allow": ", ".join(allowed_methods)})
+                self._send(
+                    Response.json({"error": "method not allowed"}, 405),
+                    extra={"Allow": ", ".join(allowed_methods)},
+                )
 
-            def _send(self, resp: Response, body: bool = True,
-                      extra: Mapping[str, str] | None = None) -> None:
+            def _send(
+                self, resp: Response, body: bool = True, extra: Mapping[str, str] | None = None
+            ) -> None:
                 self.close_connection = True  # one request per connection (see above)
                 self.connection.settimeout(self.timeout)  # the answer gets its own time
                 self.send_response(resp.status)
@@ -361,14 +403,14 @@ class ControlServer:
         try:
             self._server = server_class((host, port), Handler)
         except OSError as exc:
-            raise InputError(f"http_host/http_port: cannot listen on {host}:{port}: "
-                             f"{exc.strerror or exc}") from None
+            raise InputError(
+                f"http_host/http_port: cannot listen on {host}:{port}: {exc.strerror or exc}"
+            ) from None
         self._server.allowed = tuple(allow)
         self._server.max_connections = max_connections
         self._server.slots = threading.BoundedSemaphore(max_connections)
         self._server.daemon_threads = True
-        self._thread = threading.Thread(target=self._server.serve_forever, name="http",
-                                        daemon=True)
+        self._thread = threading.Thread(target=self._server.serve_forever, name="http", daemon=True)
 
     @property
     def port(self) -> int:

@@ -94,8 +94,9 @@ def setup(level: str, as_json: bool) -> None:
     handler = logging.StreamHandler(sys.stderr)
     handler.addFilter(SkippedRunFilter())
     # No timestamp in text mode: journald adds its own; JSON carries one for other sinks.
-    formatter: logging.Formatter = (JsonFormatter() if as_json else
-                                    logging.Formatter("%(levelname)s %(name)s: %(message)s"))
+    formatter: logging.Formatter = (
+        JsonFormatter() if as_json else logging.Formatter("%(levelname)s %(name)s: %(message)s")
+    )
     if stderr_is_journal(sys.stderr):
         formatter = JournalPriorityFormatter(formatter)
     handler.setFormatter(formatter)

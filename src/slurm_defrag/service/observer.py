@@ -98,11 +98,16 @@ class ObservedSlurm:
     def snapshot(self) -> ClusterSnapshot:
         return self._call(self.inner.snapshot)
 
-    def create_reservation(self, name: str, nodes: Sequence[str], users: Sequence[str],
-                           accounts: Sequence[str], start: datetime | None,
-                           duration_s: int) -> None:
-        self._call(self.inner.create_reservation, name, nodes, users, accounts, start,
-                   duration_s)
+    def create_reservation(
+        self,
+        name: str,
+        nodes: Sequence[str],
+        users: Sequence[str],
+        accounts: Sequence[str],
+        start: datetime | None,
+        duration_s: int,
+    ) -> None:
+        self._call(self.inner.create_reservation, name, nodes, users, accounts, start, duration_s)
 
     def delete_reservation(self, name: str) -> None:
         self._call(self.inner.delete_reservation, name)

@@ -51,8 +51,13 @@ def crash_hook(spec: str | None) -> Hook | None:
 class Service:
     """Owns the scheduler and the HTTP server around one :class:`Cycle`."""
 
-    def __init__(self, settings: ServiceSettings, cycle: Cycle, lease: Lease,
-                 pages: dict[str, Page] | None = None) -> None:
+    def __init__(
+        self,
+        settings: ServiceSettings,
+        cycle: Cycle,
+        lease: Lease,
+        pages: dict[str, Page] | None = None,
+    ) -> None:
         self.settings = settings
         self.pages = dict(pages or {})
         """Read-only GET routes beside /trigger and /healthz (metrics, web page)."""
@@ -71,9 +76,16 @@ class Service:
         # Bind first: a taken port must stop the service before any cycle runs.
         if s.http_port:
             secret = read_secret(s.trigger_secret_file) if s.trigger_secret_file else None
-            self.http = ControlServer(s.http_host, s.http_port, self.trigger, self.health,
-                                      self.pages, allow=s.http_allow, names=s.http_names,
-                                      trigger_secret=secret)
+            self.http = ControlServer(
+                s.http_host,
+                s.http_port,
+                self.trigger,
+                self.health,
+                self.pages,
+                allow=s.http_allow,
+                names=s.http_names,
+                trigger_secret=secret,
+            )
         self.scheduler.add_job(
             self._run_cycle, "interval", seconds=s.interval_s, id=CYCLE_JOB,
             # One cycle at a time; a backlog of missed runs becomes one run, and a run
@@ -87,13 +99,24 @@ class Service:
         )  # fmt: skip
         watchdog = notify.watchdog_interval_s()
         if watchdog is not None:
-            self.scheduler.add_job(self._feed_watchdog, "interval", seconds=watchdog,
-                                   id="watchdog", max_instances=1, coalesce=True)
+            self.scheduler.add_job(
+                self._feed_watchdog,
+                "interval",
+                seconds=watchdog,
+                id="watchdog",
+                max_instances=1,
+                coalesce=True,
+            )
         self.scheduler.start()
         if self.http is not None:
             self.http.start()
-        log.info("serving: mode=%s, every %g s, plan TTL %g s, holder %s", s.mode,
-                 s.interval_s, s.plan_ttl_s, s.holder_id)
+        log.info(
+            "serving: mode=%s, every %g s, plan TTL %g s, holder %s",
+            s.mode,
+            s.interval_s,
+            s.plan_ttl_s,
+            s.holder_id,
+        )
         notify.notify(f"READY=1\nSTATUS=serving, mode {s.mode}, every {s.interval_s:g} s")
 
     def _feed_watchdog(self) -> None:
@@ -102,8 +125,9 @@ class Service:
         if self.healthy():
             notify.notify("WATCHDOG=1")
         else:
-            log.warning("watchdog not fed: no cycle ended for over %g s",
-                        3 * self.settings.interval_s + 60)
+            log.warning(
+                "watchdog not fed: no cycle ended for over %g s", 3 * self.settings.interval_s + 60
+            )
 
     def _run_cycle(self) -> None:
         # A trigger that arrives while a cycle runs cannot start a second instance
@@ -166,9 +190,14 @@ class Service:
             "mode": self.settings.mode,
             "lease": lease,
             "started_at": self.started_at.isoformat(),
-            "last_cycle": None if last is None else {
-                "at": last.at.isoformat(), "outcome": last.outcome, "detail": last.detail,
-                "snapshot_id": last.snapshot_id, "plans": last.plans,
+            "last_cycle": None
+            if last is None
+            else {
+                "at": last.at.isoformat(),
+                "outcome": last.outcome,
+                "detail": last.detail,
+                "snapshot_id": last.snapshot_id,
+                "plans": last.plans,
             },
             "kill_switch": self.kill_switch(),
         }

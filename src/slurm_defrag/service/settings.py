@@ -49,7 +49,9 @@ def _holder() -> str:
 
 class ServiceSettings(BaseSettings):
     model_config = SettingsConfigDict(
-        env_prefix="SLURM_DEFRAG_", env_nested_delimiter="__", extra="forbid",
+        env_prefix="SLURM_DEFRAG_",
+        env_nested_delimiter="__",
+        extra="forbid",
         allow_inf_nan=False,
     )
 
@@ -211,8 +213,11 @@ def load(config: Path | None = None, **overrides: object) -> ServiceSettings:
         raise InputError(f"environment: {one_line(str(exc))} (lists are JSON)") from None
     except ValidationError as exc:
         errs = [
-            _key(e["loc"]) + ": " + (
-                "unknown key" if e["type"] == "extra_forbidden"
+            _key(e["loc"])
+            + ": "
+            + (
+                "unknown key"
+                if e["type"] == "extra_forbidden"
                 else one_line(e["msg"].removeprefix("Value error, "))
             )
             for e in exc.errors(include_url=False)

@@ -40,8 +40,7 @@ class TriggerGate:
     previous cycle's start at the earliest. Thread-safe (HTTP threads call :meth:`request`,
     the scheduler's worker :meth:`cycle_started`)."""
 
-    def __init__(self, min_interval_s: float,
-                 clock: Callable[[], float] = time.monotonic) -> None:
+    def __init__(self, min_interval_s: float, clock: Callable[[], float] = time.monotonic) -> None:
         self.min_interval_s = min_interval_s
         self._clock = clock
         self._lock = threading.Lock()
@@ -94,11 +93,15 @@ def read_secret(path: Path) -> bytes:
         raise InputError(f"{where}: cannot read: {exc.strerror or exc}") from None
     secret = raw.rstrip(b" \t\r\n")
     if not all(0x21 <= b <= 0x7E for b in secret):
-        raise InputError(f"{where}: the secret must be one line of printable ASCII without "
-                         "spaces (e.g. from `openssl rand -hex 32`)")
+        raise InputError(
+            f"{where}: the secret must be one line of printable ASCII without "
+            "spaces (e.g. from `openssl rand -hex 32`)"
+        )
     if not MIN_SECRET_BYTES <= len(secret) <= MAX_SECRET_BYTES:
-        raise InputError(f"{where}: the secret has {len(secret)} bytes; it needs "
-                         f"{MIN_SECRET_BYTES} to {MAX_SECRET_BYTES}")
+        raise InputError(
+            f"{where}: the secret has {len(secret)} bytes; it needs "
+            f"{MIN_SECRET_BYTES} to {MAX_SECRET_BYTES}"
+        )
     return secret
 
 

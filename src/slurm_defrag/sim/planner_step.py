@@ -49,12 +49,16 @@ class PlannerStep:
         # No drains: the simulator's backfill already holds a node for the blocked head job
         # (a drain by another name), and a drain plan starts nothing now.
         self._policy = policy.model_copy(
-            update={"drain": policy.drain.model_copy(update={"enabled": False})})
+            update={"drain": policy.drain.model_copy(update={"enabled": False})}
+        )
         if solver_workers is not None:
             # One CP-SAT worker: deterministic (same seed, same run) and, on these small
             # scoped models, faster than a portfolio's start-up.
-            self._policy = self._policy.model_copy(update={
-                "solver": self._policy.solver.model_copy(update={"num_workers": solver_workers})})
+            self._policy = self._policy.model_copy(
+                update={
+                    "solver": self._policy.solver.model_copy(update={"num_workers": solver_workers})
+                }
+            )
         self.max_targets = max_targets
         self.min_gpus = min_gpus
         """Only pending jobs with at least this many GPUs are targets (4: large jobs); running
@@ -80,8 +84,7 @@ class PlannerStep:
         targets = [j.id for j in snapshot.jobs if j.request is not None]
         if not targets:
             return DefragPlan()
-        limits = self._policy.limits.model_copy(
-            update={"max_victims_per_plan": view.max_requeues})
+        limits = self._policy.limits.model_copy(update={"max_victims_per_plan": view.max_requeues})
         policy = self._policy.model_copy(update={"limits": limits})
         plan = make_plan(snapshot, policy, targets=targets)
         index = {spec.name: i for i, spec in enumerate(view.state.nodes)}

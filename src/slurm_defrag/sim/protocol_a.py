@@ -131,7 +131,8 @@ def run_a(
     return ResultA(
         policy=policy,
         seed=seed,
-        defrag=step.name if requeue_cap == "step" or isinstance(step, NoDefrag)
+        defrag=step.name
+        if requeue_cap == "step" or isinstance(step, NoDefrag)
         else f"{step.name} (total cap)",
         arrived_pct=tuple(points),
         unallocated_pct=tuple(unalloc),

@@ -58,13 +58,24 @@ def table_a(runs: Sequence[ResultA], title: str, show_paper: bool = True) -> Tab
 def table_a_defrag(runs: Sequence[ResultA], title: str) -> Table:
     """Protocol A runs with a defrag step: the figure and what it cost in requeues."""
     t = Table(title=title)
-    for col in ("policy", "defrag", escape("unallocated % at 130 %"), "requeues",
-                "% of running", "max / step", "victims dropped", "defrag calls", "s/run"):
+    for col in (
+        "policy",
+        "defrag",
+        escape("unallocated % at 130 %"),
+        "requeues",
+        "% of running",
+        "max / step",
+        "victims dropped",
+        "defrag calls",
+        "s/run",
+    ):
         t.add_column(col, justify="left" if col in ("policy", "defrag") else "right")
     for (policy, defrag), s in summary_a(runs).items():
         mine = [r for r in runs if r.policy == policy and r.defrag == defrag]
         t.add_row(
-            str(policy), str(defrag), _fmt(s),
+            str(policy),
+            str(defrag),
+            _fmt(s),
             f"{np.mean([r.requeues for r in mine]):.0f}",
             f"{np.mean([r.requeue_pct for r in mine]):.2f}",
             f"{max(r.max_step_requeues for r in mine)}",

@@ -87,8 +87,11 @@ def target_jobs(
 ) -> list[tuple[int, JobSpec]]:
     """The pending jobs shown as targets: whole-GPU jobs of at least ``min_gpus`` GPUs,
     the first ``max_targets`` in queue order."""
-    whole = [(jid, j) for jid, j in pending
-             if j.num_gpu >= max(1, opts.min_gpus) and j.gpu_milli == MILLI]
+    whole = [
+        (jid, j)
+        for jid, j in pending
+        if j.num_gpu >= max(1, opts.min_gpus) and j.gpu_milli == MILLI
+    ]
     return whole[: opts.max_targets]
 
 
@@ -117,14 +120,22 @@ class _Builder:
         n = r.where.node
         self.held.setdefault(n, set()).update(r.where.gpus)
         keep = self.opts.keep_gpus
-        self.jobs.append(Job(
-            id=str(jid), name=r.job.name, partition=PARTITION, state=JobState.RUNNING,
-            priority=r.job.priority, submit_time=at(r.job.submit),
-            start_time=self.started(r, r.job.num_gpu), time_limit_s=int(r.job.duration) + 1,
-            gpus={self.state.nodes[n].name: frozenset(r.where.gpus)},
-            cpus_per_node=r.job.cpu_milli // MILLI, memory_mb_per_node=r.job.memory_mib,
-            requeue=keep is None or r.job.num_gpu < keep,
-        ))
+        self.jobs.append(
+            Job(
+                id=str(jid),
+                name=r.job.name,
+                partition=PARTITION,
+                state=JobState.RUNNING,
+                priority=r.job.priority,
+                submit_time=at(r.job.submit),
+                start_time=self.started(r, r.job.num_gpu),
+                time_limit_s=int(r.job.duration) + 1,
+                gpus={self.state.nodes[n].name: frozenset(r.where.gpus)},
+                cpus_per_node=r.job.cpu_milli // MILLI,
+                memory_mb_per_node=r.job.memory_mib,
+                requeue=keep is None or r.job.num_gpu < keep,
+            )
+        )
 
     def add_bundle(self, n: int, g: int, members: list[tuple[int, RunningJob]]) -> None:
         bid = f"{BUNDLE_PREFIX}{n}:{g}"
@@ -133,16 +144,21 @@ class _Builder:
         cpu = sum(r.job.cpu_milli for _, r in members)
         share = sum(r.job.gpu_milli for _, r in members) / MILLI
         first = min(members, key=lambda m: m[1].start)[1]
-        self.jobs.append(Job(
-            id=bid, name=bid, partition=PARTITION, state=JobState.RUNNING,
-            priority=max(r.job.priority for _, r in members),
-            submit_time=at(min(r.job.submit for _, r in members)),
-            start_time=self.started(first, share),
-            time_limit_s=int(max(r.job.duration for _, r in members)) + 1,
-            gpus={self.state.nodes[n].name: frozenset({g})},
-            cpus_per_node=cpu // MILLI,
-            memory_mb_per_node=sum(r.job.memory_mib for _, r in members),
-        ))
+        self.jobs.append(
+            Job(
+                id=bid,
+                name=bid,
+                partition=PARTITION,
+                state=JobState.RUNNING,
+                priority=max(r.job.priority for _, r in members),
+                submit_time=at(min(r.job.submit for _, r in members)),
+                start_time=self.started(first, share),
+                time_limit_s=int(max(r.job.duration for _, r in members)) + 1,
+                gpus={self.state.nodes[n].name: frozenset({g})},
+                cpus_per_node=cpu // MILLI,
+                memory_mb_per_node=sum(r.job.memory_mib for _, r in members),
+            )
+        )
 
     def running(self) -> None:
         shared: dict[tuple[int, int], list[tuple[int, RunningJob]]] = {}
@@ -160,40 +176,62 @@ class _Builder:
         spec, state = self.state.nodes[n], self.state
         held = self.held.get(n, set())
         unknown = frozenset(
-            g for g in range(spec.gpus) if state.gpu_left[n, g] < MILLI and g not in held)
-        busy = (state.gpu_left[n].sum() < state.gpu_cap[n].sum()
-                or state.cpu_left[n] < state.cpu_cap[n])
+            g for g in range(spec.gpus) if state.gpu_left[n, g] < MILLI and g not in held
+        )
+        busy = (
+            state.gpu_left[n].sum() < state.gpu_cap[n].sum() or state.cpu_left[n] < state.cpu_cap[n]
+        )
         cpus = spec.cpu_milli // MILLI
         return Node(
-            name=spec.name, partitions=(PARTITION,),
+            name=spec.name,
+            partitions=(PARTITION,),
             state=frozenset({NodeFlag.MIXED if busy else NodeFlag.IDLE}),
-            gpu_model=spec.model if spec.gpus else None, gpu_count=spec.gpus,
-            topology=spec.topology, gpus_used=unknown, cpus=cpus,
+            gpu_model=spec.model if spec.gpus else None,
+            gpu_count=spec.gpus,
+            topology=spec.topology,
+            gpus_used=unknown,
+            cpus=cpus,
             cpus_alloc=cpus - int(state.cpu_left[n]) // MILLI,
-            memory_mb=spec.memory_mib, memory_alloc_mb=spec.memory_mib - int(state.mem_left[n]),
+            memory_mb=spec.memory_mib,
+            memory_alloc_mb=spec.memory_mib - int(state.mem_left[n]),
         )
 
     def targets(self) -> None:
         opts = self.opts
         for jid, j in target_jobs(self.view.pending, opts):
-            self.jobs.append(Job(
-                id=str(jid), name=j.name, partition=PARTITION, state=JobState.PENDING,
-                reason="Resources", priority=j.priority, submit_time=at(j.submit),
-                time_limit_s=int(j.duration) + 1,
-                request=GpuRequest(gpus_per_node=j.num_gpu, nvlink=j.nvlink,
-                                   gpu_model=_one_model(j.gpu_models)),
-                cpus_per_node=-(-j.cpu_milli // MILLI), memory_mb_per_node=j.memory_mib,
-            ))
+            self.jobs.append(
+                Job(
+                    id=str(jid),
+                    name=j.name,
+                    partition=PARTITION,
+                    state=JobState.PENDING,
+                    reason="Resources",
+                    priority=j.priority,
+                    submit_time=at(j.submit),
+                    time_limit_s=int(j.duration) + 1,
+                    request=GpuRequest(
+                        gpus_per_node=j.num_gpu, nvlink=j.nvlink, gpu_model=_one_model(j.gpu_models)
+                    ),
+                    cpus_per_node=-(-j.cpu_milli // MILLI),
+                    memory_mb_per_node=j.memory_mib,
+                )
+            )
 
     def build(self) -> SimSnapshot:
         self.running()
         self.targets()
         nodes = tuple(self.node(n) for n in sorted(self.keep))
         snapshot = ClusterSnapshot(
-            cluster="simulator", taken_at=at(self.view.now), source="simulator",
-            nodes=nodes, jobs=tuple(self.jobs),
-            partitions=(Partition(name=PARTITION, nodes=tuple(n.name for n in nodes),
-                                  preempt_mode="REQUEUE"),),
+            cluster="simulator",
+            taken_at=at(self.view.now),
+            source="simulator",
+            nodes=nodes,
+            jobs=tuple(self.jobs),
+            partitions=(
+                Partition(
+                    name=PARTITION, nodes=tuple(n.name for n in nodes), preempt_mode="REQUEUE"
+                ),
+            ),
         )
         return SimSnapshot(snapshot, self.bundles)
 

@@ -65,9 +65,7 @@ def assemble(
     where: str,
 ) -> ClusterSnapshot:
     topo_of = node_topologies(settings)
-    reserved = {
-        node: r.name for r in parts.reservations if r.state == "ACTIVE" for node in r.nodes
-    }
+    reserved = {node: r.name for r in parts.reservations if r.state == "ACTIVE" for node in r.nodes}
     custom: dict[str, GpuTopology] = {}
     nodes = []
     for node in sorted(parts.nodes, key=lambda n: natural_key(n.name)):

@@ -112,8 +112,9 @@ class CliSlurm:
         except (ValueError, RecursionError):
             # an integer of over 4,300 digits (ValueError), or nested deeper than the
             # parser recurses: not Slurm's JSON either
-            raise SlurmParseError(f"{what}: output is not JSON (number too long or nested "
-                                  "too deep)") from None
+            raise SlurmParseError(
+                f"{what}: output is not JSON (number too long or nested too deep)"
+            ) from None
         openapi.check_errors(data, what, stderr)
         return data
 
@@ -207,21 +208,30 @@ class CliSlurm:
 
     def _reread(self, doubtful: dict[str, str]) -> list[scontrol_text.JobRecord]:
         """Re-read each doubtful job alone; the ones that read cleanly."""
-        listed = set(self.run("squeue", "--noheader", "--all", "--states=all",
-                              "--format=%A").split())
+        listed = set(
+            self.run("squeue", "--noheader", "--all", "--states=all", "--format=%A").split()
+        )
         out = []
         budget = REREAD_MAX
         for job_id, problem in sorted(doubtful.items(), key=lambda kv: (len(kv[0]), kv[0])):
             if job_id not in listed:  # no such job (made up), or it ended meanwhile
-                log.warning("%s: ignoring a record of JobId=%s that squeue does not list "
-                            "(%s)", _TEXT_WHERE, job_id, problem)
+                log.warning(
+                    "%s: ignoring a record of JobId=%s that squeue does not list (%s)",
+                    _TEXT_WHERE,
+                    job_id,
+                    problem,
+                )
                 continue
             budget -= 1
             record = self._read_one(ids.job_id(job_id)) if budget >= 0 else None
             if record is None:
-                log.warning("%s: job %s left out: its record cannot be read unambiguously "
-                            "(%s); its GPUs stay busy, it is never requeued",
-                            _TEXT_WHERE, job_id, problem)
+                log.warning(
+                    "%s: job %s left out: its record cannot be read unambiguously "
+                    "(%s); its GPUs stay busy, it is never requeued",
+                    _TEXT_WHERE,
+                    job_id,
+                    problem,
+                )
             else:
                 out.append(record)
         return out
@@ -253,7 +263,9 @@ class CliSlurm:
         name, nodes = ids.reservation_name(name), ids.node_names(nodes)
         users, accounts = ids.principals(users, "user"), ids.principals(accounts, "account")
         args = [
-            "scontrol", "create", "reservation",
+            "scontrol",
+            "create",
+            "reservation",
             f"ReservationName={name}",
             f"Nodes={','.join(nodes)}",
             # Slurm reads the time in its TZ, which the runner sets to UTC.
@@ -343,8 +355,9 @@ def cross_check(json_jobs: Sequence[Job], records: Sequence[scontrol_text.JobRec
         if r.problems:
             if r.job_id not in warned:  # one line per job, however many forged copies
                 warned.add(r.job_id)
-                log.warning("%s: job %s not cross-checked: %s", _TEXT_WHERE, r.job_id,
-                            r.problems[0])
+                log.warning(
+                    "%s: job %s not cross-checked: %s", _TEXT_WHERE, r.job_id, r.problems[0]
+                )
             continue
         state = scontrol_text.job_state(r, _TEXT_WHERE, path)
         if state not in HOLDS_GPUS:
@@ -355,8 +368,13 @@ def cross_check(json_jobs: Sequence[Job], records: Sequence[scontrol_text.JobRec
             continue
         differs = _differing_string(r, job)
         if differs is not None:
-            log.warning("%s: job %s not cross-checked: its %s differs from squeue --json "
-                        "(a value that reads like fields)", _TEXT_WHERE, job_id, differs)
+            log.warning(
+                "%s: job %s not cross-checked: its %s differs from squeue --json "
+                "(a value that reads like fields)",
+                _TEXT_WHERE,
+                job_id,
+                differs,
+            )
             continue
         gpus = scontrol_text.job_gpus(r, _TEXT_WHERE, path)
         if gpus != dict(job.gpus):
@@ -367,8 +385,11 @@ def cross_check(json_jobs: Sequence[Job], records: Sequence[scontrol_text.JobRec
 
 
 def _differing_string(r: scontrol_text.JobRecord, job: Job) -> str | None:
-    for key, value in (("JobName", job.name), ("Comment", job.comment),
-                       ("AdminComment", job.admin_comment)):
+    for key, value in (
+        ("JobName", job.name),
+        ("Comment", job.comment),
+        ("AdminComment", job.admin_comment),
+    ):
         if scontrol_text.text_value(r, key) != value:
             return key
     return None

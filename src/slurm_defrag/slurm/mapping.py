@@ -374,8 +374,14 @@ def job_state(v: Any, where: str, field: str) -> JobState:
 
 
 def job_id(
-    raw: Any, array_job: int | None, array_task: int | None, het_job: int | None,
-    het_offset: int | None, *, where: str = "Slurm", field: str = "job_id",
+    raw: Any,
+    array_job: int | None,
+    array_task: int | None,
+    het_job: int | None,
+    het_offset: int | None,
+    *,
+    where: str = "Slurm",
+    field: str = "job_id",
 ) -> str:
     """Slurm's display id: ``123``, array task ``120_3``, het component ``200+1``.
 
@@ -543,4 +549,3 @@ def natural_key(s: str) -> tuple[Any, ...]:
     return tuple(
         (len(p.lstrip("0")), p.lstrip("0"), p) if i % 2 else p for i, p in enumerate(parts)
     )
-

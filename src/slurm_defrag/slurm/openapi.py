@@ -310,9 +310,7 @@ def _job_needs(d: m.Doc, request: GpuRequest | None) -> host.HostUse:
         **{param: d.number(key) for param, key in _ASKED.items()},
         gpus=host.gpus_per_node(request),
         cpus_per_gpu=host.per_gpu(d.text("cpus_per_tres"), d.where, d.field("cpus_per_tres")),
-        memory_per_gpu=host.per_gpu(
-            d.text("memory_per_tres"), d.where, d.field("memory_per_tres")
-        ),
+        memory_per_gpu=host.per_gpu(d.text("memory_per_tres"), d.where, d.field("memory_per_tres")),
     )
 
 

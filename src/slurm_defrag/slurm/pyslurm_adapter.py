@@ -270,8 +270,11 @@ def reservation(d: m.Doc, now: datetime) -> Reservation:
 
 
 def parts_from(
-    nodes: Iterable[Any], jobs: Iterable[Any], partitions: Iterable[Any],
-    reservations: Iterable[Any], now: datetime,
+    nodes: Iterable[Any],
+    jobs: Iterable[Any],
+    partitions: Iterable[Any],
+    reservations: Iterable[Any],
+    now: datetime,
 ) -> Parts:
     """Map loaded pyslurm objects (anything with ``to_dict()``) to snapshot parts."""
     mapped_jobs: list[Job] = []

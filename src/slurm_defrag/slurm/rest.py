@@ -83,8 +83,7 @@ class RestSlurm:
             token = self.settings.token()
         except OSError as exc:
             raise InputError(
-                f"{self.settings.rest_token_file}: cannot read the slurmrestd token: "
-                f"{exc.strerror}"
+                f"{self.settings.rest_token_file}: cannot read the slurmrestd token: {exc.strerror}"
             ) from None
         if token is None:
             return {}

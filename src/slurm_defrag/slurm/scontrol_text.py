@@ -45,8 +45,19 @@ from slurm_defrag.slurm import mapping as m
 
 # Keys whose value is the rest of the line when they start it (they may contain spaces).
 _FREE_TEXT = frozenset(
-    {"Reason", "Comment", "AdminComment", "SystemComment", "OS", "Command", "WorkDir",
-     "StdErr", "StdIn", "StdOut", "Extra"}
+    {
+        "Reason",
+        "Comment",
+        "AdminComment",
+        "SystemComment",
+        "OS",
+        "Command",
+        "WorkDir",
+        "StdErr",
+        "StdIn",
+        "StdOut",
+        "Extra",
+    }
 )
 _KEY = re.compile(r"^([A-Za-z][\w/:.]*)=")
 
@@ -212,8 +223,16 @@ _LINES: tuple[tuple[tuple[str, ...], tuple[str, ...]], ...] = (
     (("BurstBuffer",), ()),
     (("BurstBufferState",), ()),
     (("Power",), ()),
-    (("GresAllowTaskSharing", "GresEnforceBind", "GresOneTaskPerSharing",
-      "KillOInInvalidDependent", "SpreadJob"), ()),
+    (
+        (
+            "GresAllowTaskSharing",
+            "GresEnforceBind",
+            "GresOneTaskPerSharing",
+            "KillOInInvalidDependent",
+            "SpreadJob",
+        ),
+        (),
+    ),
     (("OOMKillStep",), ()),
     (("CpusPerTres",), ()),
     (("MemPerTres",), ()),
@@ -234,15 +253,41 @@ _NODES_SLOT = _SLOT["Nodes"]
 # Lines whose one value is the rest of the line (it may hold spaces and "Key="); they are
 # also the only values that may continue over several lines.
 _REST_OF_LINE = frozenset(
-    {"Command", "WorkDir", "AdminComment", "SystemComment", "Comment", "Extra", "StdErr",
-     "StdIn", "StdOut"}
+    {
+        "Command",
+        "WorkDir",
+        "AdminComment",
+        "SystemComment",
+        "Comment",
+        "Extra",
+        "StdErr",
+        "StdIn",
+        "StdOut",
+    }
 )
 _TRAILING_SPACE = frozenset({"AdminComment", "SystemComment", "Comment", "Extra"})
 """Printed as "Key=%s " (with a space after the value)."""
 # Lines every job record has, whatever its state (22.05 and 24.11).
-_REQUIRED = ("UserId", "Priority", "JobState", "Requeue", "RunTime", "SubmitTime",
-             "StartTime", "SuspendTime", "Partition", "ReqNodeList", "NodeList", "NumNodes",
-             "Socks/Node", "MinCPUsNode", "Features", "OverSubscribe", "Command", "WorkDir")
+_REQUIRED = (
+    "UserId",
+    "Priority",
+    "JobState",
+    "Requeue",
+    "RunTime",
+    "SubmitTime",
+    "StartTime",
+    "SuspendTime",
+    "Partition",
+    "ReqNodeList",
+    "NodeList",
+    "NumNodes",
+    "Socks/Node",
+    "MinCPUsNode",
+    "Features",
+    "OverSubscribe",
+    "Command",
+    "WorkDir",
+)
 _FIRST_LINE = re.compile(
     r"JobId=(?P<JobId>[1-9][0-9]{0,9}) "
     r"(?:ArrayJobId=(?P<ArrayJobId>[0-9]{1,10}) ArrayTaskId=(?P<ArrayTaskId>\S+) "
@@ -372,7 +417,7 @@ def _template_line(line: str, key: str) -> dict[str, str]:
 
 def one_line(r: JobRecord) -> str:
     """The record as ``scontrol show job -d -o`` prints it, if no value holds a newline."""
-    body = r.text[: -2] if r.text.endswith("\n\n") else r.text
+    body = r.text[:-2] if r.text.endswith("\n\n") else r.text
     return body.replace("\n   ", " ")
 
 

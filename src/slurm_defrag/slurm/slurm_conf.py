@@ -27,11 +27,10 @@ _NAME_RE = re.compile(r"[A-Za-z0-9_.+-]{1,256}", re.ASCII)
 def check_name(kind: str, name: str, where: str) -> str:
     """``name`` if it is a plain Slurm name (letters, digits, ``. _ - +``), else InputError."""
     if not _NAME_RE.fullmatch(name):
-        raise InputError(f"{where}: {kind} {name[:80]!r} is not a plain Slurm name "
-                         "(letters, digits, . _ - +)")
+        raise InputError(
+            f"{where}: {kind} {name[:80]!r} is not a plain Slurm name (letters, digits, . _ - +)"
+        )
     return name
-
-
 
 
 @dataclass
@@ -112,8 +111,6 @@ def _split_top_level(text: str) -> list[str]:
     return [p.strip() for p in out if p.strip()]
 
 
-
-
 def parse_slurm_conf(path: Path) -> SlurmConf:
     """Nodes (GPU GRES, features), partitions and SchedulerParameters of a slurm.conf.
 
@@ -181,8 +178,13 @@ class _Reader:
             if name.upper() == "DEFAULT":
                 self.part_defaults.update({k: v for k, v in attrs.items() if k != "partitionname"})
             else:
-                self.raw_parts.append((where, check_name("partition name", name, where),
-                                       {**self.part_defaults, **attrs}))
+                self.raw_parts.append(
+                    (
+                        where,
+                        check_name("partition name", name, where),
+                        {**self.part_defaults, **attrs},
+                    )
+                )
         elif head == "nodeset":
             kind = "nodes" if "nodes" in attrs else "feature"
             self.nodesets[attrs["nodeset"]] = (where, kind, attrs.get(kind, ""))
@@ -205,7 +207,8 @@ class _Reader:
             check_name("GPU type", model, where)
         for host in expand_config_hosts(name, where):
             self.conf.nodes[check_name("node name", host, where)] = NodeConf(
-                host, gpus, dict(models), features)
+                host, gpus, dict(models), features
+            )
 
     def resolve(self) -> SlurmConf:
         conf = self.conf

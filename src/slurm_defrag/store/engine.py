@@ -163,7 +163,10 @@ def _private_file(path: Path) -> None:
     if stat.S_ISREG(mode) and mode & (stat.S_IRWXG | stat.S_IRWXO):
         log.warning(
             "database file %s has mode %04o: other users can read every job it records "
-            "(chmod 600 %s)", path, stat.S_IMODE(mode), path,
+            "(chmod 600 %s)",
+            path,
+            stat.S_IMODE(mode),
+            path,
         )
 
 

@@ -212,8 +212,9 @@ class Plans:
             q = select(PlanStep).where(PlanStep.plan_id == plan_id).order_by(PlanStep.seq)
             return [_step(x) for x in s.scalars(q)]
 
-    def requeues_since(self, since: datetime, *, cluster: str | None = None,
-                       user: str | None = None) -> int:
+    def requeues_since(
+        self, since: datetime, *, cluster: str | None = None, user: str | None = None
+    ) -> int:
         """Requeue steps of ``enforce`` plans done at or after ``since`` (of ``user``'s jobs:
         the step's ``args["user"]``), counted in one query; dry-run requeues changed
         nothing, so they never count."""

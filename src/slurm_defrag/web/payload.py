@@ -42,13 +42,20 @@ def gpu_cells(snapshot: ClusterSnapshot, node: Node) -> list[Json]:
             status = "off"
         else:
             status = "block" if i in block else "stranded"
-        cells.append({"gpu": i, "job": owner if status == "busy" else None,
-                      "status": status, "switch_start": i in switch_starts})
+        cells.append(
+            {
+                "gpu": i,
+                "job": owner if status == "busy" else None,
+                "status": status,
+                "switch_start": i in switch_starts,
+            }
+        )
     return cells
 
 
-def snapshot_payload(snapshot: ClusterSnapshot, report: FragReport,
-                     snapshot_id: int | None = None) -> Json:
+def snapshot_payload(
+    snapshot: ClusterSnapshot, report: FragReport, snapshot_id: int | None = None
+) -> Json:
     """The GPU map, the summary line and the falsely starved jobs of one snapshot."""
     metrics = {m.node: m for m in report.nodes}
     jobs = snapshot.job_by_id
@@ -59,31 +66,44 @@ def snapshot_payload(snapshot: ClusterSnapshot, report: FragReport,
         "source": snapshot.source,
         "snapshot_id": snapshot_id,
         "summary": {
-            "nodes": len(snapshot.nodes), "gpus": c.gpus, "used": c.used, "free": c.free,
-            "unusable": c.unusable.model_dump(), "unusable_total": c.unusable.total,
-            "fgd": round(c.fgd, 2), "pending": len(report.pending),
+            "nodes": len(snapshot.nodes),
+            "gpus": c.gpus,
+            "used": c.used,
+            "free": c.free,
+            "unusable": c.unusable.model_dump(),
+            "unusable_total": c.unusable.total,
+            "fgd": round(c.fgd, 2),
+            "pending": len(report.pending),
             "falsely_starved": len(report.falsely_starved),
         },
         "nodes": [
             {
-                "name": n.name, "partitions": list(n.partitions), "gpu_model": n.gpu_model,
-                "topology": snapshot.topology_of(n).name, "state": sorted(n.state),
-                "available": n.available, "reason": n.reason, "reservation": n.reservation,
+                "name": n.name,
+                "partitions": list(n.partitions),
+                "gpu_model": n.gpu_model,
+                "topology": snapshot.topology_of(n).name,
+                "state": sorted(n.state),
+                "available": n.available,
+                "reason": n.reason,
+                "reservation": n.reservation,
                 "largest_free_block": m.largest_free_block if (m := metrics.get(n.name)) else 0,
                 "gpus": gpu_cells(snapshot, n),
             }
             for n in snapshot.nodes
         ],
         "jobs": {
-            j.id: {"user": j.user, "name": j.name, "partition": j.partition,
-                   "gpus": j.gpu_count}
+            j.id: {"user": j.user, "name": j.name, "partition": j.partition, "gpus": j.gpu_count}
             for j in snapshot.running_gpu_jobs()
         },
         "starving": [
             {
-                "job_id": p.job_id, "user": jobs[p.job_id].user if p.job_id in jobs else "",
-                "partition": p.partition, "request": request_text(p),
-                "reason": p.reason, "message": p.message, "free_matching": p.free_matching,
+                "job_id": p.job_id,
+                "user": jobs[p.job_id].user if p.job_id in jobs else "",
+                "partition": p.partition,
+                "request": request_text(p),
+                "reason": p.reason,
+                "message": p.message,
+                "free_matching": p.free_matching,
             }
             for p in report.falsely_starved
         ],
@@ -94,8 +114,7 @@ def history_payload(history: History) -> Json:
     return asdict(history)
 
 
-def plan_payload(plan: PlanRecord, steps: list[StepRecord],
-                 commands: list[CommandRecord]) -> Json:
+def plan_payload(plan: PlanRecord, steps: list[StepRecord], commands: list[CommandRecord]) -> Json:
     """A plan record with its steps and audited Slurm commands, plus the planner's summary
     (targets, victims, reservation) when the record holds a plan (packing records do not)."""
     out: Json = {
@@ -110,14 +129,24 @@ def plan_payload(plan: PlanRecord, steps: list[StepRecord],
         planned = None
     if planned is not None:
         out["targets"] = [
-            {"job_id": t.job_id, "user": t.user, "request": t.request, "served": t.served,
-             "placements": [{"node": p.node, "gpus": list(p.gpus)} for p in t.placements],
-             "explanation": t.explanation}
+            {
+                "job_id": t.job_id,
+                "user": t.user,
+                "request": t.request,
+                "served": t.served,
+                "placements": [{"node": p.node, "gpus": list(p.gpus)} for p in t.placements],
+                "explanation": t.explanation,
+            }
             for t in planned.targets
         ]
         out["victims"] = [
-            {"job_id": v.job_id, "user": v.user, "gpus": {k: list(g) for k, g in v.gpus.items()},
-             "lost_gpu_hours": v.lost_gpu_hours, "reason": v.reason}
+            {
+                "job_id": v.job_id,
+                "user": v.user,
+                "gpus": {k: list(g) for k, g in v.gpus.items()},
+                "lost_gpu_hours": v.lost_gpu_hours,
+                "reason": v.reason,
+            }
             for v in planned.victims
         ]
         out["reservation"] = planned.reservation

@@ -117,8 +117,9 @@ class StoreSource:
     within ``wait_s`` is answered 503 (busy).
     """
 
-    def __init__(self, store: Store, *, readers: int = 2, wait_s: float = 3.0,
-                 plans_max_age_s: float = 10.0) -> None:
+    def __init__(
+        self, store: Store, *, readers: int = 2, wait_s: float = 3.0, plans_max_age_s: float = 10.0
+    ) -> None:
         self.description = f"database {store.url}"
         self._store = store
         self._repo = Repository(store)
@@ -171,8 +172,9 @@ class StoreSource:
         def build() -> list[Json]:
             with self._reading():
                 return [
-                    payload.plan_payload(p, self._plans.steps(p.id),
-                                         self._plans.commands(plan_id=p.id))
+                    payload.plan_payload(
+                        p, self._plans.steps(p.id), self._plans.commands(plan_id=p.id)
+                    )
                     for p in self._plans.recent(limit=limit)
                 ]
 
