@@ -100,10 +100,15 @@ def test_apply_plan_frees_victims_and_starts_target(course: ClusterSnapshot,
 
 
 def test_protecting_104_moves_the_plan_to_node03(course: ClusterSnapshot) -> None:
+    """With 104 protected, requeueing 101 on node01 and 106 on node03 tie exactly (12.10
+    GPU-h, one busy GPU each): either is optimal. The answer used to be whichever CP-SAT
+    worker finished first; now it is the same every run (see test_planner_determinism)."""
     policy = parse_policy({"version": 1, "protections": {"users": ["erin"]}})
     p = make_plan(course, policy)
-    assert [v.job_id for v in p.victims] == ["106"]
-    assert p.targets[0].placements[0].node == "node03"
+    tied = {("101", "node01"), ("106", "node03")}
+    assert [(v.job_id, p.targets[0].placements[0].node) for v in p.victims][0] in tied
+    assert len(p.victims) == 1
+    assert p.total_cost_gpu_hours == pytest.approx(12.1)
 
 
 def test_everything_protected_is_explained(course: ClusterSnapshot) -> None:

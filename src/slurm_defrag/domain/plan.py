@@ -12,7 +12,7 @@ from datetime import datetime
 from enum import StrEnum
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict
+from pydantic import BaseModel, ConfigDict, Field
 
 from slurm_defrag.domain.cluster import ClusterSnapshot, Job, JobState, Node
 
@@ -132,9 +132,28 @@ class SolveStats(_Frozen):
     bound: float | None = None
     gap: float | None = None
     """(objective - bound) / objective of the composite objective."""
+    served: int = 0
+    """Targets this plan serves."""
+    served_upper_bound: int | None = None
+    """No plan serves more targets than this (proven: from the value bound, see
+    docs/planner.md "Bounds")."""
+    value: int = 0
+    """Target value served (the first objective)."""
+    value_upper_bound: int | None = None
+    """No plan serves more value than this (CP-SAT's proven bound of the first phase)."""
+    cost_gpu_hours: float | None = None
+    """Victims' cost plus drain idle time of this plan."""
     cost_lower_bound_gpu_hours: float | None = None
-    """No plan serving the same targets costs less than this."""
-    runtime_s: float = 0.0
+    """No plan serving at least this plan's value costs less than this (proven)."""
+    cost_gap: float | None = None
+    """(cost - cost lower bound) / cost."""
+    work: float = 0.0
+    """CP-SAT deterministic time used (the budget that makes plans reproducible)."""
+    deterministic: bool = True
+    """False when a CP-SAT call stopped on the wall clock: another run may differ."""
+    runtime_s: float = Field(default=0.0, exclude=True)
+    """Wall seconds. Not part of the plan's JSON (the same input gives the same bytes);
+    the store keeps it as the plan's ``solve_time_s``."""
     components: int = 0
     options: int = 0
     """Candidate placements given to the solver (after pruning)."""

@@ -93,7 +93,10 @@ def node_notes(
                                         cost_gpu_hours=cost)))
     possible.sort(key=lambda p: (p[0], p[1].node))
     notes = [n for _, n in possible]
-    for n, v in info.ineligible:
+    # Only as many "can never host it" notes as the cap keeps: text for every ineligible
+    # node of a 10,000-node cluster was a third of the planner's CPU, all thrown away.
+    room = MAX_NOTES - len(notes)
+    for n, v in info.ineligible[:max(0, room)]:
         node = snapshot.nodes[n]
         topo = snapshot.topology_of(node)
         notes.append(NodeNote(node=node.name, verdict=v.value,
@@ -137,7 +140,7 @@ def unserved_reason(
             f"{v} ({k} nodes)" for v, k in sorted(counts.items()))
     b = cands.builder
     g = spec.geometry
-    able = [n for n in info.eligible if b.has_way(n, g)]
+    able = b.able_nodes(info.eligible, g)
     if not able and any(b.gpus_way(n, g) for n in info.eligible):
         return head + "no node can give its CPUs and memory, even requeueing every job it may"
     if not able:

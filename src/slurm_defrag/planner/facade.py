@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Sequence
+from dataclasses import replace
 from datetime import datetime
 
 from slurm_defrag.domain.cluster import ClusterSnapshot, Job, JobState
@@ -26,7 +27,7 @@ from slurm_defrag.planner.assemble import assemble, empty_plan
 from slurm_defrag.planner.budget import check_concurrent_plans, remaining_budget
 from slurm_defrag.planner.build import Indexed, target_specs, to_problem
 from slurm_defrag.planner.candidates import CandidateBuilder, Candidates
-from slurm_defrag.planner.decompose import split
+from slurm_defrag.planner.decompose import Part, split
 from slurm_defrag.planner.nodes import JobTable
 from slurm_defrag.policy.file import Policy
 from slurm_defrag.policy.limits import InMemoryPreemptionHistory, LimitError, PreemptionHistory
@@ -122,51 +123,64 @@ def _solve(data: ProblemData, settings: SolverSettings, deadline: float,
     weights = Weights.for_problem(data)
     parts = split(data)
     if not data.options:
-        res = SolveResult(SolveStatus.OPTIMAL, objective=_all_unserved(data, weights),
-                          bound=_all_unserved(data, weights))
+        res = _nothing(data, weights)
         return res, _stats(res, data, weights, "proven", len(parts), pruned)
 
-    # 1. relaxation (no limits), part by part
-    taken: list[int] = []
-    requeued: list[int] = []
-    served: list[int] = []
-    objective = bound = 0
-    all_optimal = True
-    for i, part in enumerate(parts):
-        left = max(0.05, (deadline - time.perf_counter()) / (len(parts) - i + 1))
-        res = PlannerModel(part.data, weights, with_limits=False).solve(settings, left)
-        if not res.has_solution:
-            all_optimal = False
-            res = SolveResult(res.status, objective=_all_unserved(part.data, weights),
-                              bound=0)
-        all_optimal = all_optimal and res.status is SolveStatus.OPTIMAL
-        objective += res.objective or 0
-        bound += res.bound or 0
-        taken += [part.options[o] for o in res.taken]
-        requeued += [part.jobs[j] for j in res.requeued]
-        served += [part.targets[t] for t in res.served]
-    relaxed = SolveResult(SolveStatus.OPTIMAL if all_optimal else SolveStatus.FEASIBLE,
-                          objective, bound, 0.0, tuple(sorted(taken)), tuple(sorted(requeued)),
-                          tuple(sorted(served)))
+    # 1. relaxation (no limits), part by part. The budget follows the work: each part
+    # gets the share of it that its options are of all options (an even split gave the
+    # one big part 0.9 s of 60 s next to 150 one-target parts); a part without options
+    # has nothing to decide. Work (deterministic time) is split up front, so the split
+    # does not depend on how fast earlier parts ran: same input, same limits, same plan.
+    lim = data.limits
+    limited = lim.max_victims is not None or lim.max_lost is not None or any(
+        c is not None for c in lim.user_caps)
+    work = settings.max_deterministic_time / (2 if limited else 1)
+    relax_end = deadline
+    if limited:  # limits may bind: keep half the budget for the limited model
+        relax_end = time.perf_counter() + (deadline - time.perf_counter()) / 2
+    sizes = [len(p.data.options) for p in parts]
+    todo, total = sum(sizes), sum(sizes)
+    results: list[tuple[Part, SolveResult]] = []
+    for part, size in zip(parts, sizes, strict=True):
+        if not size:
+            results.append((part, _nothing(part.data, weights)))
+            continue
+        left = max(0.05, (relax_end - time.perf_counter()) * size / todo)
+        todo -= size
+        res = PlannerModel(part.data, weights, with_limits=False).solve(
+            settings, left, work * size / total)
+        if not res.has_solution:  # cannot happen (the greedy plan), but never crash on it
+            res = _nothing(part.data, weights, proven=False)
+        results.append((part, res))
+    relaxed = _combine(results)
+    all_optimal = relaxed.status is SolveStatus.OPTIMAL
     if _within_limits(data, relaxed.requeued):
         # Optimal for the relaxation and feasible: optimal. Pruning keeps the relaxed
         # optimum (exchange argument), so this holds for the unpruned problem too.
         return relaxed, _stats(relaxed, data, weights,
                                "proven" if all_optimal else "feasible", len(parts), pruned)
 
-    # 2. limits bind: one model with limits, bounded below by the relaxation
+    # 2. limits bind: one model with limits, bounded by the relaxation
     left = max(0.1, deadline - time.perf_counter())
-    res = PlannerModel(data, weights, with_limits=True).solve(settings, left)
-    # The limited model's own bound holds for its candidates only; the relaxation's bound
-    # holds for the unpruned problem (pruning keeps the relaxed optimum).
+    res = PlannerModel(data, weights, with_limits=True).solve(settings, left, work)
+    # The limited model's own bounds hold for its candidates only; the relaxation's hold
+    # for the unpruned problem (pruning keeps the relaxed optimum).
     lower = relaxed.bound or 0
+    value_ub = relaxed.value_bound
     if not pruned:
         lower = max(lower, res.bound or 0)
+        value_ub = min(value_ub or 0, res.value_bound or 0)
     if not res.has_solution:
-        res = SolveResult(res.status, _all_unserved(data, weights), lower)
+        res = _nothing(data, weights, proven=False)
+        res = replace(res, bound=lower, value_bound=value_ub)
         return res, _stats(res, data, weights, "none", len(parts), pruned)
-    res = SolveResult(res.status, res.objective, lower, res.runtime_s, res.taken,
-                      res.requeued, res.served)
+    served_value = sum(data.targets[t].value for t in res.served)
+    cost_lb = res.cost_bound if not pruned else (
+        relaxed.cost_bound if served_value <= sum(
+            data.targets[t].value for t in relaxed.served) else None)
+    res = replace(res, bound=lower, value_bound=value_ub, cost_bound=cost_lb,
+                  work=res.work + relaxed.work, wall_capped=res.wall_capped
+                  or relaxed.wall_capped)
     grade: Optimality
     if res.status is SolveStatus.OPTIMAL and (not pruned or res.objective == lower):
         grade = "proven"
@@ -175,6 +189,42 @@ def _solve(data: ProblemData, settings: SolverSettings, deadline: float,
     else:
         grade = "feasible"
     return res, _stats(res, data, weights, grade, len(parts), pruned)
+
+
+def _nothing(data: ProblemData, w: Weights, proven: bool = True) -> SolveResult:
+    """The empty plan of a part with no options (proven: nothing can be served)."""
+    unserved = _all_unserved(data, w)
+    total = sum(t.value for t in data.targets)
+    return SolveResult(SolveStatus.OPTIMAL if proven else SolveStatus.FEASIBLE,
+                       objective=unserved, bound=unserved if proven else 0,
+                       value_bound=0 if proven else total, cost=0, cost_bound=0)
+
+
+def _combine(results: list[tuple[Part, SolveResult]]) -> SolveResult:
+    """The parts' plans and bounds, in the whole problem's indices (bounds add up: the
+    parts are independent once limits are ignored)."""
+    taken: list[int] = []
+    requeued: list[int] = []
+    served: list[int] = []
+    objective = bound = value_ub = cost = 0
+    cost_lb: int | None = 0
+    optimal, capped, work = True, False, 0.0
+    for part, res in results:
+        optimal = optimal and res.status is SolveStatus.OPTIMAL
+        capped = capped or res.wall_capped
+        work += res.work
+        objective += res.objective or 0
+        bound += res.bound or 0
+        value_ub += res.value_bound or 0
+        cost += res.cost or 0
+        cost_lb = None if cost_lb is None or res.cost_bound is None else (
+            cost_lb + res.cost_bound)
+        taken += [part.options[o] for o in res.taken]
+        requeued += [part.jobs[j] for j in res.requeued]
+        served += [part.targets[t] for t in res.served]
+    return SolveResult(SolveStatus.OPTIMAL if optimal else SolveStatus.FEASIBLE,
+                       objective, bound, 0.0, tuple(sorted(taken)), tuple(sorted(requeued)),
+                       tuple(sorted(served)), value_ub, cost, cost_lb, work, capped)
 
 
 def _all_unserved(data: ProblemData, w: Weights) -> int:
@@ -199,25 +249,52 @@ def _stats(res: SolveResult, data: ProblemData, w: Weights, grade: Optimality, p
 
     obj, bound = res.objective, res.bound
     gap = None
-    cost_lb = None
     if obj is not None and bound is not None:
         gap = (obj - bound) / max(1, abs(obj))
-        unserved = sum(t.value for i, t in enumerate(data.targets) if i not in set(res.served))
-        rest = bound - w.value * unserved
-        if rest >= 0:
-            cost_lb = (rest // w.cost) / MILLI
+    served = set(res.served)
+    value = sum(t.value for i, t in enumerate(data.targets) if i in served)
+    cost = None if res.cost is None else res.cost / MILLI
+    cost_lb = None if res.cost_bound is None else res.cost_bound / MILLI
+    cost_gap = None
+    if cost is not None and cost_lb is not None:
+        cost_gap = 0.0 if cost <= cost_lb else (cost - cost_lb) / cost
     return SolveStats(
         status=res.status.value if data.options else "NOT_SOLVED",
         optimality=grade,
         objective=None if obj is None else float(obj),
         bound=None if bound is None else float(bound),
         gap=gap,
+        served=len(served),
+        served_upper_bound=_count_bound(data, res.value_bound),
+        value=value,
+        value_upper_bound=res.value_bound,
+        cost_gpu_hours=cost,
         cost_lower_bound_gpu_hours=cost_lb,
+        cost_gap=cost_gap,
+        work=round(res.work, 3),
+        deterministic=not res.wall_capped,
         runtime_s=res.runtime_s,
         components=parts,
         options=len(data.options),
         pruned=pruned,
     )
+
+
+def _count_bound(data: ProblemData, value_ub: int | None) -> int | None:
+    """Most targets any plan can serve: only targets with an option on enough nodes can
+    be served at all, and k of them are worth at least their k smallest values together,
+    so no more than fit in the proven value bound."""
+    if value_ub is None:
+        return None
+    values = sorted(t.value for i, t in enumerate(data.targets)
+                    if len({data.options[o].node for o in data.target_options[i]}) >= t.nodes)
+    k = total = 0
+    for v in values:
+        if total + v > value_ub:
+            break
+        total += v
+        k += 1
+    return k
 
 
 __all__ = ["Indexed", "make_plan"]

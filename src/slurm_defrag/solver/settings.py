@@ -12,7 +12,16 @@ class SolverSettings(BaseModel):
 
     max_time_in_seconds: Annotated[float, Field(gt=0)] = 10.0
     """Wall-clock cap for all CP-SAT calls of one plan; the best plan found so far is used
-    and its gap reported when it runs out."""
+    and its gap reported when it runs out. A safety net: a run stopped by it may differ
+    from the next (``plan.solver.wall_capped``)."""
+    max_deterministic_time: Annotated[float, Field(gt=0)] = 20.0
+    """The planner's budget in CP-SAT deterministic time (work units, about a second of a
+    fast core each), split over the parts by size. Stopping on work done rather than on
+    the clock is what makes the same input give the same plan on a loaded machine."""
+    deterministic: bool = True
+    """Interleaved CP-SAT search (``interleave_search``): the same plan for the same input
+    whatever the worker count or machine load. Off: CP-SAT's free-running portfolio, which
+    may return another of several equally good plans each run."""
     num_workers: Annotated[int, Field(ge=1)] = 2
     """CP-SAT search workers (threads). Our machines have 2 cores."""
     random_seed: int = 0
