@@ -30,8 +30,10 @@ SIZES = ((1, 0.82), (2, 0.12), (4, 0.06))
 
 
 def busy_cluster(
-    n_nodes: int, n_targets: int, seed: int = 1, fill: float = 0.9
+    n_nodes: int, n_targets: int, seed: int = 1, fill: float = 0.9, target_prefix: str = "p"
 ) -> tuple[ClusterSnapshot, list[str]]:
+    """``target_prefix``: pending job ids are prefix + number ("9" gives Slurm-valid ids,
+    which the executor insists on; "p", the default, keeps the published figures)."""
     rng = random.Random(seed)
     t = EPOCH
     nodes, free = [], {}
@@ -85,7 +87,7 @@ def busy_cluster(
     for i in range(n_targets):
         k = rng.choice((2, 4, 4, 8))
         n = 2 if rng.random() < 0.1 else 1
-        jid = f"p{i}"
+        jid = f"{target_prefix}{i:05d}" if target_prefix.isdigit() else f"{target_prefix}{i}"
         jobs.append(
             Job(
                 id=jid,

@@ -47,9 +47,12 @@ def _skipped_outcome(job: Job) -> TargetOutcome:
                     "can use free GPUs on any nodes, so fragmentation does not block it")
 
 
-def _plan_id(snapshot: ClusterSnapshot, targets: list[str], victims: list[str]) -> str:
+def _plan_id(snapshot: ClusterSnapshot, targets: list[str], victims: list[str],
+             placements: list[str] | None = None) -> str:
+    """Covers what the plan does: targets, victims, and where each share goes (node and
+    GPUs, mode), so a preview and an enforced plan with one id place the same GPUs."""
     text = "|".join([snapshot.cluster, snapshot.taken_at.isoformat(), *sorted(targets), "/",
-                     *sorted(victims)])
+                     *sorted(victims), "/", *sorted(placements or [])])
     return hashlib.sha1(text.encode(), usedforsecurity=False).hexdigest()[:8]
 
 
@@ -69,7 +72,12 @@ def assemble(
     data = ix.data
     served = set(result.served)
     victim_ids = [ix.job_ids[j] for j in result.requeued]
-    plan_id = _plan_id(snapshot, [specs[t].job.id for t in sorted(served)], victim_ids)
+    shares = []
+    for o in result.taken:
+        opt = data.options[o]
+        gpus = ",".join(map(str, indices_of(opt.mask)))
+        shares.append(f"{specs[opt.target].job.id}@{ix.node_names[opt.node]}:{gpus}:{opt.kind}")
+    plan_id = _plan_id(snapshot, [specs[t].job.id for t in sorted(served)], victim_ids, shares)
     tag = f"slurm-defrag:{plan_id}"
     resv = f"defrag-{plan_id}"
 

@@ -57,8 +57,8 @@ NO_MODEL = "?"
 ANY_MODEL = "any"
 """``gpu_model`` of pending jobs that accept any model."""
 DIMENSIONS = ("spatial", "topology", "configuration")
-CYCLE_OUTCOMES = ("read-only", "slurm-unavailable", "off", "idle", "advanced", "planned",
-                  "error")  # fmt: skip
+CYCLE_OUTCOMES = ("read-only", "slurm-unavailable", "off", "idle", "unchanged", "advanced",
+                  "planned", "error")  # fmt: skip
 PLAN_OUTCOMES: tuple[PlanOutcome, ...] = ("done", "refused", "rolled-back", "failed")
 SLURM_ERROR_KINDS: tuple[SlurmErrorKind, ...] = ("unavailable", "rejected", "parse")
 MODES = ("dry-run", "enforce")
