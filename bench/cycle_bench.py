@@ -22,7 +22,6 @@ from datetime import datetime, timedelta
 from pathlib import Path
 
 from planner_bench import busy_cluster
-
 from slurm_defrag.actuator.killswitch import KillSwitch
 from slurm_defrag.policy.file import default_policy
 from slurm_defrag.service.loop import Cycle, CycleDeps, CycleRules

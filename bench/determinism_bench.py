@@ -16,7 +16,6 @@ from collections import Counter
 from pathlib import Path
 
 from planner_bench import POLICY, busy_cluster
-
 from slurm_defrag.planner.facade import make_plan
 from slurm_defrag.policy.file import default_policy, parse_policy
 from slurm_defrag.snapshot_file import load_snapshot

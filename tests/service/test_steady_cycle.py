@@ -84,10 +84,10 @@ def test_fingerprint_ignores_time_but_not_protections() -> None:
 
     snap, policy, hist = course_scenario(), default_policy(), InMemoryPreemptionHistory()
     now = snap.taken_at
-    a = plan_inputs_fingerprint(snap, policy, hist, now)
-    assert a == plan_inputs_fingerprint(snap, policy, hist, now + timedelta(seconds=30))
+    a = plan_inputs_fingerprint(snap, policy, hist, now)[0]
+    assert a == plan_inputs_fingerprint(snap, policy, hist, now + timedelta(seconds=30))[0]
     job = next(j for j in snap.jobs if j.start_time is not None and j.gpus)
     assert job.start_time is not None
-    young = plan_inputs_fingerprint(snap, policy, hist, job.start_time + timedelta(minutes=5))
-    old = plan_inputs_fingerprint(snap, policy, hist, job.start_time + timedelta(minutes=11))
+    young = plan_inputs_fingerprint(snap, policy, hist, job.start_time + timedelta(minutes=5))[0]
+    old = plan_inputs_fingerprint(snap, policy, hist, job.start_time + timedelta(minutes=11))[0]
     assert young != old  # min-runtime (10 min) protects the job at +5 min, not at +11

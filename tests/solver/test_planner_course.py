@@ -106,7 +106,7 @@ def test_protecting_104_moves_the_plan_to_node03(course: ClusterSnapshot) -> Non
     policy = parse_policy({"version": 1, "protections": {"users": ["erin"]}})
     p = make_plan(course, policy)
     tied = {("101", "node01"), ("106", "node03")}
-    assert [(v.job_id, p.targets[0].placements[0].node) for v in p.victims][0] in tied
+    assert next((v.job_id, p.targets[0].placements[0].node) for v in p.victims) in tied
     assert len(p.victims) == 1
     assert p.total_cost_gpu_hours == pytest.approx(12.1)
 

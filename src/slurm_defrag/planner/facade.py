@@ -85,13 +85,17 @@ def make_plan(
     ix = index(cands)
 
     deadline = t0 + settings.max_time_in_seconds
-    result, stats = _solve(ix.data, settings, deadline, prune)
-    if stats.optimality == "within-candidates" and full <= settings.exact_fallback_max_options:
+    fallback = prune and full <= settings.exact_fallback_max_options
+    result, maybe = _solve(ix.data, settings, deadline, prune, then_limited=not fallback)
+    if maybe is not None:
+        stats = maybe
+    else:
         # Limits bind, and pruning is only proven exact without them: small enough to
-        # solve the unpruned model instead.
+        # solve the unpruned model with limits instead (its own bounds are exact). The
+        # pruned relaxation's bounds hold too (in absolute units: value, GPU-hours).
         cands = builder.build(False, infos)
         ix = index(cands)
-        result, stats = _solve(ix.data, settings, deadline, False)
+        result, stats = _solve_limited(ix.data, settings, deadline, False, result, False)
         prune = False
     stats = stats.model_copy(update={"full_options": full,
                                      "runtime_s": time.perf_counter() - t0})
@@ -119,7 +123,9 @@ def _target_jobs(snapshot: ClusterSnapshot, policy: Policy,
 
 
 def _solve(data: ProblemData, settings: SolverSettings, deadline: float,
-           pruned: bool) -> tuple[SolveResult, SolveStats]:
+           pruned: bool, then_limited: bool = True) -> tuple[SolveResult, SolveStats | None]:
+    """The relaxation part by part; if its plan breaks a limit, the limited model
+    (``then_limited=False``: the relaxation and no stats instead, the caller solves)."""
     weights = Weights.for_problem(data)
     parts = split(data)
     if not data.options:
@@ -160,24 +166,46 @@ def _solve(data: ProblemData, settings: SolverSettings, deadline: float,
         return relaxed, _stats(relaxed, data, weights,
                                "proven" if all_optimal else "feasible", len(parts), pruned)
 
-    # 2. limits bind: one model with limits, bounded by the relaxation
+    if not then_limited:
+        return relaxed, None
+    return _solve_limited(data, settings, deadline, pruned, relaxed, True)
+
+
+def _solve_limited(data: ProblemData, settings: SolverSettings, deadline: float,
+                   pruned: bool, relaxed: SolveResult,
+                   same_data: bool) -> tuple[SolveResult, SolveStats]:
+    """Limits bind: one model with limits, bounded by the relaxation ``relaxed`` (of the
+    same candidates, or of the pruned ones: then only its absolute bounds are used)."""
+    weights = Weights.for_problem(data)
+    parts = len(split(data))
     left = max(0.1, deadline - time.perf_counter())
+    work = settings.max_deterministic_time / 2
     res = PlannerModel(data, weights, with_limits=True).solve(settings, left, work)
     # The limited model's own bounds hold for its candidates only; the relaxation's hold
     # for the unpruned problem (pruning keeps the relaxed optimum).
-    lower = relaxed.bound or 0
+    total = sum(t.value for t in data.targets)
     value_ub = relaxed.value_bound
+    # composite bounds are in this data's weights: only comparable on the same data
+    lower = relaxed.bound or 0 if same_data else weights.value * (total - (value_ub or 0))
     if not pruned:
         lower = max(lower, res.bound or 0)
         value_ub = min(value_ub or 0, res.value_bound or 0)
     if not res.has_solution:
         res = _nothing(data, weights, proven=False)
         res = replace(res, bound=lower, value_bound=value_ub)
-        return res, _stats(res, data, weights, "none", len(parts), pruned)
+        return res, _stats(res, data, weights, "none", parts, pruned)
+    # Cost bounds hold for plans serving at least their plan's value. The relaxation's
+    # applies when this plan serves as much (a limited plan is a relaxed plan); the
+    # limited model's own only without pruning. Else the only proven bound is 0.
     served_value = sum(data.targets[t].value for t in res.served)
-    cost_lb = res.cost_bound if not pruned else (
-        relaxed.cost_bound if served_value <= sum(
-            data.targets[t].value for t in relaxed.served) else None)
+    relaxed_value = sum(data.targets[t].value for t in relaxed.served) if same_data else None
+    bounds = [0]
+    if not pruned and res.cost_bound is not None:
+        bounds.append(res.cost_bound)
+    if relaxed.cost_bound is not None and relaxed_value is not None and (
+            served_value >= relaxed_value):
+        bounds.append(relaxed.cost_bound)
+    cost_lb = max(bounds)
     res = replace(res, bound=lower, value_bound=value_ub, cost_bound=cost_lb,
                   work=res.work + relaxed.work, wall_capped=res.wall_capped
                   or relaxed.wall_capped)
@@ -188,7 +216,7 @@ def _solve(data: ProblemData, settings: SolverSettings, deadline: float,
         grade = "within-candidates"
     else:
         grade = "feasible"
-    return res, _stats(res, data, weights, grade, len(parts), pruned)
+    return res, _stats(res, data, weights, grade, parts, pruned)
 
 
 def _nothing(data: ProblemData, w: Weights, proven: bool = True) -> SolveResult:

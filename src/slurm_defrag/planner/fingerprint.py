@@ -23,7 +23,9 @@ from slurm_defrag.policy.protections import compile_protections
 
 
 def plan_inputs_fingerprint(snapshot: ClusterSnapshot, policy: Policy,
-                            history: PreemptionHistory, now: datetime) -> str:
+                            history: PreemptionHistory, now: datetime) -> tuple[str, list[str]]:
+    """(fingerprint, the strategies' targets in order): the caller passes the targets on
+    to ``make_plan`` rather than have the strategies run twice."""
     h = hashlib.sha256()
 
     def add(*parts: object) -> None:
@@ -45,8 +47,8 @@ def plan_inputs_fingerprint(snapshot: ClusterSnapshot, policy: Policy,
     protector = compile_protections(policy.protections, now)
     holders: dict[str, list[Job]] = {}
     for job in snapshot.jobs:
-        for node in job.gpus:
-            holders.setdefault(node, []).append(job)
+        for name in job.gpus:
+            holders.setdefault(name, []).append(job)
     users: set[str] = set()
     for node in snapshot.nodes:
         if not any(p in partitions for p in node.partitions) and "" not in partitions:
@@ -70,7 +72,7 @@ def plan_inputs_fingerprint(snapshot: ClusterSnapshot, policy: Policy,
     if lim.max_preemptions_per_user_per_day is not None:
         day = now - timedelta(days=1)
         add("users", [(u, history.user_preemptions_since(u, day)) for u in sorted(users)])
-    return h.hexdigest()
+    return h.hexdigest(), list(seen)
 
 
 __all__ = ["plan_inputs_fingerprint"]

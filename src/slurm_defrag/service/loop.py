@@ -190,7 +190,7 @@ class Cycle:
             if open_plans:
                 report.outcome = "advanced"
                 return
-        fp = plan_inputs_fingerprint(snapshot, self.policy, self.history, now)
+        fp, targets = plan_inputs_fingerprint(snapshot, self.policy, self.history, now)
         last = self._planned
         if last is not None and last[0] == fp and (
                 (now - last[1]).total_seconds() < self.replan_after_s):
@@ -200,7 +200,7 @@ class Cycle:
             report.detail = f"planner inputs unchanged since plan {last[2]}: not re-planned"
             log.info("cycle: snapshot #%d; %s", sid, report.detail)
             return
-        plan = make_plan(snapshot, self.policy, history=self.history, now=now)
+        plan = make_plan(snapshot, self.policy, targets, history=self.history, now=now)
         self._planned = (fp, now, plan.plan_id)
         self.observer.planned(plan)
         if self.mode == "enforce":
@@ -210,7 +210,7 @@ class Cycle:
                 report.outcome = "planned"
                 report.plans[pid] = self.executor.advance(pid)
         else:
-            pid = self._dry_run(plan, sid)
+            pid = self._dry_run(plan, sid, snapshot)
             if pid is not None:
                 report.outcome = "planned"
                 report.plans[pid] = self.repo.plans.get(pid).status
@@ -233,7 +233,7 @@ class Cycle:
         except SlurmError as exc:
             log.error("packing: weights not restored at shutdown: %s", exc)
 
-    def _dry_run(self, plan: Plan, sid: int) -> int | None:
+    def _dry_run(self, plan: Plan, sid: int, snapshot: ClusterSnapshot) -> int | None:
         """Run ``plan`` to its first wait on a sandbox copy of Slurm and store it all."""
         if plan.status != "ok" or not plan.actions:
             return None
@@ -241,7 +241,8 @@ class Cycle:
             log.info("cycle: dry-run plan %s is the same as the last one stored; skipped",
                      plan.plan_id)
             return None
-        sandbox = FakeSlurm(self.repo.load_snapshot(sid), clock=self.clock)
+        # The snapshot just stored, as read (not loaded back: 0.3 s on 1,000 nodes).
+        sandbox = FakeSlurm(snapshot, clock=self.clock)
         executor = self._executor(
             Channel(sandbox, AuditingWriter(sandbox, self.repo.plans, dry_run=True),
                     self.repo.plans, "dry-run"),

@@ -12,6 +12,7 @@ is still the single weighted number (:class:`Weights`), so parts can be added up
 
 from __future__ import annotations
 
+import itertools
 import time
 from dataclasses import dataclass
 
@@ -92,7 +93,7 @@ class _Constraints:
             lead = self._d.targets[ts[0]]
             takes = [self._v.take[o] for o in self._d.target_options[ts[0]]]
             self._m.add(sum(takes) == lead.nodes * sum(self._v.serve[t] for t in ts))
-            for a, b in zip(ts, ts[1:], strict=False):
+            for a, b in itertools.pairwise(ts):
                 self._m.add_implication(self._v.serve[b], self._v.serve[a])
 
     def _one_share_per_node(self) -> None:
@@ -412,13 +413,13 @@ class PlannerModel:
         return solver, status, det, capped
 
     def _hint(self, solver: cp_model.CpSolver) -> None:
-        self.model.clear_hints()
+        self.model.clear_hints()  # type: ignore[no-untyped-call]
         take = [self.vars.take[o] for o in self.groups.live]
         for x in (*self.vars.serve, *take, *self.vars.requeue):
             self.model.add_hint(x, solver.boolean_value(x))
 
     def _hint_greedy(self, plan: GreedyPlan) -> None:
-        self.model.clear_hints()
+        self.model.clear_hints()  # type: ignore[no-untyped-call]
         v = self.vars
         for i, x in enumerate(v.serve):
             self.model.add_hint(x, i in plan.served)
