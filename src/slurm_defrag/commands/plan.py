@@ -13,7 +13,7 @@ from slurm_defrag.commands.common import JsonOpt, SnapshotOpt, load_or_read_snap
 
 if TYPE_CHECKING:  # pydantic models: imported when used, to keep startup fast
     from slurm_defrag.domain.cluster import ClusterSnapshot
-    from slurm_defrag.domain.plan import Plan
+    from slurm_defrag.domain.plan import Plan, SolveStats
 
 PolicyOpt = Annotated[
     Path | None,
@@ -47,6 +47,24 @@ def plan(
     render(Console(), snap, result, apply_plan(snap, result))
 
 
+def bounds_line(s: SolveStats) -> str:
+    """Served and cost, each against its own proven bound (not the combined objective's
+    gap, which the count of unserved targets dominates)."""
+    ub = s.served_upper_bound
+    served = f"served {s.served} of at most {ub}" if ub is not None else f"served {s.served}"
+    if ub:
+        served += f" ({s.served / ub:.0%})"
+    if s.cost_gpu_hours is None:
+        return served
+    cost = f"cost {s.cost_gpu_hours:.2f} GPU-h"
+    lb = s.cost_lower_bound_gpu_hours
+    if lb is not None:
+        cost += f", proven lower bound {lb:.2f}" + (
+            f" (+{s.cost_gap:.1%})" if s.cost_gap else " (optimal)")
+    det = "" if s.deterministic else "; stopped by the wall clock: a rerun may differ"
+    return f"bounds: {served}; {cost}{det}"
+
+
 def render(console: Console, before: ClusterSnapshot, plan: Plan, after: ClusterSnapshot) -> None:
     """Summary, per-target explanation, victims, actions, and the GPU map before/after."""
     from rich.table import Table
@@ -63,6 +81,7 @@ def render(console: Console, before: ClusterSnapshot, plan: Plan, after: Cluster
                         f"{s.options} candidate placements"
                         + (f" (pruned from {s.full_options})" if s.pruned else "")
                         + f", {s.components} part(s), {s.runtime_s:.2f} s"), markup=False)
+    console.print(clean(bounds_line(s)), markup=False)
     for line in plan.explanation.splitlines():
         console.print(clean(line), markup=False, highlight=False)
     if plan.victims:

@@ -147,8 +147,9 @@ class SolveStats(_Frozen):
     """No plan serving at least this plan's value costs less than this (proven)."""
     cost_gap: float | None = None
     """(cost - cost lower bound) / cost."""
-    work: float = 0.0
-    """CP-SAT deterministic time used (the budget that makes plans reproducible)."""
+    work: float = Field(default=0.0, exclude=True)
+    """CP-SAT deterministic time used. Not in the JSON: CP-SAT's accounting of it varies
+    by a few per cent between identical runs (the plan does not)."""
     deterministic: bool = True
     """False when a CP-SAT call stopped on the wall clock: another run may differ."""
     runtime_s: float = Field(default=0.0, exclude=True)

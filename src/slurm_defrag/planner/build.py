@@ -132,6 +132,8 @@ def _host_fits(snapshot: ClusterSnapshot, target: Job, option: RawOption, table:
     drain, its blockers) are gone? Untracked resources always fit; the model then checks
     that shares on one node do not together ask for more."""
     node = snapshot.nodes[option.node]
+    if node.cpus_free is None and node.memory_free_mb is None:
+        return True  # host resources not tracked: the common case, no lookups
     freed = [snapshot.job_by_id[table.ids[j]] for j in option.victims]
     freed += [snapshot.job_by_id[b] for b in option.blockers if b in snapshot.job_by_id]
     cpus, mem = node.cpus_free, node.memory_free_mb

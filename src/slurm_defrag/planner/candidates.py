@@ -393,20 +393,43 @@ class CandidateBuilder:
                     options.extend(self.all_options(t, n))
             return Candidates(options, infos, self.states, full, False, self.singles, self)
         kept_single, full_nodes, cohost = self._prune(infos)
+        # Targets of one class (same eligible list, geometry and kept nodes) get the same
+        # options: build them once per class, then copy them per member. Looping over
+        # every eligible node of every target was 5 million iterations at 10,000 nodes
+        # and 500 targets, nearly all finding nothing.
+        with_cohost = sorted(cohost)
+        templates: dict[tuple[int, Geometry, int], list[RawOption]] = {}
         for t, info in enumerate(infos):
             g = self.targets[t].geometry
-            for n in info.eligible:
-                if n in full_nodes:
-                    options.extend(self.all_options(t, n))
-                    continue
-                have: set[int] = set()
-                if n in kept_single[t]:
-                    singles = [o for o in self.single(n, g) if o is not None]
-                    options.extend(_retarget(o, t) for o in singles)
-                    have = {o.mask for o in singles if o.kind is OptionKind.REQUEUE}
-                extra = cohost.get(n, {}).get(g, set()) - have
-                options.extend(self._requeue_option(t, n, b) for b in sorted(extra))
+            key = (id(info.eligible), g, id(kept_single[t]))
+            tpl = templates.get(key)
+            if tpl is None:
+                tpl = templates[key] = self._class_options(
+                    t, info.eligible, g, kept_single[t], full_nodes, cohost, with_cohost)
+            options.extend(_retarget(o, t) for o in tpl)
         return Candidates(options, infos, self.states, full, True, self.singles, self)
+
+    def _class_options(self, t: int, eligible: list[int], g: Geometry, kept: set[int],
+                       full_nodes: set[int], cohost: dict[int, dict[Geometry, set[int]]],
+                       with_cohost: list[int]) -> list[RawOption]:
+        """The pruned options of one class, in eligible-node order (as the per-target
+        loop made them), for target ``t`` (retargeted per member by the caller)."""
+        pool = set(eligible)
+        nodes = sorted((kept | (full_nodes & pool) | {n for n in with_cohost
+                                                      if g in cohost[n]}) & pool)
+        out: list[RawOption] = []
+        for n in nodes:
+            if n in full_nodes:
+                out.extend(self.all_options(t, n))
+                continue
+            have: set[int] = set()
+            if n in kept:
+                singles = [o for o in self.single(n, g) if o is not None]
+                out.extend(_retarget(o, t) for o in singles)
+                have = {o.mask for o in singles if o.kind is OptionKind.REQUEUE}
+            extra = cohost.get(n, {}).get(g, set()) - have
+            out.extend(self._requeue_option(t, n, b) for b in sorted(extra))
+        return out
 
     def lower_bound(self, n: int, g: Geometry) -> float:
         """Cheap lower bound of the composite cost of one share of ``g`` alone on ``n``:

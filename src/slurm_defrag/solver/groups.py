@@ -43,7 +43,7 @@ def find_groups(data: ProblemData) -> Groups:
     by_key: dict[tuple[object, ...], list[int]] = {}
     sigs: list[tuple[tuple[object, ...], ...]] = []
     for t, target in enumerate(data.targets):
-        sig = tuple(sorted((_signature(data, o) for o in data.target_options[t]), key=repr))
+        sig = tuple(sorted(_signature(data, o) for o in data.target_options[t]))
         sigs.append(sig)
         if target.same_domain:  # domain variables are per target: never grouped
             key: tuple[object, ...] = ("alone", t)

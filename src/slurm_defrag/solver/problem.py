@@ -193,5 +193,5 @@ class ProblemData:
     @property
     def max_busy(self) -> int:
         """Upper bound of the objective's "busy GPUs used" term."""
-        return sum(t.nodes * max((n.gpu_count for n in self.nodes), default=0)
-                   for t in self.targets)
+        widest = max((n.gpu_count for n in self.nodes), default=0)
+        return sum(t.nodes * widest for t in self.targets)
