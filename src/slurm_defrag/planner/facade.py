@@ -22,18 +22,19 @@ from datetime import datetime
 
 from slurm_defrag.domain.cluster import ClusterSnapshot, Job, JobState
 from slurm_defrag.domain.plan import Optimality, Plan, SolveStats
+from slurm_defrag.domain.topology import indices_of
 from slurm_defrag.errors import InputError
 from slurm_defrag.planner.assemble import assemble, empty_plan
 from slurm_defrag.planner.budget import check_concurrent_plans, remaining_budget
 from slurm_defrag.planner.build import Indexed, target_specs, to_problem
-from slurm_defrag.planner.candidates import CandidateBuilder, Candidates
+from slurm_defrag.planner.candidates import CandidateBuilder, Candidates, TargetSpec
 from slurm_defrag.planner.decompose import Part, split
 from slurm_defrag.planner.nodes import JobTable
 from slurm_defrag.policy.file import Policy
 from slurm_defrag.policy.limits import InMemoryPreemptionHistory, LimitError, PreemptionHistory
 from slurm_defrag.policy.protections import compile_protections
 from slurm_defrag.solver.model import PlannerModel, Weights
-from slurm_defrag.solver.problem import ProblemData
+from slurm_defrag.solver.problem import OptionKind, ProblemData
 from slurm_defrag.solver.result import SolveResult, SolveStatus
 from slurm_defrag.solver.settings import SolverSettings
 
@@ -44,8 +45,12 @@ def make_plan(
     targets: Sequence[str] | None = None,
     history: PreemptionHistory | None = None,
     now: datetime | None = None,
+    previous: Plan | None = None,
 ) -> Plan:
     """Plan requeues/drains that start ``targets`` (default: the strategies' proposals).
+
+    ``previous``: an earlier plan (the service passes its last one) whose placements the
+    first solution keeps where they still fit: a warm start, not a constraint.
 
     Never talks to Slurm. Raises :class:`InputError` for target ids that are not pending
     GPU jobs of the snapshot.
@@ -86,7 +91,8 @@ def make_plan(
 
     deadline = t0 + settings.max_time_in_seconds
     fallback = prune and full <= settings.exact_fallback_max_options
-    result, maybe = _solve(ix.data, settings, deadline, prune, then_limited=not fallback)
+    result, maybe = _solve(ix.data, settings, deadline, prune, then_limited=not fallback,
+                           prefer=_preferred(ix, specs, previous))
     if maybe is not None:
         stats = maybe
     else:
@@ -95,7 +101,8 @@ def make_plan(
         # pruned relaxation's bounds hold too (in absolute units: value, GPU-hours).
         cands = builder.build(False, infos)
         ix = index(cands)
-        result, stats = _solve_limited(ix.data, settings, deadline, False, result, False)
+        result, stats = _solve_limited(ix.data, settings, deadline, False, result, False,
+                                       _preferred(ix, specs, previous))
         prune = False
     stats = stats.model_copy(update={"full_options": full,
                                      "runtime_s": time.perf_counter() - t0})
@@ -122,8 +129,24 @@ def _target_jobs(snapshot: ClusterSnapshot, policy: Policy,
     return out
 
 
+def _preferred(ix: Indexed, specs: list[TargetSpec], previous: Plan | None) -> frozenset[int]:
+    """Options placing a share exactly as ``previous`` did (same target, node, GPUs, mode)."""
+    if previous is None:
+        return frozenset()
+    old = {(t.job_id, p.node, p.gpus, p.mode == "drain")
+           for t in previous.targets if t.served for p in t.placements}
+    if not old:
+        return frozenset()
+    names = ix.node_names
+    return frozenset(
+        i for i, o in enumerate(ix.data.options)
+        if (specs[o.target].job.id, names[o.node], indices_of(o.mask),
+            o.kind is OptionKind.DRAIN) in old)
+
+
 def _solve(data: ProblemData, settings: SolverSettings, deadline: float,
-           pruned: bool, then_limited: bool = True) -> tuple[SolveResult, SolveStats | None]:
+           pruned: bool, then_limited: bool = True,
+           prefer: frozenset[int] = frozenset()) -> tuple[SolveResult, SolveStats | None]:
     """The relaxation part by part; if its plan breaks a limit, the limited model
     (``then_limited=False``: the relaxation and no stats instead, the caller solves)."""
     weights = Weights.for_problem(data)
@@ -153,8 +176,9 @@ def _solve(data: ProblemData, settings: SolverSettings, deadline: float,
             continue
         left = max(0.05, (relax_end - time.perf_counter()) * size / todo)
         todo -= size
+        mine = frozenset(k for k, o in enumerate(part.options) if o in prefer)
         res = PlannerModel(part.data, weights, with_limits=False).solve(
-            settings, left, work * size / total)
+            settings, left, work * size / total, mine)
         if not res.has_solution:  # cannot happen (the greedy plan), but never crash on it
             res = _nothing(part.data, weights, proven=False)
         results.append((part, res))
@@ -168,19 +192,19 @@ def _solve(data: ProblemData, settings: SolverSettings, deadline: float,
 
     if not then_limited:
         return relaxed, None
-    return _solve_limited(data, settings, deadline, pruned, relaxed, True)
+    return _solve_limited(data, settings, deadline, pruned, relaxed, True, prefer)
 
 
 def _solve_limited(data: ProblemData, settings: SolverSettings, deadline: float,
-                   pruned: bool, relaxed: SolveResult,
-                   same_data: bool) -> tuple[SolveResult, SolveStats]:
+                   pruned: bool, relaxed: SolveResult, same_data: bool,
+                   prefer: frozenset[int] = frozenset()) -> tuple[SolveResult, SolveStats]:
     """Limits bind: one model with limits, bounded by the relaxation ``relaxed`` (of the
     same candidates, or of the pruned ones: then only its absolute bounds are used)."""
     weights = Weights.for_problem(data)
     parts = len(split(data))
     left = max(0.1, deadline - time.perf_counter())
     work = settings.max_deterministic_time / 2
-    res = PlannerModel(data, weights, with_limits=True).solve(settings, left, work)
+    res = PlannerModel(data, weights, with_limits=True).solve(settings, left, work, prefer)
     # The limited model's own bounds hold for its candidates only; the relaxation's hold
     # for the unpruned problem (pruning keeps the relaxed optimum).
     total = sum(t.value for t in data.targets)

@@ -113,6 +113,7 @@ class Cycle:
         self.replan_after_s = rules.replan_after_s
         self._planned: tuple[str, datetime, str] | None = None
         """(fingerprint of the planner's inputs, when, plan id) of the last plan made."""
+        self._last_plan: Plan | None = None
         self.clock = clock
         self.hook = hook
         self.history = deps.history or StoreHistory(deps.repo.plans)
@@ -200,8 +201,10 @@ class Cycle:
             report.detail = f"planner inputs unchanged since plan {last[2]}: not re-planned"
             log.info("cycle: snapshot #%d; %s", sid, report.detail)
             return
-        plan = make_plan(snapshot, self.policy, targets, history=self.history, now=now)
+        plan = make_plan(snapshot, self.policy, targets, history=self.history, now=now,
+                         previous=self._last_plan)  # warm start from the last plan
         self._planned = (fp, now, plan.plan_id)
+        self._last_plan = plan if plan.status == "ok" else None
         self.observer.planned(plan)
         if self.mode == "enforce":
             pid = self.executor.admit(plan, sid)
@@ -242,7 +245,7 @@ class Cycle:
                      plan.plan_id)
             return None
         # The snapshot just stored, as read (not loaded back: 0.3 s on 1,000 nodes).
-        sandbox = FakeSlurm(snapshot, clock=self.clock)
+        sandbox = FakeSlurm(snapshot, clock=self.clock, cache_reads=True)
         executor = self._executor(
             Channel(sandbox, AuditingWriter(sandbox, self.repo.plans, dry_run=True),
                     self.repo.plans, "dry-run"),

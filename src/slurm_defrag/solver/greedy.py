@@ -43,8 +43,15 @@ class _State:
     per_user: dict[int, int] = field(default_factory=dict)
 
 
-def greedy(data: ProblemData, groups: Groups, with_limits: bool) -> GreedyPlan:
+def greedy(data: ProblemData, groups: Groups, with_limits: bool,
+           prefer: frozenset[int] = frozenset()) -> GreedyPlan:
+    """``prefer``: options (any member's) of a plan to start from, e.g. the previous
+    cycle's: a target with preferred placements takes them first while they are still
+    feasible (a warm start), the rest goes by marginal cost."""
     w_cost = 2 * data.max_busy + 1
+    wanted: dict[int, list[int]] = {}
+    for o in sorted(prefer):
+        wanted.setdefault(data.options[o].target, []).append(groups.alias[o])
     order = sorted(range(len(data.targets)), key=lambda t: (-data.targets[t].value, t))
     st = _State()
     out = GreedyPlan()
@@ -57,34 +64,47 @@ def greedy(data: ProblemData, groups: Groups, with_limits: bool) -> GreedyPlan:
         if target.same_domain:
             continue
         lead = groups.members[groups.group_of[t]][0]
-        picks: list[int] = []
-        saved = _snapshot(st)
-        for _ in range(target.nodes):
-            best: tuple[int, int] | None = None
-            for o in data.target_options[lead]:
-                opt = data.options[o]
-                if any(data.options[p].node == opt.node for p in picks):
-                    continue
-                c = _marginal(data, st, o, on_node)
-                if c is None:
-                    continue
-                new = [j for j in opt.victims if j not in st.requeued]
-                if with_limits and not _within(data, st, new):
-                    continue
-                score = w_cost * c + opt.busy
-                if best is None or (score, o) < best:
-                    best = (score, o)
-            if best is None:
-                break
-            picks.append(best[1])
-            _take(data, st, best[1])
-        if len(picks) < target.nodes:
-            _restore(st, saved)
+        picks: list[int] | None = None
+        if t in wanted:  # warm start: the old placements, if they all still fit
+            picks = _place(data, st, target.nodes, wanted[t], with_limits, w_cost, on_node)
+        if picks is None:
+            picks = _place(data, st, target.nodes, list(data.target_options[lead]),
+                           with_limits, w_cost, on_node)
+        if picks is None:
             continue
         out.served.add(t)
         out.taken.extend(picks)
     out.requeued = set(st.requeued)
     return out
+
+
+def _place(data: ProblemData, st: _State, shares: int, options: list[int],
+           with_limits: bool, w_cost: int, on_node: dict[int, list[int]]) -> list[int] | None:
+    """Place ``shares`` shares from ``options`` (cheapest marginal cost first, distinct
+    nodes) and record them in ``st``; None, with ``st`` untouched, if they do not fit."""
+    saved = _snapshot(st)
+    picks: list[int] = []
+    for _ in range(shares):
+        best: tuple[int, int] | None = None
+        for o in options:
+            opt = data.options[o]
+            if o in picks or any(data.options[p].node == opt.node for p in picks):
+                continue
+            c = _marginal(data, st, o, on_node)
+            if c is None:
+                continue
+            new = [j for j in opt.victims if j not in st.requeued]
+            if with_limits and not _within(data, st, new):
+                continue
+            score = w_cost * c + opt.busy
+            if best is None or (score, o) < best:
+                best = (score, o)
+        if best is None:
+            _restore(st, saved)
+            return None
+        picks.append(best[1])
+        _take(data, st, best[1])
+    return picks
 
 
 def _marginal(data: ProblemData, st: _State, o: int,

@@ -286,7 +286,8 @@ class PlannerModel:
         self.objective = _Objective(self.model, data, self.vars, weights, self.groups.live)
 
     def solve(self, settings: SolverSettings, time_limit: float | None = None,
-              work_limit: float | None = None) -> SolveResult:
+              work_limit: float | None = None,
+              prefer: frozenset[int] = frozenset()) -> SolveResult:
         """Both phases within ``work_limit`` units of CP-SAT deterministic time (default:
         the settings' ``max_deterministic_time``) and ``time_limit`` wall seconds (default:
         ``max_time_in_seconds``), whichever comes first.
@@ -294,13 +295,14 @@ class PlannerModel:
         The greedy plan (:mod:`.greedy`) is the hint of both phases and the answer when
         CP-SAT finds nothing in time. Phase 2 stops once the *cost* is proven (the gap
         left is below one cost unit: only the busy-GPU preference may be unproven).
+        ``prefer``: options of an earlier plan the greedy starts from (a warm start).
         """
         limit = time_limit if time_limit is not None else settings.max_time_in_seconds
         work = work_limit if work_limit is not None else settings.max_deterministic_time
         t0 = time.perf_counter()
         d, v, w = self.data, self.vars, self.weights
         total = sum(t.value for t in d.targets)
-        first = greedy(d, self.groups, self.with_limits)
+        first = greedy(d, self.groups, self.with_limits, prefer)
         g_unserved = total - sum(d.targets[t].value for t in first.served)
         self._hint_greedy(first)
         self.objective.value_phase()
