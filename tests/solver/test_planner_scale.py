@@ -12,7 +12,7 @@ from slurm_defrag.planner.facade import make_plan
 from slurm_defrag.policy.file import parse_policy
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "bench"))
-from planner_bench import POLICY, busy_cluster  # noqa: E402
+from planner_bench import POLICY, busy_cluster
 
 
 def _valid(snap: ClusterSnapshot, plan: Plan) -> None:
@@ -45,9 +45,11 @@ def test_interchangeable_targets_share_variables_and_stay_valid() -> None:
     snap, targets = busy_cluster(400, 80, 5)
     plan = make_plan(snap, parse_policy(POLICY), targets)
     s = plan.solver
-    assert s.pruned and s.optimality == "proven"
+    assert s.pruned
+    assert s.optimality == "proven"
     assert s.served == s.served_upper_bound
-    assert s.cost_lower_bound_gpu_hours is not None and s.cost_gpu_hours is not None
+    assert s.cost_lower_bound_gpu_hours is not None
+    assert s.cost_gpu_hours is not None
     assert abs(s.cost_gpu_hours - s.cost_lower_bound_gpu_hours) < 1e-9
     assert any(len(t.placements) == 2 for t in plan.served)
     _valid(snap, plan)
@@ -59,7 +61,8 @@ def test_bounds_are_reported_each_against_its_own(course_snapshot: ClusterSnapsh
     assert (s.served, s.served_upper_bound) == (1, 1)
     assert s.value == s.value_upper_bound
     assert s.cost_gpu_hours == plan.total_cost_gpu_hours
-    assert s.cost_lower_bound_gpu_hours == s.cost_gpu_hours and s.cost_gap == 0.0
+    assert s.cost_lower_bound_gpu_hours == s.cost_gpu_hours
+    assert s.cost_gap == 0.0
 
 
 def test_warm_start_keeps_the_previous_placement_on_a_tie(
