@@ -64,7 +64,7 @@ SLURM_ERROR_KINDS: tuple[SlurmErrorKind, ...] = ("unavailable", "rejected", "par
 MODES = ("dry-run", "enforce")
 
 # Cycles take seconds (a few Slurm commands, one solve); the solver is capped by
-# max_time_in_seconds (default 10 s). Buckets cover 10 ms .. 5 min.
+# max_time_in_seconds (default 30 s). Buckets cover 10 ms .. 5 min.
 _SECONDS = (0.01, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300)
 
 
