@@ -107,12 +107,18 @@ def to_problem(
         job_data.append(JobData(job.id, user_idx[job.user], table.cost_milli[j],
                                 to_milli(c.lost_gpu_hours), gpus, job.cpus_per_node,
                                 job.memory_mb_per_node))
-    options = tuple(
-        OptionData(o.target, node_new[o.node], o.mask, o.kind,
-                   tuple(sorted(job_new[j] for j in o.victims)), o.busy,
-                   o.cost if o.kind == "drain" else 0, o.wait_s, o.blockers)
-        for o in kept
-    )
+    # Members of a class carry copies of the same options: convert each placement once.
+    converted: dict[tuple[object, ...], tuple[int, tuple[int, ...], int]] = {}
+    option_list = []
+    for o in kept:
+        key = (o.node, o.victims, o.kind, o.cost)
+        hit = converted.get(key)
+        if hit is None:
+            hit = converted[key] = (node_new[o.node], tuple(sorted(job_new[j] for j in o.victims)),
+                                    o.cost if o.kind == "drain" else 0)
+        option_list.append(OptionData(o.target, hit[0], o.mask, o.kind, hit[1], o.busy, hit[2],
+                                      o.wait_s, o.blockers))
+    options = tuple(option_list)
     targets = tuple(TargetData(s.job.id, s.value, s.nodes, s.item.gpus_per_node, s.same_domain,
                                s.job.cpus_per_node, s.job.memory_mb_per_node)
                     for s in specs)
