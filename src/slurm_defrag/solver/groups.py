@@ -79,6 +79,8 @@ def deal(data: ProblemData, groups: Groups, served: set[int],
         by_group.setdefault(groups.group_of[data.options[o].target], []).append(o)
     for g, opts in sorted(by_group.items()):
         ts = [t for t in groups.members[g] if t in served]
+        if not ts:  # placements without a served member: not a plan the model allows
+            continue
         opts.sort(key=lambda o: (data.options[o].node, data.options[o].mask,
                                  data.options[o].kind))
         for i, o in enumerate(opts):
