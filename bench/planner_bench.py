@@ -3,6 +3,8 @@
     python bench/planner_bench.py --nodes 1000 --targets 50
     python bench/planner_bench.py --nodes 10000 --targets 50
     python bench/planner_bench.py --overeviction 1,8,32,128
+    python bench/planner_bench.py --nodes 10000 --targets 500 --repeat 3
+    python bench/planner_bench.py --nodes 1000 --targets 50 --set deterministic=false
 
 The cluster: 8-GPU nodes of mixed topologies (NVSwitch, NVLink pairs, DGX-1 cube mesh,
 PCIe), 90% of GPUs busy with mostly 1-GPU jobs placed at random (~6 jobs per node), 10% of
@@ -28,8 +30,10 @@ SIZES = ((1, 0.82), (2, 0.12), (4, 0.06))
 
 
 def busy_cluster(
-    n_nodes: int, n_targets: int, seed: int = 1, fill: float = 0.9
+    n_nodes: int, n_targets: int, seed: int = 1, fill: float = 0.9, target_prefix: str = "p"
 ) -> tuple[ClusterSnapshot, list[str]]:
+    """``target_prefix``: pending job ids are prefix + number ("9" gives Slurm-valid ids,
+    which the executor insists on; "p", the default, keeps the published figures)."""
     rng = random.Random(seed)
     t = EPOCH
     nodes, free = [], {}
@@ -83,7 +87,7 @@ def busy_cluster(
     for i in range(n_targets):
         k = rng.choice((2, 4, 4, 8))
         n = 2 if rng.random() < 0.1 else 1
-        jid = f"p{i}"
+        jid = f"{target_prefix}{i:05d}" if target_prefix.isdigit() else f"{target_prefix}{i}"
         jobs.append(
             Job(
                 id=jid,
@@ -120,7 +124,17 @@ POLICY = {
 }
 
 
-def run_scale(n_nodes: int, n_targets: int, seed: int, limits: dict[str, object]) -> None:
+def run_scale(
+    n_nodes: int,
+    n_targets: int,
+    seed: int,
+    limits: dict[str, object],
+    solver: dict[str, object],
+    repeat: int = 1,
+) -> None:
+    import hashlib
+    import resource
+
     t0 = time.perf_counter()
     snap, targets = busy_cluster(n_nodes, n_targets, seed)
     gen = time.perf_counter() - t0
@@ -129,19 +143,36 @@ def run_scale(n_nodes: int, n_targets: int, seed: int, limits: dict[str, object]
         f"snapshot: {len(snap.nodes)} nodes, {sum(n.gpu_count for n in snap.nodes)} GPUs, "
         f"{running} running jobs, {len(targets)} targets (generated in {gen:.1f} s)"
     )
-    policy = parse_policy({**POLICY, "limits": {**POLICY["limits"], **limits}})  # type: ignore[dict-item]
-    t0, c0 = time.perf_counter(), time.process_time()
-    plan = make_plan(snap, policy, targets)
-    wall, cpu = time.perf_counter() - t0, time.process_time() - c0
-    s = plan.solver
-    print(
-        f"plan: {wall:.2f} s wall, {cpu:.2f} s CPU (all threads); "
-        f"served {len(plan.served)}/{len(targets)}, "
-        f"{len(plan.victims)} victims, cost {plan.total_cost_gpu_hours:.1f} GPU-h; "
-        f"solver {s.status}, optimality {s.optimality}, gap "
-        f"{(s.gap or 0):.4%}, cost lower bound {s.cost_lower_bound_gpu_hours} GPU-h; "
-        f"{s.options} options (unpruned {s.full_options}), {s.components} parts"
+    policy = parse_policy(
+        {
+            **POLICY,
+            "limits": {**POLICY["limits"], **limits},  # type: ignore[dict-item]
+            "solver": {**POLICY["solver"], **solver},  # type: ignore[dict-item]
+        }
     )
+    digests = []
+    for _ in range(repeat):
+        t0, c0 = time.perf_counter(), time.process_time()
+        plan = make_plan(snap, policy, targets)
+        wall, cpu = time.perf_counter() - t0, time.process_time() - c0
+        s = plan.solver
+        digests.append(hashlib.sha256(plan.model_dump_json().encode()).hexdigest()[:12])
+        ub, cost, lb = s.served_upper_bound, s.cost_gpu_hours, s.cost_lower_bound_gpu_hours
+        served = f"served {s.served}/{len(targets)} (bound {ub}" + (
+            f", {s.served / ub:.1%})" if ub else ")"
+        )
+        costs = f"cost {cost} GPU-h (bound {lb}" + (
+            f", +{s.cost_gap:.2%})" if s.cost_gap is not None else ")"
+        )
+        print(
+            f"plan: {wall:.2f} s wall, {cpu:.2f} s CPU (all threads); {served}, "
+            f"{len(plan.victims)} victims, {costs}; solver {s.status}, "
+            f"optimality {s.optimality}, work {s.work}, deterministic {s.deterministic}; "
+            f"{s.options} options (unpruned {s.full_options}), {s.components} parts; "
+            f"plan {plan.plan_id} json sha256 {digests[-1]}"
+        )
+    rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    print(f"peak RSS {rss:.0f} MB; {len(set(digests))} distinct plan JSON in {repeat} run(s)")
 
 
 def run_overeviction(sizes: list[int]) -> None:
@@ -195,12 +226,24 @@ def main() -> None:
         default=None,
         help="comma list of node counts: run the over-eviction table instead",
     )
+    ap.add_argument("--repeat", type=int, default=1, help="plan this many times (same input)")
+    ap.add_argument(
+        "--set",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="a [solver] setting, e.g. --set deterministic=false (repeatable)",
+    )
     args = ap.parse_args()
     if args.overeviction:
         run_overeviction([int(x) for x in args.overeviction.split(",")])
         return
     limits = {} if args.max_victims is None else {"max_victims_per_plan": args.max_victims}
-    run_scale(args.nodes, args.targets, args.seed, limits)
+    solver: dict[str, object] = {}
+    for kv in args.set:
+        key, _, raw = kv.partition("=")
+        solver[key] = {"true": True, "false": False}.get(raw.lower(), raw)
+    run_scale(args.nodes, args.targets, args.seed, limits, solver, args.repeat)
 
 
 if __name__ == "__main__":

@@ -72,6 +72,7 @@ rm -rf "$BARE"
 
 step "ruff"
 .venv/bin/ruff check src tests bench
+.venv/bin/ruff format --check src tests bench
 step "mypy --strict"
 .venv/bin/mypy
 step "import contracts"

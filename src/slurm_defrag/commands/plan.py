@@ -13,17 +13,25 @@ from slurm_defrag.commands.common import JsonOpt, SnapshotOpt, load_or_read_snap
 
 if TYPE_CHECKING:  # pydantic models: imported when used, to keep startup fast
     from slurm_defrag.domain.cluster import ClusterSnapshot
-    from slurm_defrag.domain.plan import Plan
+    from slurm_defrag.domain.plan import Plan, SolveStats
 
 PolicyOpt = Annotated[
     Path | None,
-    typer.Option("--policy", "-p", help="Policy file (TOML or YAML, version = 1). "
-                 "Default: built-in defaults (see examples/policy.toml)."),
+    typer.Option(
+        "--policy",
+        "-p",
+        help="Policy file (TOML or YAML, version = 1). "
+        "Default: built-in defaults (see examples/policy.toml).",
+    ),
 ]
 TargetOpt = Annotated[
     list[str] | None,
-    typer.Option("--target", "-t", help="Plan for this pending job (repeatable). "
-                 "Default: the policy's strategies (falsely starved jobs)."),
+    typer.Option(
+        "--target",
+        "-t",
+        help="Plan for this pending job (repeatable). "
+        "Default: the policy's strategies (falsely starved jobs).",
+    ),
 ]
 
 
@@ -47,6 +55,25 @@ def plan(
     render(Console(), snap, result, apply_plan(snap, result))
 
 
+def bounds_line(s: SolveStats) -> str:
+    """Served and cost, each against its own proven bound (not the combined objective's
+    gap, which the count of unserved targets dominates)."""
+    ub = s.served_upper_bound
+    served = f"served {s.served} of at most {ub}" if ub is not None else f"served {s.served}"
+    if ub:
+        served += f" ({s.served / ub:.0%})"
+    if s.cost_gpu_hours is None:
+        return served
+    cost = f"cost {s.cost_gpu_hours:.2f} GPU-h"
+    lb = s.cost_lower_bound_gpu_hours
+    if lb is not None:
+        cost += f", proven lower bound {lb:.2f}" + (
+            f" (+{s.cost_gap:.1%})" if s.cost_gap else " (optimal)"
+        )
+    det = "" if s.deterministic else "; stopped by the wall clock: a rerun may differ"
+    return f"bounds: {served}; {cost}{det}"
+
+
 def render(console: Console, before: ClusterSnapshot, plan: Plan, after: ClusterSnapshot) -> None:
     """Summary, per-target explanation, victims, actions, and the GPU map before/after."""
     from rich.table import Table
@@ -55,14 +82,22 @@ def render(console: Console, before: ClusterSnapshot, plan: Plan, after: Cluster
     from slurm_defrag.report.safe_text import cells, clean, markup
 
     s = plan.solver
-    console.print(f"[bold]{markup(plan.cluster)}[/bold] at "
-                  f"{plan.taken_at:%Y-%m-%d %H:%M:%S %Z}   plan [bold]{markup(plan.plan_id)}"
-                  f"[/bold] ({markup(plan.status)})   DRY RUN: nothing is changed in Slurm")
+    console.print(
+        f"[bold]{markup(plan.cluster)}[/bold] at "
+        f"{plan.taken_at:%Y-%m-%d %H:%M:%S %Z}   plan [bold]{markup(plan.plan_id)}"
+        f"[/bold] ({markup(plan.status)})   DRY RUN: nothing is changed in Slurm"
+    )
     gap = f"{s.gap:.2%}" if s.gap is not None else "-"
-    console.print(clean(f"solver: {s.status}, optimality {s.optimality}, gap {gap}, "
-                        f"{s.options} candidate placements"
-                        + (f" (pruned from {s.full_options})" if s.pruned else "")
-                        + f", {s.components} part(s), {s.runtime_s:.2f} s"), markup=False)
+    console.print(
+        clean(
+            f"solver: {s.status}, optimality {s.optimality}, gap {gap}, "
+            f"{s.options} candidate placements"
+            + (f" (pruned from {s.full_options})" if s.pruned else "")
+            + f", {s.components} part(s), {s.runtime_s:.2f} s"
+        ),
+        markup=False,
+    )
+    console.print(clean(bounds_line(s)), markup=False)
     for line in plan.explanation.splitlines():
         console.print(clean(line), markup=False, highlight=False)
     if plan.victims:
@@ -71,20 +106,39 @@ def render(console: Console, before: ClusterSnapshot, plan: Plan, after: Cluster
             t.add_column(col, overflow="fold")
         for v in plan.victims:
             gpus = " ".join(f"{n}:{','.join(map(str, i))}" for n, i in v.gpus.items())
-            t.add_row(*cells(v.job_id, v.user, v.qos, gpus, f"{v.since_source} {v.since:%H:%M}",
-                             f"{v.lost_gpu_hours:.2f}", f"{v.cost_gpu_hours:.2f}", v.reason))
+            t.add_row(
+                *cells(
+                    v.job_id,
+                    v.user,
+                    v.qos,
+                    gpus,
+                    f"{v.since_source} {v.since:%H:%M}",
+                    f"{v.lost_gpu_hours:.2f}",
+                    f"{v.cost_gpu_hours:.2f}",
+                    v.reason,
+                )
+            )
         console.print(t)
     if plan.actions:
         t = Table(title="Actions (in order)", title_justify="left")
         for col in ("#", "action", "job", "nodes", "reservation", "expected", "reason"):
             t.add_column(col, overflow="fold")
         for a in plan.actions:
-            t.add_row(*cells(str(a.step), a.kind.value, a.job_id or "", ",".join(a.nodes),
-                             a.reservation or "",
-                             f"{a.expected_at:%H:%M}" if a.expected_at else "", a.reason))
+            t.add_row(
+                *cells(
+                    str(a.step),
+                    a.kind.value,
+                    a.job_id or "",
+                    ",".join(a.nodes),
+                    a.reservation or "",
+                    f"{a.expected_at:%H:%M}" if a.expected_at else "",
+                    a.reason,
+                )
+            )
         console.print(t)
     touched = {p.node for tg in plan.targets for p in tg.placements} | {
-        n for v in plan.victims for n in v.gpus}
+        n for v in plan.victims for n in v.gpus
+    }
     if touched:
         nodes_b = [n for n in before.nodes if n.name in touched]
         nodes_a = [n for n in after.nodes if n.name in touched]

@@ -12,7 +12,7 @@ from datetime import datetime
 from enum import StrEnum
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict
+from pydantic import BaseModel, ConfigDict, Field
 
 from slurm_defrag.domain.cluster import ClusterSnapshot, Job, JobState, Node
 
@@ -132,9 +132,29 @@ class SolveStats(_Frozen):
     bound: float | None = None
     gap: float | None = None
     """(objective - bound) / objective of the composite objective."""
+    served: int = 0
+    """Targets this plan serves."""
+    served_upper_bound: int | None = None
+    """No plan serves more targets than this (proven: from the value bound, see
+    docs/planner.md "Bounds")."""
+    value: int = 0
+    """Target value served (the first objective)."""
+    value_upper_bound: int | None = None
+    """No plan serves more value than this (CP-SAT's proven bound of the first phase)."""
+    cost_gpu_hours: float | None = None
+    """Victims' cost plus drain idle time of this plan."""
     cost_lower_bound_gpu_hours: float | None = None
-    """No plan serving the same targets costs less than this."""
-    runtime_s: float = 0.0
+    """No plan serving at least this plan's value costs less than this (proven)."""
+    cost_gap: float | None = None
+    """(cost - cost lower bound) / cost."""
+    work: float = Field(default=0.0, exclude=True)
+    """CP-SAT deterministic time used. Not in the JSON: CP-SAT's accounting of it varies
+    by a few per cent between identical runs (the plan does not)."""
+    deterministic: bool = True
+    """False when a CP-SAT call stopped on the wall clock: another run may differ."""
+    runtime_s: float = Field(default=0.0, exclude=True)
+    """Wall seconds. Not part of the plan's JSON (the same input gives the same bytes);
+    the store keeps it as the plan's ``solve_time_s``."""
     components: int = 0
     options: int = 0
     """Candidate placements given to the solver (after pruning)."""
@@ -188,25 +208,39 @@ def apply_plan(snapshot: ClusterSnapshot, plan: Plan) -> ClusterSnapshot:
             for node, idx in job.gpus.items():
                 freed.setdefault(node, set()).update(idx)
         if job.id in victims:
-            data.update(state=JobState.PENDING, gpus={}, start_time=None,
-                        reason=f"Requeued ({tag})")
+            data.update(
+                state=JobState.PENDING, gpus={}, start_time=None, reason=f"Requeued ({tag})"
+            )
         elif job.id in finished:
             data.update(state=JobState.COMPLETED)
         elif job.id in starts:
             gpus = starts[job.id]
             for node, idx in gpus.items():
                 taken.setdefault(node, set()).update(idx)
-            data.update(state=JobState.RUNNING, gpus=gpus, reason="",
-                        start_time=max(
-                            [snapshot.taken_at] + [p.free_at for t in plan.served
-                                                   if t.job_id == job.id
-                                                   for p in t.placements if p.free_at]))
+            data.update(
+                state=JobState.RUNNING,
+                gpus=gpus,
+                reason="",
+                start_time=max(
+                    [snapshot.taken_at]
+                    + [
+                        p.free_at
+                        for t in plan.served
+                        if t.job_id == job.id
+                        for p in t.placements
+                        if p.free_at
+                    ]
+                ),
+            )
         jobs.append(Job.model_validate(data))
     nodes: list[Node] = []
     for n in snapshot.nodes:
         used = (set(n.gpus_used) - freed.get(n.name, set())) | taken.get(n.name, set())
         nodes.append(Node.model_validate({**n.model_dump(), "gpus_used": sorted(used)}))
     return ClusterSnapshot.model_validate(
-        {**snapshot.model_dump(), "nodes": [n.model_dump() for n in nodes],
-         "jobs": [j.model_dump() for j in jobs]}
+        {
+            **snapshot.model_dump(),
+            "nodes": [n.model_dump() for n in nodes],
+            "jobs": [j.model_dump() for j in jobs],
+        }
     )

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import hashlib
+from collections.abc import Sequence
 from datetime import datetime, timedelta
 from typing import Literal
 
@@ -10,6 +11,7 @@ from slurm_defrag.domain.cluster import ClusterSnapshot, Job
 from slurm_defrag.domain.plan import (
     Action,
     ActionKind,
+    NodeNote,
     Placement,
     PlacementMode,
     Plan,
@@ -28,28 +30,58 @@ from slurm_defrag.solver.problem import OptionKind
 from slurm_defrag.solver.result import SolveResult
 
 
-def empty_plan(snapshot: ClusterSnapshot, status: Literal["empty", "refused"], reason: str,
-               skipped: list[Job] | None = None) -> Plan:
+def empty_plan(
+    snapshot: ClusterSnapshot,
+    status: Literal["empty", "refused"],
+    reason: str,
+    skipped: list[Job] | None = None,
+) -> Plan:
     targets = tuple(_skipped_outcome(j) for j in skipped or [])
-    return Plan(plan_id=_plan_id(snapshot, [], []), cluster=snapshot.cluster,
-                taken_at=snapshot.taken_at, status=status,
-                reason=reason, targets=targets,
-                solver=SolveStats(status="NOT_SOLVED", optimality="none"),
-                explanation=reason)
+    return Plan(
+        plan_id=_plan_id(snapshot, [], []),
+        cluster=snapshot.cluster,
+        taken_at=snapshot.taken_at,
+        status=status,
+        reason=reason,
+        targets=targets,
+        solver=SolveStats(status="NOT_SOLVED", optimality="none"),
+        explanation=reason,
+    )
 
 
 def _skipped_outcome(job: Job) -> TargetOutcome:
     assert job.request is not None
     return TargetOutcome(
-        job_id=job.id, user=job.user, partition=job.partition,
-        request=f"{job.request.gpus} GPUs anywhere", value=0, served=False,
+        job_id=job.id,
+        user=job.user,
+        partition=job.partition,
+        request=f"{job.request.gpus} GPUs anywhere",
+        value=0,
+        served=False,
         explanation=f"{job.id}: not planned: a spreadable --gpus={job.request.gpus} request "
-                    "can use free GPUs on any nodes, so fragmentation does not block it")
+        "can use free GPUs on any nodes, so fragmentation does not block it",
+    )
 
 
-def _plan_id(snapshot: ClusterSnapshot, targets: list[str], victims: list[str]) -> str:
-    text = "|".join([snapshot.cluster, snapshot.taken_at.isoformat(), *sorted(targets), "/",
-                     *sorted(victims)])
+def _plan_id(
+    snapshot: ClusterSnapshot,
+    targets: list[str],
+    victims: list[str],
+    placements: list[str] | None = None,
+) -> str:
+    """Covers what the plan does: targets, victims, and where each share goes (node and
+    GPUs, mode), so a preview and an enforced plan with one id place the same GPUs."""
+    text = "|".join(
+        [
+            snapshot.cluster,
+            snapshot.taken_at.isoformat(),
+            *sorted(targets),
+            "/",
+            *sorted(victims),
+            "/",
+            *sorted(placements or []),
+        ]
+    )
     return hashlib.sha1(text.encode(), usedforsecurity=False).hexdigest()[:8]
 
 
@@ -69,7 +101,12 @@ def assemble(
     data = ix.data
     served = set(result.served)
     victim_ids = [ix.job_ids[j] for j in result.requeued]
-    plan_id = _plan_id(snapshot, [specs[t].job.id for t in sorted(served)], victim_ids)
+    shares = []
+    for o in result.taken:
+        opt = data.options[o]
+        gpus = ",".join(map(str, indices_of(opt.mask)))
+        shares.append(f"{specs[opt.target].job.id}@{ix.node_names[opt.node]}:{gpus}:{opt.kind}")
+    plan_id = _plan_id(snapshot, [specs[t].job.id for t in sorted(served)], victim_ids, shares)
     tag = f"slurm-defrag:{plan_id}"
     resv = f"defrag-{plan_id}"
 
@@ -95,13 +132,20 @@ def assemble(
         cost = 0.0
         for o in sorted(by_target[t], key=lambda o: ix.node_names[data.options[o].node]):
             opt = data.options[o]
-            mode: PlacementMode = "drain" if opt.kind is OptionKind.DRAIN else (
-                "requeue" if opt.victims else "free")
-            placements.append(Placement(
-                node=ix.node_names[opt.node], gpus=indices_of(opt.mask), mode=mode,
-                victims=tuple(ix.job_ids[j] for j in opt.victims), blockers=opt.blockers,
-                free_at=now + timedelta(seconds=opt.wait_s) if mode == "drain" else None,
-                idle_gpu_hours=opt.drain_cost / MILLI))
+            mode: PlacementMode = (
+                "drain" if opt.kind is OptionKind.DRAIN else ("requeue" if opt.victims else "free")
+            )
+            placements.append(
+                Placement(
+                    node=ix.node_names[opt.node],
+                    gpus=indices_of(opt.mask),
+                    mode=mode,
+                    victims=tuple(ix.job_ids[j] for j in opt.victims),
+                    blockers=opt.blockers,
+                    free_at=now + timedelta(seconds=opt.wait_s) if mode == "drain" else None,
+                    idle_gpu_hours=opt.drain_cost / MILLI,
+                )
+            )
             cost += opt.drain_cost / MILLI
             cost += sum(data.jobs[j].cost for j in opt.victims if first_for.get(j) == t) / MILLI
         chosen_nodes[t] = {p.node for p in placements}
@@ -115,13 +159,25 @@ def assemble(
         job = snapshot.job_by_id[jid]
         c = table.costs[table.index[jid]]
         for_t = tuple(dict.fromkeys(users_of.get(j, [])))
-        victims.append(Victim(
-            job_id=jid, name=job.name, user=job.user, account=job.account,
-            partition=job.partition, qos=job.qos,
-            gpus={n: tuple(sorted(i)) for n, i in sorted(job.gpus.items())},
-            gpu_count=job.gpu_count, since=c.since, since_source=c.since_source,
-            lost_gpu_hours=c.lost_gpu_hours, weight=c.weight, cost_gpu_hours=c.cost,
-            for_targets=for_t, reason=_victim_reason(job, for_t, outcomes, c.since_source)))
+        victims.append(
+            Victim(
+                job_id=jid,
+                name=job.name,
+                user=job.user,
+                account=job.account,
+                partition=job.partition,
+                qos=job.qos,
+                gpus={n: tuple(sorted(i)) for n, i in sorted(job.gpus.items())},
+                gpu_count=job.gpu_count,
+                since=c.since,
+                since_source=c.since_source,
+                lost_gpu_hours=c.lost_gpu_hours,
+                weight=c.weight,
+                cost_gpu_hours=c.cost,
+                for_targets=for_t,
+                reason=_victim_reason(job, for_t, outcomes, c.since_source),
+            )
+        )
 
     # Explanations need the whole picture (chosen costs), so they come last.
     final = []
@@ -135,27 +191,38 @@ def assemble(
         final.append(out.model_copy(update={"explanation": text, "node_notes": notes}))
     final.extend(_skipped_outcome(j) for j in skipped)
 
-    total_cost = sum(v.cost_gpu_hours for v in victims) + sum(
-        data.options[o].drain_cost for o in result.taken) / MILLI
+    total_cost = (
+        sum(v.cost_gpu_hours for v in victims)
+        + sum(data.options[o].drain_cost for o in result.taken) / MILLI
+    )
     n_served = sum(1 for o in final if o.served)
     status = "ok" if n_served else "empty"
-    summary = (f"Plan {plan_id}: serves {n_served} of {len(specs)} target(s), requeues "
-               f"{len(victims)} job(s) losing {sum(v.lost_gpu_hours for v in victims):.2f} "
-               f"GPU-hours (cost {total_cost:.2f}); solver {stats.status}, "
-               f"optimality {stats.optimality}.")
+    summary = (
+        f"Plan {plan_id}: serves {n_served} of {len(specs)} target(s), requeues "
+        f"{len(victims)} job(s) losing {sum(v.lost_gpu_hours for v in victims):.2f} "
+        f"GPU-hours (cost {total_cost:.2f}); solver {stats.status}, "
+        f"optimality {stats.optimality}."
+    )
     explanation = "\n".join([summary, *(o.explanation for o in final)])
     return Plan(
-        plan_id=plan_id, cluster=snapshot.cluster, taken_at=snapshot.taken_at, status=status,
+        plan_id=plan_id,
+        cluster=snapshot.cluster,
+        taken_at=snapshot.taken_at,
+        status=status,
         reason="" if n_served else "no target can be served (see targets)",
-        targets=tuple(final), victims=tuple(victims), actions=tuple(actions),
+        targets=tuple(final),
+        victims=tuple(victims),
+        actions=tuple(actions),
         total_cost_gpu_hours=total_cost,
         total_lost_gpu_hours=sum(v.lost_gpu_hours for v in victims),
-        solver=stats, explanation=explanation,
+        solver=stats,
+        explanation=explanation,
     )
 
 
-def _outcome(t: int, spec: TargetSpec, placements: list[Placement], cost: float,
-             served: bool, now: datetime) -> TargetOutcome:
+def _outcome(
+    t: int, spec: TargetSpec, placements: list[Placement], cost: float, served: bool, now: datetime
+) -> TargetOutcome:
     mode: PlacementMode | None = None
     start = None
     if served:
@@ -163,10 +230,19 @@ def _outcome(t: int, spec: TargetSpec, placements: list[Placement], cost: float,
         mode = "drain" if "drain" in modes else "requeue" if "requeue" in modes else "free"
         start = max([now] + [p.free_at for p in placements if p.free_at is not None])
     job = spec.job
-    return TargetOutcome(job_id=job.id, user=job.user, partition=job.partition,
-                         request=request_text(spec), value=spec.value, served=served,
-                         mode=mode, placements=tuple(placements), cost_gpu_hours=cost,
-                         expected_start=start, explanation="")
+    return TargetOutcome(
+        job_id=job.id,
+        user=job.user,
+        partition=job.partition,
+        request=request_text(spec),
+        value=spec.value,
+        served=served,
+        mode=mode,
+        placements=tuple(placements),
+        cost_gpu_hours=cost,
+        expected_start=start,
+        explanation="",
+    )
 
 
 def _actions(outcomes: list[TargetOutcome], resv: str, tag: str) -> list[Action]:
@@ -183,31 +259,59 @@ def _actions(outcomes: list[TargetOutcome], resv: str, tag: str) -> list[Action]
         nodes = tuple(p.node for p in t.placements)
         drains = [p for p in t.placements if p.mode == "drain"]
         for p in drains:
-            add(ActionKind.DRAIN, f"consolidate for job {t.job_id}", target=t.job_id,
-                nodes=(p.node,))
-        add(ActionKind.RESERVE, f"hold GPUs for job {t.job_id}", target=t.job_id, nodes=nodes,
-            reservation=resv)
+            add(
+                ActionKind.DRAIN,
+                f"consolidate for job {t.job_id}",
+                target=t.job_id,
+                nodes=(p.node,),
+            )
+        add(
+            ActionKind.RESERVE,
+            f"hold GPUs for job {t.job_id}",
+            target=t.job_id,
+            nodes=nodes,
+            reservation=resv,
+        )
         for p in t.placements:
             for v in p.victims:
                 if v not in requeued:
                     requeued.add(v)
-                    add(ActionKind.REQUEUE, f"frees GPUs for job {t.job_id}", target=t.job_id,
-                        job_id=v, nodes=(p.node,))
-        expected = max([p.free_at for p in t.placements if p.free_at is not None],
-                       default=None)
-        add(ActionKind.WAIT_FREE, f"GPUs of job {t.job_id} free", target=t.job_id, nodes=nodes,
-            expected_at=expected)
-        add(ActionKind.HAND_OVER, f"start job {t.job_id} in the reservation", target=t.job_id,
-            job_id=t.job_id, reservation=resv)
+                    add(
+                        ActionKind.REQUEUE,
+                        f"frees GPUs for job {t.job_id}",
+                        target=t.job_id,
+                        job_id=v,
+                        nodes=(p.node,),
+                    )
+        expected = max([p.free_at for p in t.placements if p.free_at is not None], default=None)
+        add(
+            ActionKind.WAIT_FREE,
+            f"GPUs of job {t.job_id} free",
+            target=t.job_id,
+            nodes=nodes,
+            expected_at=expected,
+        )
+        add(
+            ActionKind.HAND_OVER,
+            f"start job {t.job_id} in the reservation",
+            target=t.job_id,
+            job_id=t.job_id,
+            reservation=resv,
+        )
         for p in drains:
-            add(ActionKind.RESUME, f"consolidation for job {t.job_id} done", target=t.job_id,
-                nodes=(p.node,))
+            add(
+                ActionKind.RESUME,
+                f"consolidation for job {t.job_id} done",
+                target=t.job_id,
+                nodes=(p.node,),
+            )
         add(ActionKind.RELEASE, f"job {t.job_id} started", target=t.job_id, reservation=resv)
     return out
 
 
-def _victim_reason(job: Job, for_t: tuple[str, ...], outcomes: list[TargetOutcome],
-                   source: str) -> str:
+def _victim_reason(
+    job: Job, for_t: tuple[str, ...], outcomes: list[TargetOutcome], source: str
+) -> str:
     parts = []
     for o in outcomes:
         if o.job_id not in for_t:
@@ -215,15 +319,17 @@ def _victim_reason(job: Job, for_t: tuple[str, ...], outcomes: list[TargetOutcom
         for p in o.placements:
             mine = sorted(set(p.gpus) & set(job.gpus.get(p.node, frozenset())))
             if mine:
-                parts.append(f"holds GPU {','.join(map(str, mine))} of {p.node} in the block "
-                             f"for job {o.job_id}")
+                parts.append(
+                    f"holds GPU {','.join(map(str, mine))} of {p.node} in the block "
+                    f"for job {o.job_id}"
+                )
     text = "; ".join(parts) or "frees GPUs for " + ", ".join(for_t)
     if len(job.gpus) > 1:
         text += f"; spans {len(job.gpus)} nodes, requeued whole"
     return text + ("" if source == "checkpoint" else "; no checkpoint: work since start lost")
 
 
-def _served_text(out: TargetOutcome, notes: tuple[object, ...]) -> str:
+def _served_text(out: TargetOutcome, notes: Sequence[NodeNote]) -> str:
     shares = []
     for p in out.placements:
         gpus = ",".join(map(str, p.gpus))
@@ -231,15 +337,19 @@ def _served_text(out: TargetOutcome, notes: tuple[object, ...]) -> str:
             shares.append(f"{p.node} GPUs {gpus} (free now)")
         elif p.mode == "drain":
             assert p.free_at is not None
-            shares.append(f"{p.node} GPUs {gpus} after draining {p.node}: "
-                          f"{', '.join(p.blockers)} reach their time limit by "
-                          f"{p.free_at:%H:%M}")
+            shares.append(
+                f"{p.node} GPUs {gpus} after draining {p.node}: "
+                f"{', '.join(p.blockers)} reach their time limit by "
+                f"{p.free_at:%H:%M}"
+            )
         else:
             shares.append(f"{p.node} GPUs {gpus} by requeueing {', '.join(p.victims)}")
-    text = f"{out.job_id} ({out.request}): gets " + "; ".join(shares) + \
-        f" (cost {out.cost_gpu_hours:.2f} GPU-h)."
-    others = [f"{n.node}: {n.detail}" for n in notes  # type: ignore[attr-defined]
-              if n.verdict != "chosen"]  # type: ignore[attr-defined]
+    text = (
+        f"{out.job_id} ({out.request}): gets "
+        + "; ".join(shares)
+        + f" (cost {out.cost_gpu_hours:.2f} GPU-h)."
+    )
+    others = [f"{n.node}: {n.detail}" for n in notes if n.verdict != "chosen"]
     if others:
         text += " Other nodes: " + "; ".join(others) + "."
     return text

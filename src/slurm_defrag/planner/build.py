@@ -37,8 +37,10 @@ def target_specs(snapshot: ClusterSnapshot, jobs: list[Job]) -> tuple[list[Targe
             skipped.append(job)
         else:
             plannable.append((job, item))
-    order = sorted(range(len(plannable)), key=lambda i: (
-        plannable[i][0].priority, -_submit_ts(plannable[i][0]), plannable[i][0].id))
+    order = sorted(
+        range(len(plannable)),
+        key=lambda i: (plannable[i][0].priority, -_submit_ts(plannable[i][0]), plannable[i][0].id),
+    )
     rank = {i: r for r, i in enumerate(order)}
     scale = len(plannable) + 1
     specs = []
@@ -47,11 +49,19 @@ def target_specs(snapshot: ClusterSnapshot, jobs: list[Job]) -> tuple[list[Targe
         same_domain = bool(item.nvlink and item.nodes > 1 and snapshot.nvlink_domains)
         # The share's host demand is part of its geometry: candidates must free CPUs and
         # memory too, not only GPUs (a node with a free GPU but no free CPUs is not "free").
-        geometry = replace(geometry_of(item), cpus=job.cpus_per_node,
-                           memory_mb=job.memory_mb_per_node)
-        specs.append(TargetSpec(job, item, geometry, item.nodes,
-                                value=job.request.gpus * scale + rank[i] + 1,
-                                same_domain=same_domain))
+        geometry = replace(
+            geometry_of(item), cpus=job.cpus_per_node, memory_mb=job.memory_mb_per_node
+        )
+        specs.append(
+            TargetSpec(
+                job,
+                item,
+                geometry,
+                item.nodes,
+                value=job.request.gpus * scale + rank[i] + 1,
+                same_domain=same_domain,
+            )
+        )
     return specs, skipped
 
 
@@ -93,38 +103,78 @@ def to_problem(
     for n in nodes_used:
         node = snapshot.nodes[n]
         dom = snapshot.domain_of(node)
-        node_data.append(NodeData(node.name, node.gpu_count, snapshot.free_masks[node.name],
-                                  dom_idx[dom.name] if dom is not None else None,
-                                  node.cpus_free, node.memory_free_mb))
+        node_data.append(
+            NodeData(
+                node.name,
+                node.gpu_count,
+                snapshot.free_masks[node.name],
+                dom_idx[dom.name] if dom is not None else None,
+                node.cpus_free,
+                node.memory_free_mb,
+            )
+        )
     users = tuple(sorted({by_id[table.ids[j]].user for j in jobs_used}))
     user_idx = {u: i for i, u in enumerate(users)}
     job_data = []
     for j in jobs_used:
         job = by_id[table.ids[j]]
-        gpus = tuple(sorted(
-            (node_new[table.node_index[name]], _mask(idx)) for name, idx in job.gpus.items()))
+        gpus = tuple(
+            sorted((node_new[table.node_index[name]], _mask(idx)) for name, idx in job.gpus.items())
+        )
         c = table.costs[j]
-        job_data.append(JobData(job.id, user_idx[job.user], table.cost_milli[j],
-                                to_milli(c.lost_gpu_hours), gpus, job.cpus_per_node,
-                                job.memory_mb_per_node))
-    options = tuple(
-        OptionData(o.target, node_new[o.node], o.mask, o.kind,
-                   tuple(sorted(job_new[j] for j in o.victims)), o.busy,
-                   o.cost if o.kind == "drain" else 0, o.wait_s, o.blockers)
-        for o in kept
+        job_data.append(
+            JobData(
+                job.id,
+                user_idx[job.user],
+                table.cost_milli[j],
+                to_milli(c.lost_gpu_hours),
+                gpus,
+                job.cpus_per_node,
+                job.memory_mb_per_node,
+            )
+        )
+    # Members of a class carry copies of the same options: convert each placement once.
+    converted: dict[tuple[object, ...], tuple[int, tuple[int, ...], int]] = {}
+    option_list = []
+    for o in kept:
+        key = (o.node, o.victims, o.kind, o.cost)
+        hit = converted.get(key)
+        if hit is None:
+            hit = converted[key] = (
+                node_new[o.node],
+                tuple(sorted(job_new[j] for j in o.victims)),
+                o.cost if o.kind == "drain" else 0,
+            )
+        option_list.append(
+            OptionData(
+                o.target, hit[0], o.mask, o.kind, hit[1], o.busy, hit[2], o.wait_s, o.blockers
+            )
+        )
+    options = tuple(option_list)
+    targets = tuple(
+        TargetData(
+            s.job.id,
+            s.value,
+            s.nodes,
+            s.item.gpus_per_node,
+            s.same_domain,
+            s.job.cpus_per_node,
+            s.job.memory_mb_per_node,
+        )
+        for s in specs
     )
-    targets = tuple(TargetData(s.job.id, s.value, s.nodes, s.item.gpus_per_node, s.same_domain,
-                               s.job.cpus_per_node, s.job.memory_mb_per_node)
-                    for s in specs)
     limits = LimitData(
         max_victims=budget.victims,
         max_lost=None if budget.gpu_hours is None else to_milli(budget.gpu_hours),
         user_caps=tuple(budget.per_user.get(u) for u in users) if budget.per_user else (),
     )
-    data = ProblemData(targets, tuple(node_data), tuple(job_data), users, options, limits,
-                       domains)
-    return Indexed(data, tuple(snapshot.nodes[n].name for n in nodes_used),
-                   tuple(table.ids[j] for j in jobs_used), tuple(kept))
+    data = ProblemData(targets, tuple(node_data), tuple(job_data), users, options, limits, domains)
+    return Indexed(
+        data,
+        tuple(snapshot.nodes[n].name for n in nodes_used),
+        tuple(table.ids[j] for j in jobs_used),
+        tuple(kept),
+    )
 
 
 def _host_fits(snapshot: ClusterSnapshot, target: Job, option: RawOption, table: JobTable) -> bool:
@@ -132,13 +182,16 @@ def _host_fits(snapshot: ClusterSnapshot, target: Job, option: RawOption, table:
     drain, its blockers) are gone? Untracked resources always fit; the model then checks
     that shares on one node do not together ask for more."""
     node = snapshot.nodes[option.node]
+    if node.cpus_free is None and node.memory_free_mb is None:
+        return True  # host resources not tracked: the common case, no lookups
     freed = [snapshot.job_by_id[table.ids[j]] for j in option.victims]
     freed += [snapshot.job_by_id[b] for b in option.blockers if b in snapshot.job_by_id]
     cpus, mem = node.cpus_free, node.memory_free_mb
     if cpus is not None and cpus + sum(j.cpus_per_node for j in freed) < target.cpus_per_node:
         return False
     return mem is None or mem + sum(j.memory_mb_per_node for j in freed) >= (
-        target.memory_mb_per_node)
+        target.memory_mb_per_node
+    )
 
 
 def _mask(idx: frozenset[int]) -> int:

@@ -45,7 +45,18 @@ def split(data: ProblemData) -> list[Part]:
     groups: dict[int, list[int]] = {}
     for t in range(len(data.targets)):
         groups.setdefault(find(t), []).append(t)
-    return [_part(data, ts) for _, ts in sorted(groups.items())]
+    parts = [ts for _, ts in sorted(groups.items())]
+    if sum(1 for ts in parts if any(data.target_options[t] for t in ts)) <= 1:
+        # At most one part has anything to decide (the 10,000-node bench: one part of 446
+        # targets and 54 targets without options): the whole problem is that part, and
+        # copying its 228,000 options cost 3 s. Targets without options are just unserved.
+        n = len(data.targets)
+        return [
+            Part(
+                data, tuple(range(n)), tuple(range(len(data.options))), tuple(range(len(data.jobs)))
+            )
+        ]
+    return [_part(data, ts) for ts in parts]
 
 
 def _part(data: ProblemData, targets: list[int]) -> Part:
@@ -53,23 +64,38 @@ def _part(data: ProblemData, targets: list[int]) -> Part:
     opts = [i for t in targets for i in data.target_options[t]]
     jobs = sorted({j for i in opts for j in data.options[i].victims})
     j_new = {j: i for i, j in enumerate(jobs)}
-    nodes = sorted({data.options[i].node for i in opts}
-                   | {n for j in jobs for n, _ in data.jobs[j].gpus})
+    nodes = sorted(
+        {data.options[i].node for i in opts} | {n for j in jobs for n, _ in data.jobs[j].gpus}
+    )
     n_new = {n: i for i, n in enumerate(nodes)}
     users = sorted({data.jobs[j].user for j in jobs})
     u_new = {u: i for i, u in enumerate(users)}
     sub = ProblemData(
         targets=tuple(data.targets[t] for t in targets),
         nodes=tuple(data.nodes[n] for n in nodes),
-        jobs=tuple(replace(data.jobs[j], user=u_new[data.jobs[j].user],
-                           gpus=tuple((n_new[n], m) for n, m in data.jobs[j].gpus))
-                   for j in jobs),
+        jobs=tuple(
+            replace(
+                data.jobs[j],
+                user=u_new[data.jobs[j].user],
+                gpus=tuple((n_new[n], m) for n, m in data.jobs[j].gpus),
+            )
+            for j in jobs
+        ),
         users=tuple(data.users[u] for u in users),
         options=tuple(
-            OptionData(t_new[o.target], n_new[o.node], o.mask, o.kind,
-                       tuple(j_new[j] for j in o.victims), o.busy, o.drain_cost, o.wait_s,
-                       o.blockers)
-            for o in (data.options[i] for i in opts)),
+            OptionData(
+                t_new[o.target],
+                n_new[o.node],
+                o.mask,
+                o.kind,
+                tuple(j_new[j] for j in o.victims),
+                o.busy,
+                o.drain_cost,
+                o.wait_s,
+                o.blockers,
+            )
+            for o in (data.options[i] for i in opts)
+        ),
         limits=LimitData(),
         domains=data.domains,
     )

@@ -24,14 +24,20 @@ MAX_NOTES = 12
 def request_text(spec: TargetSpec) -> str:
     item = spec.item
     shape = f"{item.nodes}x{item.gpus_per_node}"
-    return shape + (" whole-node" if item.whole_node else "") + (
-        " nvlink" if item.nvlink else "") + (f" {item.gpu_model}" if item.gpu_model else "")
+    return (
+        shape
+        + (" whole-node" if item.whole_node else "")
+        + (" nvlink" if item.nvlink else "")
+        + (f" {item.gpu_model}" if item.gpu_model else "")
+    )
 
 
 def _way(o: RawOption, table: JobTable, snapshot: ClusterSnapshot) -> str:
     if o.kind is OptionKind.DRAIN:
-        return (f"drain until {', '.join(o.blockers)} reach their time limit in "
-                f"{o.wait_s / 3600:.1f} h ({o.cost / MILLI:.2f} GPU-h idle)")
+        return (
+            f"drain until {', '.join(o.blockers)} reach their time limit in "
+            f"{o.wait_s / 3600:.1f} h ({o.cost / MILLI:.2f} GPU-h idle)"
+        )
     if not o.victims:
         return "free now"
     parts = []
@@ -39,8 +45,9 @@ def _way(o: RawOption, table: JobTable, snapshot: ClusterSnapshot) -> str:
         job = snapshot.job_by_id[table.ids[j]]
         c = table.costs[j]
         hours = c.lost_gpu_hours / job.gpu_count if job.gpu_count else 0.0
-        parts.append(f"{job.id} ({job.gpu_count} GPUs x {hours:.1f} h = "
-                     f"{c.lost_gpu_hours:.2f} GPU-h lost)")
+        parts.append(
+            f"{job.id} ({job.gpu_count} GPUs x {hours:.1f} h = {c.lost_gpu_hours:.2f} GPU-h lost)"
+        )
     return "requeue " + ", ".join(parts) + f", cost {o.cost / MILLI:.2f}"
 
 
@@ -66,8 +73,12 @@ def node_notes(
     if info.ranked is not None:  # pruned: the class ranking has the cheapest nodes
         others = [n for _, n in info.ranked if n not in chosen_idx]
     else:
-        others = [n for _, n in sorted((b.lower_bound(n, g), n) for n in info.eligible
-                                       if n not in chosen_idx)]
+        others = [
+            n
+            for _, n in sorted(
+                (b.lower_bound(n, g), n) for n in info.eligible if n not in chosen_idx
+            )
+        ]
     shown = sorted(chosen_idx) + others[:MAX_NOTES]
     chosen_models = {snapshot.node_by_name[n].gpu_model for n in chosen}
     possible: list[tuple[int, NodeNote]] = []
@@ -75,30 +86,45 @@ def node_notes(
         node = snapshot.nodes[n]
         opts = [o for o in b.single(n, g) if o is not None]
         if not opts:
-            verdict, detail, cost = "protected", _blocked_text(snapshot, cands, table, n,
-                                                              spec), None
+            verdict, detail, cost = (
+                "protected",
+                _blocked_text(snapshot, cands, table, n, spec),
+                None,
+            )
             rank = 1 << 62
         else:
             best = min(opts, key=lambda o: o.composite(weight))
             verdict = "chosen" if node.name in chosen else "possible"
             detail = ("cheapest alone: " if verdict == "possible" else "") + _way(
-                best, table, snapshot)
+                best, table, snapshot
+            )
             cost = best.cost / MILLI
             rank = -1 if verdict == "chosen" else best.composite(weight)
-        if (spec.item.gpu_model is None and chosen_models and node.gpu_model not in
-                chosen_models and node.name not in chosen):
-            detail = (f"{node.gpu_model}, eligible since the job asks for no GPU model; "
-                      + detail)
-        possible.append((rank, NodeNote(node=node.name, verdict=verdict, detail=detail,
-                                        cost_gpu_hours=cost)))
+        if (
+            spec.item.gpu_model is None
+            and chosen_models
+            and node.gpu_model not in chosen_models
+            and node.name not in chosen
+        ):
+            detail = f"{node.gpu_model}, eligible since the job asks for no GPU model; " + detail
+        possible.append(
+            (rank, NodeNote(node=node.name, verdict=verdict, detail=detail, cost_gpu_hours=cost))
+        )
     possible.sort(key=lambda p: (p[0], p[1].node))
     notes = [n for _, n in possible]
-    for n, v in info.ineligible:
+    # Only as many "can never host it" notes as the cap keeps: text for every ineligible
+    # node of a 10,000-node cluster was a third of the planner's CPU, all thrown away.
+    room = MAX_NOTES - len(notes)
+    for n, v in info.ineligible[: max(0, room)]:
         node = snapshot.nodes[n]
         topo = snapshot.topology_of(node)
-        notes.append(NodeNote(node=node.name, verdict=v.value,
-                              detail=explain(node, topo, snapshot.free_masks[node.name],
-                                             spec.item, v)))
+        notes.append(
+            NodeNote(
+                node=node.name,
+                verdict=v.value,
+                detail=explain(node, topo, snapshot.free_masks[node.name], spec.item, v),
+            )
+        )
     if len(notes) > MAX_NOTES:
         keep = [x for x in notes if x.verdict == "chosen"]
         rest = [x for x in notes if x.verdict != "chosen"]
@@ -106,16 +132,21 @@ def node_notes(
     return tuple(notes)
 
 
-def _blocked_text(snapshot: ClusterSnapshot, cands: Candidates, table: JobTable, n: int,
-                  spec: TargetSpec) -> str:
+def _blocked_text(
+    snapshot: ClusterSnapshot, cands: Candidates, table: JobTable, n: int, spec: TargetSpec
+) -> str:
     st = cands.states.get(n)
     if st is None:
         return "not examined"
-    holders = sorted({b for i, b in enumerate(st.blocker_ids)
-                      if b is not None and st.immovable >> i & 1})
+    holders = sorted(
+        {b for i, b in enumerate(st.blocker_ids) if b is not None and st.immovable >> i & 1}
+    )
     why = [f"{h} ({'; '.join(table.protected.get(h, ('not visible',)))})" for h in holders]
-    return (f"every {spec.geometry} block holds a job that may not be requeued: "
-            + ", ".join(why)) if why else f"no {spec.geometry} block"
+    return (
+        (f"every {spec.geometry} block holds a job that may not be requeued: " + ", ".join(why))
+        if why
+        else f"no {spec.geometry} block"
+    )
 
 
 def unserved_reason(
@@ -133,11 +164,14 @@ def unserved_reason(
         counts = Counter(v.value for _, v in info.ineligible)
         if not counts:
             return head + f"no node in partition {spec.job.partition or '(any)'}"
-        return head + "no node can ever host it: " + ", ".join(
-            f"{v} ({k} nodes)" for v, k in sorted(counts.items()))
+        return (
+            head
+            + "no node can ever host it: "
+            + ", ".join(f"{v} ({k} nodes)" for v, k in sorted(counts.items()))
+        )
     b = cands.builder
     g = spec.geometry
-    able = [n for n in info.eligible if b.has_way(n, g)]
+    able = b.able_nodes(info.eligible, g)
     if not able and any(b.gpus_way(n, g) for n in info.eligible):
         return head + "no node can give its CPUs and memory, even requeueing every job it may"
     if not able:
@@ -152,30 +186,41 @@ def unserved_reason(
                     holders.add(bid)
                     for r in table.protected.get(bid, ("held by a job not in the snapshot",)):
                         reasons[r.split(" (")[0] if r.startswith("name=") else r] += 1
-        return head + f"all {len(holders)} candidate victims are protected: " + ", ".join(
-            f"{r} ({k})" if k > 1 else r for r, k in reasons.most_common())
+        return (
+            head
+            + f"all {len(holders)} candidate victims are protected: "
+            + ", ".join(f"{r} ({k})" if k > 1 else r for r, k in reasons.most_common())
+        )
     if len(able) < spec.nodes:
         return head + (f"needs {spec.nodes} nodes, only {len(able)} can host a share")
     ranked, _ = b.rank(able, g, 1)
     if not ranked:
         return head + "no placement fits its CPUs and memory"
-    best = min((o for o in b.single(ranked[0][1], g) if o is not None),
-               key=lambda o: (o.cost, len(o.victims)))
+    best = min(
+        (o for o in b.single(ranked[0][1], g) if o is not None),
+        key=lambda o: (o.cost, len(o.victims)),
+    )
     node = snapshot.nodes[best.node].name
     lim = policy.limits
     if best.kind is OptionKind.REQUEUE:
         if lim.max_victims_per_plan is not None and len(best.victims) > lim.max_victims_per_plan:
-            return head + (f"its cheapest placement ({node}: {_way(best, table, snapshot)}) "
-                           f"needs {len(best.victims)} requeues, limits.max_victims_per_plan "
-                           f"allows {lim.max_victims_per_plan}")
+            return head + (
+                f"its cheapest placement ({node}: {_way(best, table, snapshot)}) "
+                f"needs {len(best.victims)} requeues, limits.max_victims_per_plan "
+                f"allows {lim.max_victims_per_plan}"
+            )
         lost = sum(table.costs[j].lost_gpu_hours for j in best.victims)
         gh = lim.max_gpu_hours_lost_per_plan
         if gh is not None and lost > gh:
-            return head + (f"its cheapest placement ({node}) loses {lost:.2f} GPU-hours, "
-                           f"limits.max_gpu_hours_lost_per_plan allows {gh:g}")
-    return head + ("the GPUs or the limit budget it needs went to higher-value targets "
-                   f"(its cheapest placement alone: {node}: {_way(best, table, snapshot)}); "
-                   "limits: " + _limits_text(policy))
+            return head + (
+                f"its cheapest placement ({node}) loses {lost:.2f} GPU-hours, "
+                f"limits.max_gpu_hours_lost_per_plan allows {gh:g}"
+            )
+    return head + (
+        "the GPUs or the limit budget it needs went to higher-value targets "
+        f"(its cheapest placement alone: {node}: {_way(best, table, snapshot)}); "
+        "limits: " + _limits_text(policy)
+    )
 
 
 def _limits_text(policy: Policy) -> str:

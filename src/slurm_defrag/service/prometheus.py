@@ -57,14 +57,14 @@ NO_MODEL = "?"
 ANY_MODEL = "any"
 """``gpu_model`` of pending jobs that accept any model."""
 DIMENSIONS = ("spatial", "topology", "configuration")
-CYCLE_OUTCOMES = ("read-only", "slurm-unavailable", "off", "idle", "advanced", "planned",
-                  "error")  # fmt: skip
+CYCLE_OUTCOMES = ("read-only", "slurm-unavailable", "off", "idle", "unchanged", "advanced",
+                  "planned", "error")  # fmt: skip
 PLAN_OUTCOMES: tuple[PlanOutcome, ...] = ("done", "refused", "rolled-back", "failed")
 SLURM_ERROR_KINDS: tuple[SlurmErrorKind, ...] = ("unavailable", "rejected", "parse")
 MODES = ("dry-run", "enforce")
 
 # Cycles take seconds (a few Slurm commands, one solve); the solver is capped by
-# max_time_in_seconds (default 10 s). Buckets cover 10 ms .. 5 min.
+# max_time_in_seconds (default 30 s). Buckets cover 10 ms .. 5 min.
 _SECONDS = (0.01, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300)
 
 
@@ -98,15 +98,25 @@ def snapshot_families(report: FragReport) -> list[Metric]:
 
     gpus = gauge("gpus", "GPUs on the nodes of the partition and model.")
     free = gauge("free_gpus", "GPUs held by no job (on any node, available or not).")
-    unavailable = gauge("free_unavailable_gpus",
-                        "Free GPUs on nodes that take no new work (drained, down, reserved).")
-    unusable = gauge("unusable_gpus",
-                     "Free GPUs on available nodes that no job of the workload mix can use "
-                     "now, by dimension (spatial, topology, configuration).", ["dimension"])
-    block = gauge("largest_free_nvlink_block_gpus",
-                  "Size of the largest free NVLink block on an available node.")
-    fgd = gauge("fgd_gpus", "FGD: expected free GPUs unusable by a job drawn from the "
-                "workload mix (Weng et al., ATC'23), summed over nodes.")
+    unavailable = gauge(
+        "free_unavailable_gpus",
+        "Free GPUs on nodes that take no new work (drained, down, reserved).",
+    )
+    unusable = gauge(
+        "unusable_gpus",
+        "Free GPUs on available nodes that no job of the workload mix can use "
+        "now, by dimension (spatial, topology, configuration).",
+        ["dimension"],
+    )
+    block = gauge(
+        "largest_free_nvlink_block_gpus",
+        "Size of the largest free NVLink block on an available node.",
+    )
+    fgd = gauge(
+        "fgd_gpus",
+        "FGD: expected free GPUs unusable by a job drawn from the "
+        "workload mix (Weng et al., ATC'23), summed over nodes.",
+    )
     for (partition, model), g in by_partition_and_model(report).items():
         key = [partition, model]
         c = g.counts
@@ -118,18 +128,23 @@ def snapshot_families(report: FragReport) -> list[Metric]:
         block.add_metric(key, g.largest_free_block)
         fgd.add_metric(key, c.fgd)
 
-    starved = gauge("falsely_starved_jobs", "Pending GPU jobs that would start if the free "
-                    "GPUs were not fragmented, by reason; gpu_model is the one requested.",
-                    ["reason"])
+    starved = gauge(
+        "falsely_starved_jobs",
+        "Pending GPU jobs that would start if the free "
+        "GPUs were not fragmented, by reason; gpu_model is the one requested.",
+        ["reason"],
+    )
     counts: dict[tuple[str, str, str], int] = defaultdict(int)
     for job in report.falsely_starved:
         counts[(job.partition, job.gpu_model or ANY_MODEL, job.reason or "unknown")] += 1
     for key3, n in sorted(counts.items()):
         starved.add_metric(list(key3), n)
 
-    taken = GaugeMetricFamily(PREFIX + "snapshot_timestamp_seconds",
-                              "When the snapshot these gauges describe was read (Unix time).",
-                              value=report.taken_at.timestamp())
+    taken = GaugeMetricFamily(
+        PREFIX + "snapshot_timestamp_seconds",
+        "When the snapshot these gauges describe was read (Unix time).",
+        value=report.taken_at.timestamp(),
+    )
     return [gpus, free, unavailable, unusable, block, fgd, starved, taken]
 
 
@@ -158,16 +173,22 @@ class ServiceCollector(Collector):
     def collect(self) -> Iterator[Metric]:
         # Nothing here reads the database: a scrape must answer while it is down.
         s = self.service
-        yield GaugeMetricFamily(PREFIX + "up", "1 while cycles run on time (as /healthz).",
-                                value=int(s.healthy()))
-        yield GaugeMetricFamily(PREFIX + "lease_held",
-                                "1 if this instance holds the leader lease: the one that "
-                                "reads, stores and acts.", value=int(s.lease.held))
-        yield GaugeMetricFamily(PREFIX + "kill_switch_engaged",
-                                "1 while the kill switch file exists (no action).",
-                                value=int(s.kill_switch() is not None))
-        mode = GaugeMetricFamily(PREFIX + "mode", "The configured mode: 1 for the current one.",
-                                 labels=["mode"])
+        yield GaugeMetricFamily(
+            PREFIX + "up", "1 while cycles run on time (as /healthz).", value=int(s.healthy())
+        )
+        yield GaugeMetricFamily(
+            PREFIX + "lease_held",
+            "1 if this instance holds the leader lease: the one that reads, stores and acts.",
+            value=int(s.lease.held),
+        )
+        yield GaugeMetricFamily(
+            PREFIX + "kill_switch_engaged",
+            "1 while the kill switch file exists (no action).",
+            value=int(s.kill_switch() is not None),
+        )
+        mode = GaugeMetricFamily(
+            PREFIX + "mode", "The configured mode: 1 for the current one.", labels=["mode"]
+        )
         for m in ("off", *MODES):
             mode.add_metric([m], int(m == s.settings.mode))
         yield mode
@@ -188,8 +209,12 @@ def build_info() -> dict[str, str]:
         except PackageNotFoundError:
             return "none"
 
-    return {"version": __version__, "ortools": of("ortools"), "sqlalchemy": of("sqlalchemy"),
-            "pyslurm": of("pyslurm")}
+    return {
+        "version": __version__,
+        "ortools": of("ortools"),
+        "sqlalchemy": of("sqlalchemy"),
+        "pyslurm": of("pyslurm"),
+    }
 
 
 class Exporter:
@@ -210,31 +235,57 @@ class Exporter:
         # on this registry: a per-service registry does not get the global default's.
         ProcessCollector(registry=r)
         PlatformCollector(registry=r)
-        Info(PREFIX.rstrip("_") + "_build", "Version of slurm-defrag and of the libraries "
-             "that decide plans.", registry=r).info(build_info())
-        self.cycle_seconds = Histogram(PREFIX + "cycle_duration_seconds",
-                                       "Duration of one service cycle.", buckets=_SECONDS,
-                                       registry=r)
-        self.cycles = Counter(PREFIX + "cycles_total", "Cycles by outcome.", ["outcome"],
-                              registry=r)
-        self.last_cycle = GaugeSeries(PREFIX + "last_cycle_timestamp_seconds",
-                                      "When the last cycle ended (Unix time).", registry=r)
-        self.solve_seconds = Histogram(PREFIX + "solve_duration_seconds",
-                                       "CP-SAT time of one planning solve (cycles where the "
-                                       "planner had something to decide).", buckets=_SECONDS,
-                                       registry=r)
-        self.plans = Counter(PREFIX + "plans_total", "Plans ended, by mode and outcome.",
-                             ["mode", "outcome"], registry=r)
-        self.victims = Counter(PREFIX + "victims_requeued_total", "Victim jobs requeued by plans "
-                               "(dry-run: in the sandbox only).", ["mode"], registry=r)
-        self.lost = Counter(PREFIX + "victim_gpu_seconds_lost_total", "GPU-seconds of work the "
-                            "requeued victims had done (GPUs x runtime so far).", ["mode"],
-                            registry=r)
-        self.slurm_errors = Counter(PREFIX + "slurm_errors_total", "Failed Slurm calls by kind.",
-                                    ["kind"], registry=r)
-        self.preemptions = GaugeSeries(PREFIX + "preemptions_last_hour",
-                                       "Jobs requeued by enforce plans in the last hour, from "
-                                       "the database (all instances).", registry=r)
+        Info(
+            PREFIX.rstrip("_") + "_build",
+            "Version of slurm-defrag and of the libraries that decide plans.",
+            registry=r,
+        ).info(build_info())
+        self.cycle_seconds = Histogram(
+            PREFIX + "cycle_duration_seconds",
+            "Duration of one service cycle.",
+            buckets=_SECONDS,
+            registry=r,
+        )
+        self.cycles = Counter(
+            PREFIX + "cycles_total", "Cycles by outcome.", ["outcome"], registry=r
+        )
+        self.last_cycle = GaugeSeries(
+            PREFIX + "last_cycle_timestamp_seconds",
+            "When the last cycle ended (Unix time).",
+            registry=r,
+        )
+        self.solve_seconds = Histogram(
+            PREFIX + "solve_duration_seconds",
+            "CP-SAT time of one planning solve (cycles where the planner had something to decide).",
+            buckets=_SECONDS,
+            registry=r,
+        )
+        self.plans = Counter(
+            PREFIX + "plans_total",
+            "Plans ended, by mode and outcome.",
+            ["mode", "outcome"],
+            registry=r,
+        )
+        self.victims = Counter(
+            PREFIX + "victims_requeued_total",
+            "Victim jobs requeued by plans (dry-run: in the sandbox only).",
+            ["mode"],
+            registry=r,
+        )
+        self.lost = Counter(
+            PREFIX + "victim_gpu_seconds_lost_total",
+            "GPU-seconds of work the requeued victims had done (GPUs x runtime so far).",
+            ["mode"],
+            registry=r,
+        )
+        self.slurm_errors = Counter(
+            PREFIX + "slurm_errors_total", "Failed Slurm calls by kind.", ["kind"], registry=r
+        )
+        self.preemptions = GaugeSeries(
+            PREFIX + "preemptions_last_hour",
+            "Jobs requeued by enforce plans in the last hour, from the database (all instances).",
+            registry=r,
+        )
         # Every label value known up front exists from the start at 0, so rate() and
         # increase() see the first event instead of a series appearing at 1.
         for outcome in CYCLE_OUTCOMES:

@@ -13,8 +13,15 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from enum import StrEnum
 
-__all__ = ["JobData", "LimitData", "NodeData", "OptionData", "OptionKind",
-           "ProblemData", "TargetData"]
+__all__ = [
+    "JobData",
+    "LimitData",
+    "NodeData",
+    "OptionData",
+    "OptionKind",
+    "ProblemData",
+    "TargetData",
+]
 
 
 class OptionKind(StrEnum):
@@ -145,7 +152,13 @@ class ProblemData:
         object.__setattr__(self, "job_options", tuple(map(tuple, by_j)))
 
     def _validate(self) -> None:
-        nt, nn, nj = len(self.targets), len(self.nodes), len(self.jobs)
+        self._validate_jobs_and_nodes()
+        held = {(j, n): mask for j, job in enumerate(self.jobs) for n, mask in job.gpus}
+        for i, o in enumerate(self.options):
+            self._validate_option(i, o, held)
+
+    def _validate_jobs_and_nodes(self) -> None:
+        nn = len(self.nodes)
         for j, job in enumerate(self.jobs):
             if not 0 <= job.user < len(self.users):
                 raise ValueError(f"job {j}: user index {job.user} out of range")
@@ -159,39 +172,36 @@ class ProblemData:
                 raise ValueError(f"node {n}: domain index {node.domain} out of range")
         if len(self.limits.user_caps) not in (0, len(self.users)):
             raise ValueError("limits.user_caps must have one entry per user")
-        held: dict[tuple[int, int], int] = {}
-        for j, job in enumerate(self.jobs):
-            for n, mask in job.gpus:
-                held[(j, n)] = mask
-        for i, o in enumerate(self.options):
-            if not (0 <= o.target < nt and 0 <= o.node < nn):
-                raise ValueError(f"option {i}: target or node index out of range")
-            node, target = self.nodes[o.node], self.targets[o.target]
-            if not o.mask or o.mask >> node.gpu_count:
-                raise ValueError(f"option {i}: GPU mask does not fit node {node.name}")
-            if o.mask.bit_count() < target.gpus_per_node:
-                raise ValueError(f"option {i}: fewer GPUs than target {target.job_id} needs")
-            if target.same_domain and node.domain is None:
-                raise ValueError(f"option {i}: target needs an NVLink domain, node has none")
-            covered = node.free_mask
-            for j in o.victims:
-                if not 0 <= j < nj:
-                    raise ValueError(f"option {i}: victim index {j} out of range")
-                mine = held.get((j, o.node), 0)
-                # A victim may hold none of the block's GPUs when the share needs the CPUs
-                # or memory it frees on that node (see candidates.host_victims).
-                if not mine:
-                    raise ValueError(f"option {i}: victim {j} holds no GPU on the node")
-                covered |= mine
-            if o.kind is OptionKind.REQUEUE and o.mask & ~covered:
-                raise ValueError(f"option {i}: block has busy GPUs no victim frees")
-            if o.kind is OptionKind.DRAIN and o.victims:
-                raise ValueError(f"option {i}: a drain requeues nothing")
-            if o.busy != (o.mask & ~node.free_mask).bit_count():
-                raise ValueError(f"option {i}: busy count does not match the mask")
+
+    def _validate_option(self, i: int, o: OptionData, held: dict[tuple[int, int], int]) -> None:
+        if not (0 <= o.target < len(self.targets) and 0 <= o.node < len(self.nodes)):
+            raise ValueError(f"option {i}: target or node index out of range")
+        node, target = self.nodes[o.node], self.targets[o.target]
+        if not o.mask or o.mask >> node.gpu_count:
+            raise ValueError(f"option {i}: GPU mask does not fit node {node.name}")
+        if o.mask.bit_count() < target.gpus_per_node:
+            raise ValueError(f"option {i}: fewer GPUs than target {target.job_id} needs")
+        if target.same_domain and node.domain is None:
+            raise ValueError(f"option {i}: target needs an NVLink domain, node has none")
+        covered = node.free_mask
+        for j in o.victims:
+            if not 0 <= j < len(self.jobs):
+                raise ValueError(f"option {i}: victim index {j} out of range")
+            mine = held.get((j, o.node), 0)
+            # A victim may hold none of the block's GPUs when the share needs the CPUs
+            # or memory it frees on that node (see candidates.host_victims).
+            if not mine:
+                raise ValueError(f"option {i}: victim {j} holds no GPU on the node")
+            covered |= mine
+        if o.kind is OptionKind.REQUEUE and o.mask & ~covered:
+            raise ValueError(f"option {i}: block has busy GPUs no victim frees")
+        if o.kind is OptionKind.DRAIN and o.victims:
+            raise ValueError(f"option {i}: a drain requeues nothing")
+        if o.busy != (o.mask & ~node.free_mask).bit_count():
+            raise ValueError(f"option {i}: busy count does not match the mask")
 
     @property
     def max_busy(self) -> int:
         """Upper bound of the objective's "busy GPUs used" term."""
-        return sum(t.nodes * max((n.gpu_count for n in self.nodes), default=0)
-                   for t in self.targets)
+        widest = max((n.gpu_count for n in self.nodes), default=0)
+        return sum(t.nodes * widest for t in self.targets)

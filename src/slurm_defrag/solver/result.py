@@ -30,6 +30,16 @@ class SolveResult:
     taken: tuple[int, ...] = ()
     requeued: tuple[int, ...] = ()
     served: tuple[int, ...] = ()
+    value_bound: int | None = None
+    """Proven upper bound of the value any plan can serve (sum of target values)."""
+    cost: int | None = None
+    """Victims' cost plus drain idle time of this plan, milli-GPU-hours."""
+    cost_bound: int | None = None
+    """Proven lower bound of that cost for any plan serving at least this plan's value."""
+    work: float = 0.0
+    """CP-SAT deterministic time spent."""
+    wall_capped: bool = False
+    """A CP-SAT call stopped on the wall clock (then the plan may differ between runs)."""
 
     @property
     def has_solution(self) -> bool:

@@ -1,0 +1,115 @@
+"""A fingerprint of what a plan depends on, so a steady service cycle need not re-plan.
+
+Two snapshots with the same fingerprint give the same targets, the same candidate nodes
+with the same jobs on them (same GPUs, same protections, same prices but for the time
+that passed), under the same policy and the same limit budget. What is left out on
+purpose: the snapshot's time (victims' costs grow with it; the service re-plans after a
+maximum age anyway, ``CycleRules.replan_after_s``), and everything on nodes outside the
+targets' partitions (they can never host a target).
+
+Hashing the relevant fields of 1,000 nodes and their jobs takes a few milliseconds; a
+plan of the same snapshot takes about a second (``bench/cycle_bench.py``).
+"""
+
+from __future__ import annotations
+
+import hashlib
+from datetime import datetime, timedelta
+
+from slurm_defrag.domain.cluster import ClusterSnapshot, Job
+from slurm_defrag.policy.file import Policy
+from slurm_defrag.policy.limits import PreemptionHistory
+from slurm_defrag.policy.protections import compile_protections
+
+
+def plan_inputs_fingerprint(
+    snapshot: ClusterSnapshot, policy: Policy, history: PreemptionHistory, now: datetime
+) -> tuple[str, list[str]]:
+    """(fingerprint, the strategies' targets in order): the caller passes the targets on
+    to ``make_plan`` rather than have the strategies run twice."""
+    h = hashlib.sha256()
+
+    def add(*parts: object) -> None:
+        h.update(repr(parts).encode())
+        h.update(b"\n")
+
+    add("policy", policy.model_dump_json())
+    add("cluster", snapshot.cluster, snapshot.topologies, snapshot.nvlink_domains)
+    seen: dict[str, None] = {}
+    for strategy in policy.build_strategies():
+        for c in strategy.propose(snapshot):
+            seen.setdefault(c.job_id)
+    partitions: set[str] = set()
+    for jid in seen:
+        job = snapshot.job_by_id[jid]
+        partitions.add(job.partition)
+        add(
+            "target",
+            jid,
+            job.partition,
+            job.priority,
+            job.submit_time,
+            job.request,
+            job.cpus_per_node,
+            job.memory_mb_per_node,
+            job.user,
+        )
+    protector = compile_protections(policy.protections, now)
+    holders: dict[str, list[Job]] = {}
+    for job in snapshot.jobs:
+        for name in job.gpus:
+            holders.setdefault(name, []).append(job)
+    users: set[str] = set()
+    for node in snapshot.nodes:
+        if not any(p in partitions for p in node.partitions) and "" not in partitions:
+            continue
+        add(
+            "node",
+            node.name,
+            node.partitions,
+            sorted(node.state),
+            node.gpu_model,
+            node.gpu_count,
+            node.topology,
+            node.gpus_used,
+            node.reservation,
+            node.nvlink_domain,
+            node.cpus,
+            node.cpus_alloc,
+            node.memory_mb,
+            node.memory_alloc_mb,
+        )
+        for job in holders.get(node.name, []):
+            users.add(job.user)
+            # Protections at ``now`` (min-runtime ends with time) and what prices a
+            # requeue (start, checkpoint comment, QOS, partition, time limit for drains).
+            add(
+                "job",
+                job.id,
+                job.state,
+                sorted((k, sorted(v)) for k, v in job.gpus.items()),
+                job.start_time,
+                job.time_limit_s,
+                job.requeue,
+                job.qos,
+                job.partition,
+                job.user,
+                job.account,
+                job.name,
+                job.comment,
+                job.admin_comment,
+                job.cpus_per_node,
+                job.memory_mb_per_node,
+                protector.reasons(job),
+            )
+    lim = policy.limits
+    add("active", history.active_plans() if lim.max_concurrent_plans is not None else None)
+    if lim.max_preemptions_per_hour is not None:
+        add("hour", history.preemptions_since(now - timedelta(hours=1)))
+    if lim.max_preemptions_per_user_per_day is not None:
+        day = now - timedelta(days=1)
+        add("users", [(u, history.user_preemptions_since(u, day)) for u in sorted(users)])
+    return h.hexdigest(), list(seen)
+
+
+__all__ = ["plan_inputs_fingerprint"]
