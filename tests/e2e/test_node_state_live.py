@@ -5,7 +5,8 @@
    is one without jobs, first put in a reservation of this test so no other job can land
    on it (a DOWN node's jobs would be killed).
 2. Last in this module: the slurmctld container is stopped. ``slurm-defrag snapshot``
-   must then print exactly one line with "Slurm unavailable" and exit 3, no traceback;
+   must then print exactly one line with "Slurm unavailable" and exit 4
+   (SLURM_UNAVAILABLE), no traceback;
    once slurmctld is started again and every node that was up has re-registered, a
    snapshot works again. This disturbs anyone else using the cluster for ~10-30 s.
 """
@@ -37,6 +38,7 @@ from live_cluster import (
 
 from infra import require
 from slurm_defrag.domain.cluster import NodeFlag
+from slurm_defrag.errors import ExitCode
 
 pytestmark = pytest.mark.slurm
 
@@ -117,12 +119,13 @@ def test_slurmctld_outage_is_one_line_and_recovers(tmp_path: Path) -> None:
 
     Three ways to read while slurmctld is stopped; each must end in one line, non-zero:
       a) cli backend, commands run in the (stopped) slurmctld container: the documented
-         test setup; must say "Slurm unavailable" (exit 3);
+         test setup; must say "Slurm unavailable" (exit 4, SLURM_UNAVAILABLE);
       b) cli backend, commands run in the slurmrestd container (client, munge and
          slurm.conf there, like a login node): slurmctld unreachable over the network;
       c) rest backend: slurmrestd up, slurmctld not.
     b) and c) should also say "Slurm unavailable"; the adapters currently call them
-    "rejected" (exit 4) on some releases (docker/README.md "Known adapter gaps"). Such a
+    "rejected" (exit 5, SLURM_REJECTED) on some releases (docker/README.md "Known adapter
+    gaps"). Such a
     result makes the test xfail once recovery has been checked; anything else fails.
     """
     were_up = sorted(n for n, s in node_states().items() if responding(s))
@@ -157,9 +160,9 @@ def test_slurmctld_outage_is_one_line_and_recovers(tmp_path: Path) -> None:
     for name, (rc, line, stdout) in results.items():
         assert stdout == "", (name, stdout)
         assert rc != 0, (name, line)
-        if rc == 3 and "Slurm unavailable" in line:
+        if rc == ExitCode.SLURM_UNAVAILABLE and "Slurm unavailable" in line:
             continue
-        if not name.startswith("a)") and rc == 4 and "Slurm rejected" in line:
+        if not name.startswith("a)") and rc == ExitCode.SLURM_REJECTED and "Slurm rejected" in line:
             known_gaps.append(f"{name}: {line}")
             continue
         raise AssertionError(f"{name}: exit {rc}: {line}")
