@@ -34,43 +34,17 @@ def course_scenario() -> ClusterSnapshot:
     node04 is a PCIe A100 server with NVLink bridges in pairs: it can never host 3 connected.
     """
     t = EPOCH
+
+    def a100_node(name: str, model: str, memory_gb: float, topology: str) -> Node:
+        return Node(name=name, partitions=("batch",), state=frozenset({"MIXED"}),
+                    gpu_model=model, gpu_count=8, gpu_memory_gb=memory_gb,
+                    topology=topology)  # fmt: skip
+
     nodes = [
-        Node(
-            name="node01",
-            partitions=("batch",),
-            state=frozenset({"MIXED"}),
-            gpu_model="a100",
-            gpu_count=8,
-            gpu_memory_gb=40,
-            topology="nvswitch-8",
-        ),
-        Node(
-            name="node02",
-            partitions=("batch",),
-            state=frozenset({"MIXED"}),
-            gpu_model="a100",
-            gpu_count=8,
-            gpu_memory_gb=40,
-            topology="nvswitch-8",
-        ),
-        Node(
-            name="node03",
-            partitions=("batch",),
-            state=frozenset({"MIXED"}),
-            gpu_model="a100-80g",
-            gpu_count=8,
-            gpu_memory_gb=80,
-            topology="nvswitch-8",
-        ),
-        Node(
-            name="node04",
-            partitions=("batch",),
-            state=frozenset({"MIXED"}),
-            gpu_model="a100",
-            gpu_count=8,
-            gpu_memory_gb=40,
-            topology="nvlink-pairs-8",
-        ),
+        a100_node("node01", "a100", 40, "nvswitch-8"),
+        a100_node("node02", "a100", 40, "nvswitch-8"),
+        a100_node("node03", "a100-80g", 80, "nvswitch-8"),
+        a100_node("node04", "a100", 40, "nvlink-pairs-8"),
     ]
 
     def running(jid: str, name: str, user: str, node: str, gpus: list[int], hours: float) -> Job:
