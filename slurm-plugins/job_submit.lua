@@ -185,6 +185,17 @@ local function parse_gpu_tres(spec)
 end
 D.parse_gpu_tres = parse_gpu_tres
 
+-- Does a TRES string ask for shards (a share of one GPU: gres/shard:N, shard:N)?
+local function asks_shards(spec)
+  if type(spec) ~= "string" then return false end
+  for raw in string.gmatch(spec, "[^,]+") do
+    local body = string.match(trim(raw), "^gres[:/](.*)$") or trim(raw)
+    if string.match(body, "^shard$") or string.match(body, "^shard[:=]") then return true end
+  end
+  return false
+end
+D.asks_shards = asks_shards
+
 ------------------------------------------------------------------------------------------
 -- The node table (defrag_nodes.lua)
 ------------------------------------------------------------------------------------------
@@ -224,6 +235,10 @@ local function prepare_table(t)
       end
       if nt.gpus > part.max_gpus then part.max_gpus = nt.gpus end
     end
+  end
+  if type(t.pack) == "table" and type(t.pack.fit_sizes) == "table" then
+    t.pack.fit_set = {}
+    for _, k in ipairs(t.pack.fit_sizes) do t.pack.fit_set[k] = true end
   end
   return t
 end
@@ -499,16 +514,29 @@ function D.plan(f, opts)
 
     -- Packing hint: a small one-node job should fill a partly used node, not open an
     -- empty one (which an 8-GPU NVLink job may need later). --prefer is soft: Slurm
-    -- falls back to any node when no preferred node has room.
+    -- falls back to any node when no preferred node has room. With fit classes
+    -- (pack.fit_prefix) a k-GPU job prefers the nodes the service tagged as the best fit
+    -- for k GPUs this cycle (defrag_fit<k>); otherwise the one partial-node feature.
     local pack = tbl and tbl.pack
-    if pack and pack.feature and opts.submit
-      and req.nodes == 1 and req.gpn <= (pack.max_gpus or 0)
+    if pack and opts.submit and req.nodes == 1
       and f("shared") ~= JOB_SHARED_NONE
       and (f("prefer") == nil or f("prefer") == "") then
-      plan.prefer = pack.feature
+      if pack.fit_prefix and pack.fit_set and pack.fit_set[req.gpn] then
+        plan.prefer = pack.fit_prefix .. int(req.gpn)
+      elseif pack.feature and req.gpn <= (pack.max_gpus or 0) then
+        plan.prefer = pack.feature
+      end
     end
     plan.log = string.format("%s (from %s%s)", table.concat(tokens, " "), req.source,
       req.model and (", type " .. req.model) or "")
+  end
+  -- A job asking for shards only (no gpu GRES): the shard fit class, same rules.
+  local pack = tbl and tbl.pack
+  if req == nil and err == nil and pack and pack.shard_feature and opts.submit
+    and asks_shards(f("tres_per_node")) and (given(f("min_nodes")) or 1) == 1
+    and f("shared") ~= JOB_SHARED_NONE
+    and (f("prefer") == nil or f("prefer") == "") then
+    plan.prefer = pack.shard_feature
   end
   if protect then table.insert(tokens, "defrag:protect") end
 

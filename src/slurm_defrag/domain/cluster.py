@@ -187,10 +187,18 @@ class Node(_Frozen):
     memory_alloc_mb: Annotated[int, Field(ge=0)] = Field(
         default=0, description="memory allocated to jobs (AllocMem, MB)"
     )
+    gpu_milli_used: tuple[Annotated[int, Field(ge=0, le=1000)], ...] = Field(
+        default=(),
+        description="milli-GPUs in use per GPU index (Slurm shard GRES: shards used / shards "
+        "per GPU x 1000); empty = not tracked (a GPU is then wholly free or wholly busy)",
+    )
 
     @model_serializer(mode="wrap")
     def _dump(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
-        return _omit_defaults(self, handler, _NODE_HOST_DEFAULTS)
+        data = _omit_defaults(self, handler, _NODE_HOST_DEFAULTS)
+        if not data.get("gpu_milli_used", True):
+            del data["gpu_milli_used"]  # not tracked: keep version-1 files byte-identical
+        return data
 
     @field_validator("state", mode="before")
     @classmethod
@@ -208,6 +216,10 @@ class Node(_Frozen):
             raise ValueError(f"gpus_used: index {bad[0]} outside 0..{self.gpu_count - 1}")
         if self.gpu_count and not self.gpu_model:
             raise ValueError("gpu_model is required when gpu_count > 0")
+        if self.gpu_milli_used and len(self.gpu_milli_used) != self.gpu_count:
+            raise ValueError(
+                f"gpu_milli_used: {len(self.gpu_milli_used)} entries for {self.gpu_count} GPUs"
+            )
         return self
 
     @property

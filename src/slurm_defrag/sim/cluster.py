@@ -3,7 +3,13 @@
 One row per node, one column per GPU slot (nodes with fewer GPUs than the widest node have
 trailing slots fixed at 0, which no request can use). Policies read the arrays and never
 write them: :meth:`ClusterState.allocate` and :meth:`ClusterState.release` are the only
-mutators, and each bumps the node's ``version`` so per-node caches know what went stale.
+mutators of free resources, and each bumps the node's ``version`` so per-node caches know
+what went stale.
+
+Node ``Weight`` and features are mutable too (the levers slurm-defrag has on a real
+cluster: ``scontrol update NodeName=.. Weight=.. AvailableFeatures=..``), changed only by
+:meth:`ClusterState.set_weight` and :meth:`ClusterState.set_features`; each bumps
+``config_version``, which keys the caches of Slurm's node order and of feature masks.
 """
 
 from __future__ import annotations
@@ -77,10 +83,51 @@ class ClusterState:
         self.block_bits: IntArray = np.array(
             [free_block_bits(t, t.all_mask) for t in self.topologies], dtype=np.int64
         )
-        # cons_tres considers nodes by ascending Weight, then in node order.
-        self.slurm_order: IntArray = np.lexsort((np.arange(n), self.weight)).astype(np.int64)
+        self.features: list[frozenset[str]] = [s.features for s in self.nodes]
+        self.config_version = 0
+        """Bumped by every weight or feature change."""
+        self._order_version = -1
+        self._slurm_order: IntArray = np.arange(n, dtype=np.int64)
+        self._feature_masks: dict[str, BoolArray] = {}
+        self._features_version = 0
         self.total_gpu_milli = int(self.gpu_cap.sum())
         self._model_masks: dict[frozenset[str] | None, BoolArray] = {}
+
+    @property
+    def slurm_order(self) -> IntArray:
+        """Node indices as cons_tres considers them: ascending Weight, then node order."""
+        if self._order_version != self.config_version:
+            n = self.size
+            self._slurm_order = np.lexsort((np.arange(n), self.weight)).astype(np.int64)
+            self._order_version = self.config_version
+        return self._slurm_order
+
+    def feature_mask(self, feature: str) -> BoolArray:
+        """Nodes that have ``feature`` now."""
+        if self._features_version != self.config_version:
+            self._feature_masks.clear()
+            self._features_version = self.config_version
+        mask = self._feature_masks.get(feature)
+        if mask is None:
+            mask = np.array([feature in f for f in self.features], dtype=np.bool_)
+            self._feature_masks[feature] = mask
+        return mask
+
+    def set_weight(self, node: int, weight: int) -> bool:
+        """Change a node's Weight; True when it changed."""
+        if int(self.weight[node]) == weight:
+            return False
+        self.weight[node] = weight
+        self.config_version += 1
+        return True
+
+    def set_features(self, node: int, features: frozenset[str]) -> bool:
+        """Replace a node's features; True when they changed."""
+        if self.features[node] == features:
+            return False
+        self.features[node] = features
+        self.config_version += 1
+        return True
 
     @property
     def size(self) -> int:

@@ -25,6 +25,8 @@ class NodeSpec:
     topology: str | None = None
     """Name of a built-in :mod:`slurm_defrag.domain.topology` template (None: PCIe only)."""
     weight: int = 1
+    features: frozenset[str] = frozenset()
+    """Node features at the start (slurm.conf ``Feature=``); levers may change them."""
 
     def __post_init__(self) -> None:
         if self.cpu_milli < 0 or self.memory_mib < 0 or not 0 <= self.gpus <= 16:
@@ -50,6 +52,9 @@ class JobSpec:
     """The job's GPUs must form one free NVLink block (``num_gpu >= 2``)."""
     time_limit: float | None = None
     """What backfill plans with (Slurm's time limit); None: the exact run time."""
+    prefer: str | None = None
+    """Slurm's ``--prefer`` feature (soft; the ``slurm`` policy honours it), as
+    job_submit.lua sets it at submit (:mod:`slurm_defrag.sim.submit_hook`)."""
 
     def __post_init__(self) -> None:
         if self.num_gpu < 0 or not 0 <= self.gpu_milli <= MILLI:

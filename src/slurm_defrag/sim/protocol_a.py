@@ -30,9 +30,11 @@ from slurm_defrag.sim.defrag import (
     requeue_limit,
 )
 from slurm_defrag.sim.frag import typical_types
+from slurm_defrag.sim.levers import SLURM_POLICY, SimLevers, parse_mode
 from slurm_defrag.sim.model import JobSpec, NodeSpec, Placement
 from slurm_defrag.sim.policies.base import PolicyContext
 from slurm_defrag.sim.policies.registry import build
+from slurm_defrag.sim.submit_hook import SubmitHook, node_table
 from slurm_defrag.sim.workload import inflate
 
 REQUEUE_CAPS = ("step", "total")
@@ -60,6 +62,8 @@ class ResultA:
     defrag_calls: int = 0
     """Failed whole-GPU placements the defrag step was asked about."""
     requeue_cap: str = "step"
+    lever_changes: int = 0
+    """Slurm mode: node Weight and feature updates the levers made."""
 
     @property
     def requeue_pct(self) -> float:
@@ -79,6 +83,10 @@ def run_a(
 ) -> ResultA:
     """One replay; same inputs and seed give the same result.
 
+    ``policy`` may name a slurm-mode configuration, ``slurm+<lever>/<N>``
+    (:func:`slurm_defrag.sim.levers.parse_mode`): Slurm's own selection, the lever applied
+    before every N-th arrival, and job_submit.lua's ``--prefer`` on every job.
+
     ``requeue_cap``: ``step`` -- each defrag step may requeue 1 % of the running jobs (at
     least one), the analogue of the service's per-plan victim limit; ``total`` -- all
     requeues of the run together stay within 1 % of the jobs running at that moment.
@@ -90,7 +98,12 @@ def run_a(
     state = ClusterState(nodes)
     jobs = inflate(trace, state.total_gpu_milli, ratio, rng, shuffle)
     rank = rng.permutation(state.size).astype(np.int64)
-    chooser = build(policy, PolicyContext(state, typical_types(trace), rank))
+    mode = parse_mode(policy)
+    chooser = build(
+        SLURM_POLICY if mode else policy, PolicyContext(state, typical_types(trace), rank)
+    )
+    levers = SimLevers(state, mode.lever) if mode else None
+    hook = SubmitHook(node_table(state, mode.lever)) if mode and mode.lever.features else None
     step = defrag or NoDefrag()
     cap = state.total_gpu_milli
     running: dict[int, RunningJob] = {}
@@ -110,6 +123,10 @@ def run_a(
         return True
 
     for i, job in enumerate(jobs):
+        if levers is not None and mode is not None and i % mode.every == 0:
+            levers.apply()  # one service cycle every N arrivals (no clock here)
+        if hook is not None:
+            job = hook.apply(job)
         arrived += job.total_milli
         if not place(i, job) and job.num_gpu:
             limit = requeue_limit(len(running))
@@ -146,6 +163,7 @@ def run_a(
         max_step_requeues=max_step,
         defrag_calls=calls,
         requeue_cap=requeue_cap,
+        lever_changes=levers.changes if levers else 0,
     )
 
 

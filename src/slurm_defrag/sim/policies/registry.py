@@ -11,6 +11,7 @@ from slurm_defrag.sim.policies.fgd import Fgd
 from slurm_defrag.sim.policies.first_fit import FirstFit
 from slurm_defrag.sim.policies.packing import Packing
 from slurm_defrag.sim.policies.random_fit import RandomFit
+from slurm_defrag.sim.policies.slurm_select import SlurmSelect
 
 POLICIES: dict[str, Callable[[PolicyContext], PlacementPolicy]] = {
     "random": RandomFit,
@@ -19,6 +20,7 @@ POLICIES: dict[str, Callable[[PolicyContext], PlacementPolicy]] = {
     "dot-product": DotProduct,
     "fgd": Fgd,
     "packing": Packing,
+    "slurm": SlurmSelect,
 }
 """Every policy, by the name used on the command line and in results."""
 

@@ -1,0 +1,131 @@
+"""The service's packing levers, run on the simulator's state once per cycle.
+
+The decision is the product's (:func:`slurm_defrag.planner.levers.compute_levers`); this
+module only turns :class:`~slurm_defrag.sim.cluster.ClusterState` into the snapshot that
+function reads and writes its answer back as node Weights and features — what the
+service's :class:`~slurm_defrag.actuator.packing.Packer` does with ``scontrol update``.
+
+The snapshot is the light variant of :mod:`~slurm_defrag.sim.snapshot_view`: nodes only
+(the levers read no jobs), each GPU not wholly free shown busy with its used share in
+``gpu_milli_used`` (Slurm's shard GRES counts), free CPUs rounded down. A node's
+:class:`~slurm_defrag.domain.cluster.Node` is rebuilt only when its resources changed
+(``ClusterState.version``), so a cycle costs one snapshot validation plus the lever.
+
+Policy names select a configuration (:func:`parse_mode`): ``slurm`` is Slurm alone;
+``slurm+<lever>`` adds a lever from :data:`~slurm_defrag.planner.levers.LEVERS`, and
+``slurm+<lever>/<N>`` applies it every N arrivals (Protocol A, which has no clock;
+default :data:`DEFAULT_EVERY`). In Protocol B the cycle is ``EngineConfig.lever_interval``
+seconds, the service's 60 s.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from slurm_defrag.domain.cluster import ClusterSnapshot, Node, NodeFlag, Partition
+from slurm_defrag.domain.units import MILLI
+from slurm_defrag.planner.levers import LEVERS, LeverSettings, compute_levers, is_ours
+from slurm_defrag.sim.cluster import ClusterState
+from slurm_defrag.sim.snapshot_view import PARTITION, at
+
+SLURM_POLICY = "slurm"
+DEFAULT_EVERY = 1
+
+
+@dataclass(frozen=True)
+class SlurmMode:
+    """A ``slurm+<lever>/<N>`` policy name, parsed."""
+
+    lever: LeverSettings
+    every: int = DEFAULT_EVERY
+    """Protocol A: arrivals per service cycle."""
+
+
+def parse_mode(policy: str) -> SlurmMode | None:
+    """The slurm-mode configuration a policy name asks for; None for other policies."""
+    head, _, rest = policy.partition("+")
+    if head != SLURM_POLICY:
+        return None
+    if not rest:
+        return SlurmMode(LeverSettings("none"))
+    lever, _, every = rest.partition("/")
+    if lever not in LEVERS:
+        raise ValueError(f"policy {policy!r}: lever {lever!r}; choose from {', '.join(LEVERS)}")
+    n = DEFAULT_EVERY
+    if every:
+        if not every.isdigit() or int(every) < 1:
+            raise ValueError(f"policy {policy!r}: /N must be a whole number of arrivals >= 1")
+        n = int(every)
+    return SlurmMode(LeverSettings(lever), n)
+
+
+class SimLevers:
+    """Applies one lever configuration to a cluster state, cycle after cycle."""
+
+    def __init__(self, state: ClusterState, settings: LeverSettings) -> None:
+        self.state = state
+        self.settings = settings
+        self.originals = {s.name: s.weight for s in state.nodes}
+        self._index = {s.name: i for i, s in enumerate(state.nodes)}
+        self._nodes: list[Node | None] = [None] * state.size
+        self._seen = [-1] * state.size
+        self.cycles = 0
+        self.changes = 0
+        """Weight and feature updates made (each an ``scontrol update`` on a real cluster)."""
+
+    def _node(self, n: int) -> Node:
+        v = int(self.state.version[n])
+        node = self._nodes[n]
+        if node is None or self._seen[n] != v:
+            node = _node(self.state, n)
+            self._nodes[n], self._seen[n] = node, v
+        return node
+
+    def snapshot(self, now: float) -> ClusterSnapshot:
+        nodes = tuple(self._node(n) for n in range(self.state.size))
+        return ClusterSnapshot(
+            cluster="simulator",
+            taken_at=at(now),
+            source="simulator",
+            nodes=nodes,
+            partitions=(Partition(name=PARTITION, nodes=tuple(n.name for n in nodes)),),
+        )
+
+    def apply(self, now: float = 0.0) -> int:
+        """One service cycle: compute the levers and set them; returns updates made."""
+        self.cycles += 1
+        if self.settings.lever == "none":
+            return 0
+        want = compute_levers(self.snapshot(now), self.settings, self.originals)
+        changed = 0
+        for name, w in want.weights.items():
+            changed += self.state.set_weight(self._index[name], w)
+        for name, ours in want.features.items():
+            n = self._index[name]
+            own = frozenset(f for f in self.state.features[n] if not is_ours(f))
+            changed += self.state.set_features(n, own | ours)
+        self.changes += changed
+        return changed
+
+
+def _node(state: ClusterState, n: int) -> Node:
+    spec = state.nodes[n]
+    left = state.gpu_left[n]
+    used = tuple(MILLI - int(left[g]) for g in range(spec.gpus))
+    cpus = spec.cpu_milli // MILLI
+    busy = any(used) or state.cpu_left[n] < state.cpu_cap[n]
+    return Node(
+        name=spec.name,
+        partitions=(PARTITION,),
+        state=frozenset({NodeFlag.MIXED if busy else NodeFlag.IDLE}),
+        gpu_model=spec.model if spec.gpus else None,
+        gpu_count=spec.gpus,
+        topology=spec.topology,
+        gpus_used=frozenset(g for g, u in enumerate(used) if u),
+        gpu_milli_used=used,
+        cpus=cpus,
+        cpus_alloc=cpus - int(state.cpu_left[n]) // MILLI,
+        memory_mb=spec.memory_mib,
+        memory_alloc_mb=spec.memory_mib - int(state.mem_left[n]),
+        weight=int(state.weight[n]),
+    )

@@ -1,0 +1,137 @@
+"""What job_submit.lua adds at submit, from the real script, run through lupa (Lua 5.1).
+
+The simulator does not mirror the hook in Python: it loads ``slurm-plugins/job_submit.lua``
+into an embedded Lua 5.1 (the release Debian builds Slurm against), with a stub of the
+``slurm`` table slurmctld provides and the node table ``slurm-defrag plugins render``
+would write for the simulated cluster (its ``pack`` entry from
+:func:`slurm_defrag.planner.levers.pack_table`, the one both use), and calls
+``slurm_job_submit`` on a job description shaped like what sbatch sends for the job:
+``--gres=gpu:K`` for whole GPUs, ``--gres=shard:S`` for a share of one GPU, nothing for
+CPU only, one node. The ``--prefer`` it sets is copied to the job. The answer depends only
+on that request shape, so it is computed once per shape.
+
+The table has ``enforce = false``: the hook must not refuse a trace job (a request no node
+could ever satisfy is the simulator's to drop, as Protocol A does); refusals do not change
+the hint.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from dataclasses import replace
+from pathlib import Path
+from typing import Any
+
+from slurm_defrag.domain.units import MILLI
+from slurm_defrag.errors import InputError
+from slurm_defrag.planner.levers import LeverSettings, pack_table
+from slurm_defrag.sim.cluster import ClusterState
+from slurm_defrag.sim.model import JobSpec
+from slurm_defrag.sim.snapshot_view import PARTITION
+
+SCRIPT_ENV = "SLURM_DEFRAG_JOB_SUBMIT"
+"""Path of job_submit.lua when not running from a checkout."""
+SHARDS_PER_GPU = 100
+"""Shards per GPU in the request strings (gres.conf ``Count=`` of ``shard``)."""
+
+_STUB = """
+local s = { SUCCESS = 0, ERROR = -1, FAILURE = -1, NO_VAL = 4294967294, NO_VAL16 = 65534,
+  NO_VAL8 = 254, INFINITE = 4294967295, JOB_SHARED_NONE = 0, JOB_SHARED_OK = 1 }
+local function quiet() end
+s.log_info, s.log_verbose, s.log_debug, s.log_error, s.log_user =
+  quiet, quiet, quiet, quiet, quiet
+slurm = s
+DEFRAG_NODES_FILE = "/nonexistent/defrag_nodes.lua"
+"""
+
+
+def default_script() -> Path:
+    """job_submit.lua: ``$SLURM_DEFRAG_JOB_SUBMIT``, else the checkout's slurm-plugins/."""
+    env = os.environ.get(SCRIPT_ENV)
+    path = Path(env) if env else Path(__file__).resolve().parents[3] / "slurm-plugins"
+    if path.is_dir():
+        path = path / "job_submit.lua"
+    if not path.is_file():
+        raise InputError(
+            f"job_submit.lua not found at {path}: set {SCRIPT_ENV} to the script's path"
+        )
+    return path
+
+
+def node_table(state: ClusterState, settings: LeverSettings) -> dict[str, Any]:
+    """defrag_nodes.lua for the simulated cluster: one partition, node types by GPU count
+    and model, the levers' ``pack`` entry."""
+    types: dict[tuple[int, str], int] = {}
+    for s in state.nodes:
+        if s.gpus:
+            types[(s.gpus, s.model)] = types.get((s.gpus, s.model), 0) + 1
+    table: dict[str, Any] = {
+        "version": 1,
+        "default_partition": PARTITION,
+        "enforce": False,
+        "allow_protect": True,
+        "partitions": {
+            PARTITION: {
+                "types": [
+                    {"gpus": g, "models": {m: g}, "nodes": n}
+                    for (g, m), n in sorted(types.items(), key=lambda kv: (-kv[0][0], kv[0][1]))
+                ]
+            }
+        },
+    }
+    pack = pack_table(settings)
+    if pack is not None:
+        table["pack"] = pack
+    return table
+
+
+def request_of(job: JobSpec) -> dict[str, Any]:
+    """The job description fields sbatch would send for this job (one node)."""
+    desc: dict[str, Any] = {"min_nodes": 1, "max_nodes": 1, "partition": PARTITION}
+    if job.shared:
+        desc["tres_per_node"] = f"gres/shard:{max(1, job.gpu_milli * SHARDS_PER_GPU // MILLI)}"
+    elif job.num_gpu:
+        desc["tres_per_node"] = f"gres/gpu:{job.num_gpu}"
+    return desc
+
+
+class SubmitHook:
+    """job_submit.lua loaded once; :meth:`apply` gives a job the ``--prefer`` it sets."""
+
+    def __init__(self, table: Mapping[str, Any], script: Path | None = None) -> None:
+        try:
+            from lupa import lua51
+        except ImportError as e:  # the sim extra
+            raise InputError(
+                "the slurm mode runs job_submit.lua through lupa: pip install 'slurm-defrag[sim]'"
+            ) from e
+        self._lua = lua51.LuaRuntime(unpack_returned_tuples=True)
+        src = (script or default_script()).read_text(encoding="utf-8")
+        self._lua.execute(_STUB)
+        self._lua.execute(src)
+        g = self._lua.globals()
+        out = g.slurm_defrag.prepare_table(self._lua.table_from(table, recursive=True))
+        prepared, err = out if isinstance(out, tuple) else (out, None)
+        if prepared is None:
+            raise InputError(f"node table refused by job_submit.lua: {err}")
+        g.slurm_defrag.nodes = prepared
+        self._submit = g.slurm_job_submit
+        self._cache: dict[tuple[str, ...], str | None] = {}
+        self.calls = 0
+
+    def prefer(self, job: JobSpec) -> str | None:
+        """The ``--prefer`` job_submit.lua gives this job's request (None: none)."""
+        desc = request_of(job)
+        key = tuple(f"{k}={v}" for k, v in sorted(desc.items()))
+        if key not in self._cache:
+            self.calls += 1
+            jd = self._lua.table_from(desc)
+            self._submit(jd, None, 0)
+            p = jd["prefer"]
+            self._cache[key] = str(p) if p is not None else None
+        return self._cache[key]
+
+    def apply(self, job: JobSpec) -> JobSpec:
+        p = self.prefer(job)
+        return job if p == job.prefer else replace(job, prefer=p)
