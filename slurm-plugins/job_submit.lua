@@ -186,11 +186,15 @@ end
 D.parse_gpu_tres = parse_gpu_tres
 
 -- Does a TRES string ask for shards (a share of one GPU: gres/shard:N, shard:N)?
+-- Returns the shard count (true when it cannot be read), or false.
 local function asks_shards(spec)
   if type(spec) ~= "string" then return false end
   for raw in string.gmatch(spec, "[^,]+") do
     local body = string.match(trim(raw), "^gres[:/](.*)$") or trim(raw)
-    if string.match(body, "^shard$") or string.match(body, "^shard[:=]") then return true end
+    if body == "shard" then return 1 end
+    if string.match(body, "^shard[:=]") then
+      return parse_count(string.match(body, "([^:=]+)$") or "") or true
+    end
   end
   return false
 end
@@ -531,12 +535,25 @@ function D.plan(f, opts)
       req.model and (", type " .. req.model) or "")
   end
   -- A job asking for shards only (no gpu GRES): the shard fit class, same rules.
+  -- With shard_sizes (ascending), S shards prefer <shard_feature><T>, T the smallest size
+  -- >= S (none above the largest); without, the one shard feature.
   local pack = tbl and tbl.pack
-  if req == nil and err == nil and pack and pack.shard_feature and opts.submit
-    and asks_shards(f("tres_per_node")) and (given(f("min_nodes")) or 1) == 1
+  local shards = req == nil and err == nil and asks_shards(f("tres_per_node"))
+  if shards and pack and pack.shard_feature and opts.submit
+    and (given(f("min_nodes")) or 1) == 1
     and f("shared") ~= JOB_SHARED_NONE
     and (f("prefer") == nil or f("prefer") == "") then
-    plan.prefer = pack.shard_feature
+    if type(pack.shard_sizes) == "table" then
+      local s = shards
+      for _, size in ipairs(pack.shard_sizes) do
+        if type(s) == "number" and size >= s then
+          plan.prefer = pack.shard_feature .. int(size)
+          break
+        end
+      end
+    else
+      plan.prefer = pack.shard_feature
+    end
   end
   if protect then table.insert(tokens, "defrag:protect") end
 

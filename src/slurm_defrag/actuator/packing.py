@@ -8,6 +8,12 @@ Original weights are recorded in the database before the first change (steps of 
 open ``packing`` record in the plans table: ``weight`` on node, args ``original`` and
 ``weight``), so they survive a crash and are restored when packing is disabled or the
 service stops. Every change goes through the auditing writer.
+
+:meth:`Packer.apply_levers` applies a lever of :mod:`slurm_defrag.planner.levers` (the
+same function the simulator's slurm mode runs): Weights as above, and node features with
+``scontrol update NodeName=.. AvailableFeatures=.. ActiveFeatures=..`` — the node's own
+features (recorded before the first change, step ``features`` with args ``original``)
+plus the slurm-defrag ones (``defrag_fit*``) the lever wants this cycle.
 """
 
 from __future__ import annotations
@@ -16,6 +22,7 @@ import logging
 
 from slurm_defrag.actuator.audit import AuditingWriter
 from slurm_defrag.domain.cluster import ClusterSnapshot
+from slurm_defrag.planner.levers import LeverSettings, compute_levers, is_ours
 from slurm_defrag.store.plans import NewStep, PlanRecord, Plans
 
 log = logging.getLogger(__name__)
@@ -47,6 +54,88 @@ class Packer:
                 if s.action == "weight":
                     out.setdefault(s.target, int(s.args["original"]))
         return out
+
+    def original_features(self) -> dict[str, tuple[str, ...]]:
+        """node -> its features before our first change, from the open record."""
+        rec = self._record()
+        out: dict[str, tuple[str, ...]] = {}
+        if rec is not None:
+            for s in self.plans.steps(rec.id):
+                if s.action == "features":
+                    out.setdefault(s.target, tuple(s.args["original"]))
+        return out
+
+    def _open(self, snapshot: ClusterSnapshot, rec: PlanRecord | None) -> PlanRecord:
+        if rec is not None:
+            return rec
+        pid = self.plans.create(snapshot.cluster, "enforce", {"kind": KIND})
+        self.plans.update(
+            pid, status="applying", note="packing: node weights changed by slurm-defrag"
+        )
+        return self.plans.get(pid)
+
+    def _step(self, rec: PlanRecord, step: NewStep, node: str, **fields: str) -> None:
+        (sid,) = self.plans.add_steps(rec.id, [step])
+        self.plans.set_step_state(sid, "running")
+        with self.writer.step(rec.id, sid):
+            self.writer.update_node(node, **fields)
+        self.plans.set_step_state(sid, "done")
+
+    def apply_levers(self, snapshot: ClusterSnapshot, settings: LeverSettings) -> int:
+        """One cycle of a packing lever: weights and features; returns updates made."""
+        originals = self.originals()
+        own_features = self.original_features()
+        want = compute_levers(snapshot, settings, originals)
+        rec = self._record()
+        changes = 0
+        for node in snapshot.nodes:
+            fields: dict[str, str] = {}
+            args: dict[str, object] = {}
+            action = ""
+            w = want.weights.get(node.name)
+            current = node.weight if node.weight is not None else 1
+            if w is not None and w != current:
+                fields["Weight"] = str(w)
+                args = {"original": originals.get(node.name, current), "weight": w}
+                action = "weight"
+            ours = want.features.get(node.name)
+            if ours is not None:
+                own = own_features.get(
+                    node.name, tuple(f for f in node.features if not is_ours(f))
+                )
+                new = tuple(own) + tuple(sorted(ours))
+                if sorted(new) != sorted(node.features):
+                    text = ",".join(new)
+                    fields["AvailableFeatures"] = text
+                    fields["ActiveFeatures"] = text
+                    if not action:
+                        action = "features"
+                    if node.name not in own_features:
+                        # recorded once, on its own step, so restore finds it
+                        rec = self._open(snapshot, rec)
+                        self._step(
+                            rec,
+                            NewStep("features", node.name, {"original": list(own)}),
+                            node.name,
+                            AvailableFeatures=text,
+                            ActiveFeatures=text,
+                        )
+                        own_features[node.name] = tuple(own)
+                        fields.pop("AvailableFeatures")
+                        fields.pop("ActiveFeatures")
+                        changes += 1
+            if not fields:
+                continue
+            rec = self._open(snapshot, rec)
+            if "Weight" in fields:
+                step = NewStep("weight", node.name, args)
+            else:
+                step = NewStep("set-features", node.name, {"features": fields["ActiveFeatures"]})
+            self._step(rec, step, node.name, **fields)
+            changes += 1
+        if changes:
+            log.info("packing (%s): %d node update(s)", settings.lever, changes)
+        return changes
 
     def apply(self, snapshot: ClusterSnapshot) -> int:
         """Bring every GPU node's weight to what packing wants; returns changes made."""
@@ -96,6 +185,20 @@ class Packer:
             with self.writer.step(rec.id, sid):
                 self.writer.update_node(name, Weight=str(weight))
             self.plans.set_step_state(sid, "done")
+        features = self.original_features()
+        for name, own in sorted(features.items()):
+            text = ",".join(own)
+            self._step(
+                rec,
+                NewStep("restore-features", name, {"features": list(own)}),
+                name,
+                AvailableFeatures=text,
+                ActiveFeatures=text,
+            )
         self.plans.update(rec.id, status="done", note="packing: original weights restored")
-        log.info("packing: original weights of %d node(s) restored", len(originals))
-        return len(originals)
+        log.info(
+            "packing: original weights of %d and features of %d node(s) restored",
+            len(originals),
+            len(features),
+        )
+        return len(set(originals) | set(features))

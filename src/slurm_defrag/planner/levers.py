@@ -23,6 +23,14 @@ Levers (:data:`LEVERS`):
   free get the feature ``defrag_fit<k>`` (``defrag_fitshard``); job_submit.lua turns a
   one-node k-GPU request into ``--prefer=defrag_fit<k>``. Weights are left alone.
 * ``fit-tiers`` — both.
+* ``fgd-features`` — the fit classes chosen by FGD instead of leftover capacity: per
+  class (k whole GPUs, or a share of S shards for each share size of the workload mix)
+  the nodes where one request of the class (the mix's typical CPU count for it) raises
+  FGD fragmentation least, in steps of ``RISE_STEP`` milli-GPUs
+  (:mod:`~slurm_defrag.planner.fit_classes`); needs ``LeverSettings.mix``.
+* ``fgd-tiers`` — ``fgd-features`` and ``weight-tiers``: Slurm's choice among the tagged
+  nodes is then the partly used node with the least free capacity, then node order —
+  the tie-breaks of the simulator's ``packing`` policy, executed by cons_tres.
 
 What a node offers comes from the snapshot: whole free GPUs (no owner), free CPUs, and,
 for shards, ``Node.gpu_milli_used`` (milli-GPUs used per GPU). Without that field a GPU is
@@ -31,22 +39,39 @@ wholly free or wholly busy and the shard class is tagged on nodes with a free GP
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping
 from dataclasses import dataclass
+from functools import cached_property
 
 from slurm_defrag.domain.cluster import ClusterSnapshot, Node
 from slurm_defrag.domain.units import MILLI
+from slurm_defrag.planner.fit_classes import Mix, NodeFree, TaskClass, rise
 
-LEVERS = ("none", "idle-bump", "weight-tiers", "fit-features", "fit-tiers")
+LEVERS = (
+    "none",
+    "idle-bump",
+    "weight-tiers",
+    "fit-features",
+    "fit-tiers",
+    "fgd-features",
+    "fgd-tiers",
+)
 FIT_PREFIX = "defrag_fit"
 SHARD_FEATURE = FIT_PREFIX + "shard"
 FIT_SIZES = (1, 2, 4, 8)
-TIER_SPAN = 1024
+TIER_SPAN = 4096
 """Weight = original x TIER_SPAN + tier: the admin's order first, ours within it."""
-TIER_STEP = 100
-"""milli-GPUs of free capacity per Weight tier (16 GPUs -> at most 160 tiers)."""
-IDLE_TIER = 512
+TIER_STEP = 10
+"""milli-GPUs of free capacity per Weight tier (16 GPUs -> at most 1,600 tiers)."""
+IDLE_TIER = 2048
 """Tier of a node with every GPU free: after every partly used node."""
+RISE_STEP = 40.0
+"""Width (milli-GPUs) of the FGD rise classes: rises within one step count as equal, so
+the weights break the tie (the simulator's ``packing`` policy uses the same step)."""
+SHARDS_PER_GPU = 1000
+"""Shards per GPU (gres.conf ``Name=shard Count=`` / GPUs): S shards are S milli-GPUs, so
+the trace's shares (multiples of 1/1000) are exact."""
 
 
 @dataclass(frozen=True)
@@ -55,18 +80,65 @@ class LeverSettings:
     bump: int = 1000
     """``idle-bump``: Weight added to wholly idle GPU nodes."""
     fit_sizes: tuple[int, ...] = FIT_SIZES
+    mix: Mix | None = None
+    """``fgd-*``: the workload's request classes (the FGD measure's distribution)."""
 
     def __post_init__(self) -> None:
         if self.lever not in LEVERS:
             raise ValueError(f"lever {self.lever!r}: choose from {', '.join(LEVERS)}")
+        if self.fgd and self.mix is None:
+            raise ValueError(f"lever {self.lever}: needs the workload mix")
 
     @property
     def weights(self) -> bool:
-        return self.lever in ("idle-bump", "weight-tiers", "fit-tiers")
+        return self.lever in ("idle-bump", "weight-tiers", "fit-tiers", "fgd-tiers")
 
     @property
     def features(self) -> bool:
-        return self.lever in ("fit-features", "fit-tiers")
+        return self.lever in ("fit-features", "fit-tiers", "fgd-features", "fgd-tiers")
+
+    @property
+    def fgd(self) -> bool:
+        return self.lever.startswith("fgd-")
+
+    @cached_property
+    def classes(self) -> dict[str, TaskClass]:
+        """``fgd-*``: feature -> the request that stands for its class."""
+        if self.mix is None:
+            return {}
+        out: dict[str, TaskClass] = {}
+        for k in self.fit_sizes:
+            of_k = [t for t in self.mix.types if t.gpus == k and t.milli == MILLI]
+            out[f"{FIT_PREFIX}{k}"] = TaskClass(_median_cpus(of_k), k, MILLI, 1.0)
+        for s in self.shard_sizes:
+            milli = s * MILLI // SHARDS_PER_GPU
+            of_s = [t for t in self.mix.types if t.gpus == 1 and t.milli == milli]
+            out[f"{SHARD_FEATURE}{s}"] = TaskClass(_median_cpus(of_s), 1, milli, 1.0)
+        return out
+
+    @property
+    def shard_sizes(self) -> tuple[int, ...]:
+        """``fgd-*``: the share sizes (in shards) of the mix, ascending."""
+        if self.mix is None:
+            return ()
+        return tuple(
+            sorted(
+                {t.milli * SHARDS_PER_GPU // MILLI for t in self.mix.types if 0 < t.milli < MILLI}
+            )
+        )
+
+
+def _median_cpus(types: list[TaskClass]) -> int:
+    """The weighted median CPU count of these types (1 when there are none)."""
+    if not types:
+        return 1
+    half = sum(t.weight for t in types) / 2
+    acc = 0.0
+    for t in sorted(types, key=lambda t: t.cpus):
+        acc += t.weight
+        if acc >= half:
+            return t.cpus
+    return types[-1].cpus
 
 
 @dataclass(frozen=True)
@@ -93,11 +165,15 @@ def pack_table(settings: LeverSettings) -> dict[str, object] | None:
     """
     if not settings.features:
         return None
-    return {
+    table: dict[str, object] = {
         "fit_prefix": FIT_PREFIX,
         "fit_sizes": list(settings.fit_sizes),
         "shard_feature": SHARD_FEATURE,
     }
+    if settings.fgd:
+        # a job of S shards prefers defrag_fitshard<T>, T the smallest size >= S
+        table["shard_sizes"] = list(settings.shard_sizes)
+    return table
 
 
 @dataclass(frozen=True)
@@ -110,18 +186,21 @@ class _Free:
     """Smallest free share (milli) of a partly used GPU; MILLI when none is partly used."""
     cpus: int | None
     idle: bool
+    vector: NodeFree
+    """For the FGD measure: free milli per GPU, free CPUs, model."""
 
 
 def _free(node: Node, owners: tuple[str | None, ...]) -> _Free:
-    whole = sum(o is None for o in owners)
-    milli = whole * MILLI
-    best = MILLI
+    per_gpu = [MILLI if o is None else 0 for o in owners]
     for g, used in enumerate(node.gpu_milli_used):
         if owners[g] is not None and 0 < used < MILLI:
-            milli += MILLI - used
-            best = min(best, MILLI - used)
+            per_gpu[g] = MILLI - used
+    whole = sum(o is None for o in owners)
+    partial = [f for f in per_gpu if 0 < f < MILLI]
     idle = whole == node.gpu_count and (node.cpus is None or node.cpus_alloc == 0)
-    return _Free(whole, milli, best, node.cpus_free, idle)
+    cpus = node.cpus_free
+    vector = (tuple(per_gpu), cpus if cpus is not None else 1 << 20, node.gpu_model)
+    return _Free(whole, sum(per_gpu), min(partial, default=MILLI), cpus, idle, vector)
 
 
 def _base(node: Node, originals: Mapping[str, int]) -> int:
@@ -168,6 +247,26 @@ def _fit_sets(free: Mapping[str, _Free], sizes: tuple[int, ...]) -> dict[str, se
     return out
 
 
+def _fgd_sets(free: Mapping[str, _Free], settings: LeverSettings) -> dict[str, set[str]]:
+    """Feature -> nodes where the class's request raises FGD least (in RISE_STEP steps)."""
+    assert settings.mix is not None
+    out: dict[str, set[str]] = {}
+    for feature, req in settings.classes.items():
+        best = math.inf
+        members: set[str] = set()
+        for name, f in free.items():
+            r = rise(f.vector, req, settings.mix)
+            if r is None:
+                continue
+            step = math.floor(r / RISE_STEP + 1e-9)
+            if step < best:
+                best, members = step, {name}
+            elif step == best:
+                members.add(name)
+        out[feature] = members
+    return out
+
+
 def compute_levers(
     snapshot: ClusterSnapshot,
     settings: LeverSettings,
@@ -195,7 +294,8 @@ def compute_levers(
     features: dict[str, frozenset[str]] = {}
     if settings.features:
         tagged: dict[str, set[str]] = {n.name: set() for n in nodes}
-        for feature, members in _fit_sets(free, settings.fit_sizes).items():
+        sets = _fgd_sets(free, settings) if settings.fgd else _fit_sets(free, settings.fit_sizes)
+        for feature, members in sets.items():
             for name in members:
                 tagged[name].add(feature)
         features = {name: frozenset(fs) for name, fs in tagged.items()}

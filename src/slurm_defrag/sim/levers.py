@@ -20,12 +20,15 @@ seconds, the service's 60 s.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from collections.abc import Sequence
+from dataclasses import dataclass, replace
 
 from slurm_defrag.domain.cluster import ClusterSnapshot, Node, NodeFlag, Partition
 from slurm_defrag.domain.units import MILLI
+from slurm_defrag.planner.fit_classes import Mix, TaskClass
 from slurm_defrag.planner.levers import LEVERS, LeverSettings, compute_levers, is_ours
 from slurm_defrag.sim.cluster import ClusterState
+from slurm_defrag.sim.frag import TaskType
 from slurm_defrag.sim.snapshot_view import PARTITION, at
 
 SLURM_POLICY = "slurm"
@@ -51,12 +54,31 @@ def parse_mode(policy: str) -> SlurmMode | None:
     lever, _, every = rest.partition("/")
     if lever not in LEVERS:
         raise ValueError(f"policy {policy!r}: lever {lever!r}; choose from {', '.join(LEVERS)}")
+    mix = Mix((TaskClass(1, 1, MILLI, 1.0),))  # placeholder until with_mix() sets the real one
     n = DEFAULT_EVERY
     if every:
         if not every.isdigit() or int(every) < 1:
             raise ValueError(f"policy {policy!r}: /N must be a whole number of arrivals >= 1")
         n = int(every)
-    return SlurmMode(LeverSettings(lever), n)
+    return SlurmMode(LeverSettings(lever, mix=mix if lever.startswith("fgd-") else None), n)
+
+
+def mix_of(types: Sequence[TaskType]) -> Mix:
+    """The FGD measure's task types as the product's mix (CPUs rounded up to whole CPUs,
+    as a Slurm request states them)."""
+    return Mix(
+        tuple(
+            TaskClass(-(-t.cpu_milli // MILLI), t.num_gpu, t.gpu_milli, t.weight, t.gpu_models)
+            for t in types
+        )
+    )
+
+
+def with_mix(mode: SlurmMode, types: Sequence[TaskType]) -> SlurmMode:
+    """``mode`` with the workload mix its lever needs (``fgd-*``); unchanged otherwise."""
+    if not mode.lever.fgd:
+        return mode
+    return replace(mode, lever=replace(mode.lever, mix=mix_of(types)))
 
 
 class SimLevers:

@@ -30,7 +30,7 @@ from slurm_defrag.sim.defrag import (
     requeue_limit,
 )
 from slurm_defrag.sim.frag import typical_types
-from slurm_defrag.sim.levers import SLURM_POLICY, SimLevers, parse_mode
+from slurm_defrag.sim.levers import SLURM_POLICY, SimLevers, parse_mode, with_mix
 from slurm_defrag.sim.model import JobSpec, NodeSpec, Placement
 from slurm_defrag.sim.policies.base import PolicyContext
 from slurm_defrag.sim.policies.registry import build
@@ -98,10 +98,11 @@ def run_a(
     state = ClusterState(nodes)
     jobs = inflate(trace, state.total_gpu_milli, ratio, rng, shuffle)
     rank = rng.permutation(state.size).astype(np.int64)
+    types = typical_types(trace)
     mode = parse_mode(policy)
-    chooser = build(
-        SLURM_POLICY if mode else policy, PolicyContext(state, typical_types(trace), rank)
-    )
+    if mode is not None:
+        mode = with_mix(mode, types)
+    chooser = build(SLURM_POLICY if mode else policy, PolicyContext(state, types, rank))
     levers = SimLevers(state, mode.lever) if mode else None
     hook = SubmitHook(node_table(state, mode.lever)) if mode and mode.lever.features else None
     step = defrag or NoDefrag()

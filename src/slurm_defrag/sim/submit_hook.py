@@ -25,15 +25,13 @@ from typing import Any
 
 from slurm_defrag.domain.units import MILLI
 from slurm_defrag.errors import InputError
-from slurm_defrag.planner.levers import LeverSettings, pack_table
+from slurm_defrag.planner.levers import SHARDS_PER_GPU, LeverSettings, pack_table
 from slurm_defrag.sim.cluster import ClusterState
 from slurm_defrag.sim.model import JobSpec
 from slurm_defrag.sim.snapshot_view import PARTITION
 
 SCRIPT_ENV = "SLURM_DEFRAG_JOB_SUBMIT"
 """Path of job_submit.lua when not running from a checkout."""
-SHARDS_PER_GPU = 100
-"""Shards per GPU in the request strings (gres.conf ``Count=`` of ``shard``)."""
 
 _STUB = """
 local s = { SUCCESS = 0, ERROR = -1, FAILURE = -1, NO_VAL = 4294967294, NO_VAL16 = 65534,

@@ -223,6 +223,8 @@ class FakeSlurm:
                 data["reason"] = value
             elif k == "weight":
                 data["weight"] = int(value)
+            elif k in ("availablefeatures", "activefeatures"):
+                data["features"] = [f for f in value.split(",") if f]
         data["state"] = sorted(state)
 
     def _changed(self) -> None:

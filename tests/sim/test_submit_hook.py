@@ -1,0 +1,56 @@
+"""job_submit.lua, the real script through lupa, gives the --prefer the slurm mode uses."""
+
+from __future__ import annotations
+
+import pytest
+
+from slurm_defrag.planner.fit_classes import Mix, TaskClass
+from slurm_defrag.planner.levers import LeverSettings
+from slurm_defrag.sim.cluster import ClusterState
+from slurm_defrag.sim.model import JobSpec, NodeSpec
+
+pytest.importorskip("lupa")
+
+from slurm_defrag.sim.submit_hook import SubmitHook, node_table  # noqa: E402
+
+STATE = ClusterState([NodeSpec("a", 8000, 1000, 8, "v100"), NodeSpec("b", 8000, 1000, 2, "t4")])
+
+
+def _hook(lever: str, mix: Mix | None = None) -> SubmitHook:
+    return SubmitHook(node_table(STATE, LeverSettings(lever, mix=mix)))
+
+
+def _job(gpus: int, milli: int) -> JobSpec:
+    return JobSpec("j", 1000, 10, gpus, milli)
+
+
+def test_no_fit_features_no_prefer() -> None:
+    hook = _hook("weight-tiers")
+    assert [hook.prefer(_job(g, 1000)) for g in (1, 2, 8)] == [None, None, None]
+    assert hook.prefer(_job(1, 300)) is None
+
+
+def test_fit_classes_by_gpu_count_and_shards() -> None:
+    hook = _hook("fit-features")
+    assert hook.prefer(_job(1, 1000)) == "defrag_fit1"
+    assert hook.prefer(_job(4, 1000)) == "defrag_fit4"
+    assert hook.prefer(_job(3, 1000)) is None  # not a class
+    assert hook.prefer(_job(1, 300)) == "defrag_fitshard"
+    assert hook.prefer(JobSpec("cpu", 1000, 10)) is None
+
+
+def test_shard_sizes_round_up_to_the_next_class() -> None:
+    mix = Mix((TaskClass(2, 1, 250, 1.0), TaskClass(2, 1, 500, 1.0), TaskClass(2, 1, 1000, 1.0)))
+    hook = _hook("fgd-tiers", mix)
+    assert hook.prefer(_job(1, 250)) == "defrag_fitshard250"
+    assert hook.prefer(_job(1, 300)) == "defrag_fitshard500"
+    assert hook.prefer(_job(1, 600)) is None  # above every class: no hint
+    assert hook.prefer(_job(2, 1000)) == "defrag_fit2"
+
+
+def test_cached_per_request_shape() -> None:
+    hook = _hook("fit-features")
+    for _ in range(5):
+        hook.apply(_job(1, 1000))
+    assert hook.calls == 1
+    assert hook.apply(_job(2, 1000)).prefer == "defrag_fit2"

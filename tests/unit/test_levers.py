@@ -1,0 +1,97 @@
+"""The product's packing levers: weights and fit-class features from one snapshot."""
+
+from __future__ import annotations
+
+import pytest
+
+from slurm_defrag.domain.cluster import ClusterSnapshot, Job, JobState, Node
+from slurm_defrag.planner.fit_classes import Mix, TaskClass
+from slurm_defrag.planner.levers import (
+    IDLE_TIER,
+    TIER_SPAN,
+    LeverSettings,
+    compute_levers,
+    pack_table,
+)
+from slurm_defrag.synth import EPOCH
+
+
+def _node(name: str, used: frozenset[int] = frozenset(), share: int = 0, **kw: object) -> Node:
+    milli = tuple((share if share and g in used else 1000 if g in used else 0) for g in range(4))
+    fields: dict[str, object] = {
+        "name": name,
+        "partitions": ("batch",),
+        "state": frozenset({"MIXED" if used else "IDLE"}),
+        "gpu_model": "v100",
+        "gpu_count": 4,
+        "gpus_used": used,
+        "gpu_milli_used": milli,
+        "cpus": 32,
+        "cpus_alloc": 4 if used else 0,
+    }
+    return Node.model_validate({**fields, **kw})
+
+
+def _snap() -> ClusterSnapshot:
+    # a: idle; b: 1 GPU busy; c: 3 GPUs busy; d: 1 GPU half used by shards
+    return ClusterSnapshot(
+        taken_at=EPOCH,
+        nodes=(
+            _node("a", weight=2),
+            _node("b", frozenset({0})),
+            _node("c", frozenset({0, 1, 2})),
+            _node("d", frozenset({0}), share=500),
+        ),
+    )
+
+
+def test_none_changes_nothing() -> None:
+    out = compute_levers(_snap(), LeverSettings("none"))
+    assert out.weights == {} and out.features == {}
+
+
+def test_weight_tiers_fullest_first_idle_last_admin_order_kept() -> None:
+    w = compute_levers(_snap(), LeverSettings("weight-tiers")).weights
+    assert w["c"] < w["b"] < w["d"] < TIER_SPAN + IDLE_TIER < w["a"]  # by free capacity
+    assert w["a"] == 2 * TIER_SPAN + IDLE_TIER  # the admin's weight 2 still dominates
+
+
+def test_idle_bump_is_the_old_lever() -> None:
+    w = compute_levers(_snap(), LeverSettings("idle-bump", bump=1000)).weights
+    assert w == {"a": 1002, "b": 1, "c": 1, "d": 1}
+
+
+def test_fit_features_tag_the_tightest_nodes_per_class() -> None:
+    f = compute_levers(_snap(), LeverSettings("fit-features")).features
+    assert "defrag_fit1" in f["c"] and "defrag_fit1" not in f["a"]
+    assert "defrag_fit4" in f["a"]  # only the idle node fits 4
+    assert "defrag_fitshard" in f["d"]  # the half-used GPU
+    assert compute_levers(_snap(), LeverSettings("fit-features")).weights == {}
+
+
+def test_fgd_features_need_a_mix_and_tag_least_rise() -> None:
+    with pytest.raises(ValueError, match="mix"):
+        LeverSettings("fgd-tiers")
+    mix = Mix((TaskClass(2, 1, 500, 0.5), TaskClass(4, 2, 1000, 0.5)))
+    s = LeverSettings("fgd-tiers", mix=mix)
+    assert s.shard_sizes == (500,)
+    out = compute_levers(_snap(), s)
+    # a 500-share job fills d's half-used GPU: no rise there, a rise anywhere else
+    assert out.features["d"] >= {"defrag_fitshard500"}
+    assert "defrag_fitshard500" not in out.features["a"]
+    table = pack_table(s)
+    assert table is not None and table["shard_sizes"] == [500]
+
+
+def test_unavailable_nodes_get_no_features() -> None:
+    snap = ClusterSnapshot(
+        taken_at=EPOCH,
+        nodes=(_node("a", state=frozenset({"DRAIN"})), _node("b")),
+        jobs=(
+            Job(id="1", partition="batch", state=JobState.RUNNING, start_time=EPOCH,
+                gpus={"b": frozenset({0})}),
+        ),
+    )
+    f = compute_levers(snap, LeverSettings("fit-features")).features
+    assert f["a"] == frozenset()
+    assert "defrag_fit1" in f["b"]
