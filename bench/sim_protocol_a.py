@@ -3,6 +3,7 @@
     .venv/bin/python bench/sim_protocol_a.py [--seeds 10] [--out docs/img/sim]
         [--overlays none,nvlink] [--policies ...] [--defrag none,planner]
         [--requeue-cap step|total] [--name protocol_a]
+        [--levers none,weight-tiers,fgd-tiers --lever-every 1,60]
 
 Runs the grid once per overlay: without topology (the paper's setting) and with the
 ``nvlink`` overlay and NVLink-bound multi-GPU jobs. Prints the rich tables (and the defrag
@@ -21,6 +22,7 @@ from rich.console import Console
 import repo_traces  # noqa: F401  (sets SLURM_DEFRAG_TRACES for a checkout)
 from slurm_defrag import suite
 from slurm_defrag.sim import report
+from slurm_defrag.sim.levers import mode_policies
 
 
 def main() -> None:
@@ -32,14 +34,25 @@ def main() -> None:
     ap.add_argument("--defrag", default="none", help="none, planner (comma list)")
     ap.add_argument("--requeue-cap", default="step", choices=("step", "total"))
     ap.add_argument("--name", default="protocol_a", help="file name stem of the .png and .json")
+    ap.add_argument(
+        "--levers",
+        default="",
+        help="slurm mode: comma list of levers (none, weight-tiers, fgd-tiers, ...), each "
+        "added as policy slurm+<lever>/<N>",
+    )
+    ap.add_argument("--lever-every", default="1", help="comma list of N (arrivals per cycle)")
     args = ap.parse_args()
+    policies = args.policies.split(",") if args.policies else []
+    if args.levers:
+        every = [int(x) for x in args.lever_every.split(",")]
+        policies += mode_policies(args.levers.split(","), every)
     console = Console(width=160)
     for overlay in args.overlays.split(","):
         s = suite.Suite(
             overlay=overlay,
             nvlink_jobs=overlay != "none",
             seeds=tuple(range(42, 42 + args.seeds)),
-            policies=tuple(args.policies.split(",")),
+            policies=tuple(policies),
             defrag=tuple(args.defrag.split(",")),
             requeue_cap=args.requeue_cap,
         )

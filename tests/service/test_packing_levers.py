@@ -48,8 +48,10 @@ def test_levers_set_weights_and_features_and_restore_them(store: Store) -> None:
     assert changes > 0
     nodes = fake.nodes
     assert nodes["g1"]["weight"] < nodes["g2"]["weight"] < nodes["g3"]["weight"]
-    assert "ib" in nodes["g1"]["features"] and "defrag_fit2" in nodes["g1"]["features"]
-    assert "defrag_fit8" in nodes["g2"]["features"] and "defrag_fit2" not in nodes["g2"]["features"]
+    assert "ib" in nodes["g1"]["features"]
+    assert "defrag_fit2" in nodes["g1"]["features"]
+    assert "defrag_fit8" in nodes["g2"]["features"]
+    assert "defrag_fit2" not in nodes["g2"]["features"]
     assert "nvme" in nodes["g3"]["features"]
     # the same state again: nothing to write
     before = len(fake.calls)
@@ -62,4 +64,10 @@ def test_levers_set_weights_and_features_and_restore_them(store: Store) -> None:
         "g3": (7, ["nvme"]),
     }
     argv = [c.argv for c in plans.commands()]
-    assert ["scontrol", "update", "NodeName=g1", "AvailableFeatures=ib", "ActiveFeatures=ib"] in argv
+    assert [
+        "scontrol",
+        "update",
+        "NodeName=g1",
+        "AvailableFeatures=ib",
+        "ActiveFeatures=ib",
+    ] in argv

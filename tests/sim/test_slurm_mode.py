@@ -60,8 +60,12 @@ def test_feature_masks_follow_changes() -> None:
 
 def test_slurm_without_levers_is_first_fit() -> None:
     nodes = _nodes(6, 8)
-    trace = [JobSpec(f"j{i}", 2000 * (i % 3 + 1), 100, g, m) for i, (g, m) in
-             enumerate([(1, 1000), (2, 1000), (1, 500), (4, 1000), (0, 0), (1, 250)] * 4)]
+    trace = [
+        JobSpec(f"j{i}", 2000 * (i % 3 + 1), 100, g, m)
+        for i, (g, m) in enumerate(
+            [(1, 1000), (2, 1000), (1, 500), (4, 1000), (0, 0), (1, 250)] * 4
+        )
+    ]
     a = run_a(nodes, trace, "first-fit", 7)
     b = run_a(nodes, trace, "slurm", 7)
     assert a.unallocated_pct == b.unallocated_pct
@@ -91,7 +95,9 @@ def test_protocol_a_cycles_every_n_arrivals_and_is_deterministic() -> None:
 
 def test_policy_names() -> None:
     mode = parse_mode("slurm+fit-tiers/60")
-    assert mode is not None and mode.every == 60 and mode.lever.lever == "fit-tiers"
+    assert mode is not None
+    assert mode.every == 60
+    assert mode.lever.lever == "fit-tiers"
     assert parse_mode("first-fit") is None
     with pytest.raises(ValueError, match="lever"):
         parse_mode("slurm+nothing")

@@ -11,7 +11,7 @@ from slurm_defrag.sim.model import JobSpec, NodeSpec
 
 pytest.importorskip("lupa")
 
-from slurm_defrag.sim.submit_hook import SubmitHook, node_table  # noqa: E402
+from slurm_defrag.sim.submit_hook import SubmitHook, node_table
 
 STATE = ClusterState([NodeSpec("a", 8000, 1000, 8, "v100"), NodeSpec("b", 8000, 1000, 2, "t4")])
 

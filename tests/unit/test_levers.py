@@ -47,7 +47,8 @@ def _snap() -> ClusterSnapshot:
 
 def test_none_changes_nothing() -> None:
     out = compute_levers(_snap(), LeverSettings("none"))
-    assert out.weights == {} and out.features == {}
+    assert out.weights == {}
+    assert out.features == {}
 
 
 def test_weight_tiers_fullest_first_idle_last_admin_order_kept() -> None:
@@ -63,7 +64,8 @@ def test_idle_bump_is_the_old_lever() -> None:
 
 def test_fit_features_tag_the_tightest_nodes_per_class() -> None:
     f = compute_levers(_snap(), LeverSettings("fit-features")).features
-    assert "defrag_fit1" in f["c"] and "defrag_fit1" not in f["a"]
+    assert "defrag_fit1" in f["c"]
+    assert "defrag_fit1" not in f["a"]
     assert "defrag_fit4" in f["a"]  # only the idle node fits 4
     assert "defrag_fitshard" in f["d"]  # the half-used GPU
     assert compute_levers(_snap(), LeverSettings("fit-features")).weights == {}
@@ -80,7 +82,8 @@ def test_fgd_features_need_a_mix_and_tag_least_rise() -> None:
     assert out.features["d"] >= {"defrag_fitshard500"}
     assert "defrag_fitshard500" not in out.features["a"]
     table = pack_table(s)
-    assert table is not None and table["shard_sizes"] == [500]
+    assert table is not None
+    assert table["shard_sizes"] == [500]
 
 
 def test_unavailable_nodes_get_no_features() -> None:
@@ -88,8 +91,13 @@ def test_unavailable_nodes_get_no_features() -> None:
         taken_at=EPOCH,
         nodes=(_node("a", state=frozenset({"DRAIN"})), _node("b")),
         jobs=(
-            Job(id="1", partition="batch", state=JobState.RUNNING, start_time=EPOCH,
-                gpus={"b": frozenset({0})}),
+            Job(
+                id="1",
+                partition="batch",
+                state=JobState.RUNNING,
+                start_time=EPOCH,
+                gpus={"b": frozenset({0})},
+            ),
         ),
     )
     f = compute_levers(snap, LeverSettings("fit-features")).features

@@ -100,9 +100,7 @@ class Packer:
                 action = "weight"
             ours = want.features.get(node.name)
             if ours is not None:
-                own = own_features.get(
-                    node.name, tuple(f for f in node.features if not is_ours(f))
-                )
+                own = own_features.get(node.name, tuple(f for f in node.features if not is_ours(f)))
                 new = tuple(own) + tuple(sorted(ours))
                 if sorted(new) != sorted(node.features):
                     text = ",".join(new)

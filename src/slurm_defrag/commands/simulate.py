@@ -35,6 +35,21 @@ def simulate(
             "--policies", help="Comma list: random, first-fit, best-fit, dot-product, fgd, packing."
         ),
     ] = "random,first-fit,best-fit,dot-product,fgd,packing",
+    levers: Annotated[
+        str,
+        typer.Option(
+            "--levers",
+            help="Slurm mode: comma list of packing levers (none, idle-bump, weight-tiers, "
+            "fit-features, fit-tiers, fgd-features, fgd-tiers), each run as policy "
+            "slurm+<lever>/<N> beside --policies; none = Slurm alone.",
+        ),
+    ] = "",
+    lever_every: Annotated[
+        str,
+        typer.Option(
+            "--lever-every", help="A: comma list of N, arrivals per service cycle (levers)."
+        ),
+    ] = "1",
     seeds: Annotated[int, typer.Option("--seeds", min=1, help="Number of seeds.")] = 10,
     first_seed: Annotated[
         int, typer.Option("--first-seed", help="First seed (the artifact uses 42).")
@@ -105,10 +120,24 @@ def simulate(
         raise InputError(f"--order {order!r}: choose shuffle or trace")
     if requeue_cap not in ("step", "total"):
         raise InputError(f"--requeue-cap {requeue_cap!r}: choose step or total")
+    from slurm_defrag.sim.levers import mode_policies, parse_mode
     from slurm_defrag.sim.policies.registry import POLICIES
 
     chosen = _csv(policies)
-    unknown = [p for p in chosen if p not in POLICIES]
+    if levers:
+        try:
+            every = [int(x) for x in _csv(lever_every)]
+            chosen += mode_policies(_csv(levers), every)
+        except ValueError as e:
+            raise InputError(f"--levers/--lever-every: {e}") from None
+
+    def known(p: str) -> bool:
+        try:
+            return p in POLICIES or parse_mode(p) is not None
+        except ValueError:
+            return False
+
+    unknown = [p for p in chosen if not known(p)]
     if unknown:
         raise InputError(
             f"--policies: unknown {', '.join(unknown)}; choose from {', '.join(POLICIES)}"

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from functools import lru_cache
+
 NodeFree = tuple[tuple[int, ...], int, str | None]
 """(free milli-GPUs per GPU, free CPUs, GPU model)."""
 
@@ -84,4 +85,3 @@ def rise(node: NodeFree, req: TaskClass, mix: Mix) -> float | None:
     if nxt is None:
         return None
     return frag(nxt, mix) - frag(node, mix)
-

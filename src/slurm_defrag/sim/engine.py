@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import heapq
 from bisect import insort
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Literal
 
@@ -35,7 +35,7 @@ from slurm_defrag.sim.model import JobSpec, Placement
 from slurm_defrag.sim.policies.base import PlacementPolicy
 from slurm_defrag.sim.timed_workload import gpu_hours
 
-_END, _ARRIVAL, _BACKFILL, _DEFRAG = 0, 1, 2, 3
+_END, _ARRIVAL, _BACKFILL, _DEFRAG, _LEVER = 0, 1, 2, 3, 4
 
 
 @dataclass(frozen=True)
@@ -56,6 +56,8 @@ class EngineConfig:
     """Requeue at most this share of running jobs per defrag cycle."""
     time_limit: float = float("inf")
     """Stop the simulation at this time even if jobs remain."""
+    lever_interval: float = 60.0
+    """Seconds between packing-lever cycles (the service's cycle) when a lever is set."""
 
 
 @dataclass
@@ -93,15 +95,19 @@ class Engine:
         config: EngineConfig | None = None,
         window: tuple[float, float] = (0.0, float("inf")),
         plan_node: NodePicker | None = None,
+        levers: Callable[[float], object] | None = None,
     ) -> None:
         """``plan_node`` chooses the node of a ``bf_reserve="all"`` plan among those where
-        the job will fit (default: the first in Slurm's node order)."""
+        the job will fit (default: the first in Slurm's node order). ``levers`` is one
+        service cycle of packing levers (:class:`slurm_defrag.sim.levers.SimLevers`),
+        called at 0 and every ``lever_interval`` s while work remains."""
         self.state = state
         self._plan_node = plan_node or first_in_order(state)
         self.jobs = list(jobs)
         self.policy = policy
         self.rng = rng
         self.step = defrag or NoDefrag()
+        self.levers = levers
         self.cfg = config or EngineConfig()
         self.pending: list[tuple[int, float, int]] = []  # (-priority, submit, id), sorted
         self.running: dict[int, RunningJob] = {}
@@ -135,6 +141,8 @@ class Engine:
             self._push(j.submit, _ARRIVAL, i)
         if not isinstance(self.step, NoDefrag):
             self._push(self.cfg.defrag_interval, _DEFRAG)
+        if self.levers is not None:
+            self._push(0.0, _LEVER)
         while self.events:
             t, kind, _, jid, token = heapq.heappop(self.events)
             if t > self.cfg.time_limit:
@@ -156,6 +164,10 @@ class Engine:
                 self._defrag()
                 if self.pending or any(e[1] == _ARRIVAL for e in self.events):
                     self._push(t + self.cfg.defrag_interval, _DEFRAG)
+            elif kind == _LEVER and self.levers is not None:
+                self.levers(t)
+                if self.pending or self.running or any(e[1] == _ARRIVAL for e in self.events):
+                    self._push(t + self.cfg.lever_interval, _LEVER)
             if self.pending and not self._bf_scheduled:
                 self._bf_scheduled = True
                 self._push(t + self.cfg.bf_interval, _BACKFILL)

@@ -63,6 +63,23 @@ def parse_mode(policy: str) -> SlurmMode | None:
     return SlurmMode(LeverSettings(lever, mix=mix if lever.startswith("fgd-") else None), n)
 
 
+def mode_policies(levers: Sequence[str], every: Sequence[int] = (DEFAULT_EVERY,)) -> list[str]:
+    """Policy names for ``--levers a,b --lever-every 1,60``: ``none`` is plain ``slurm``
+    (once, whatever N), every other lever once per N."""
+    out: list[str] = []
+    for lever in levers:
+        if lever == "none":
+            name = SLURM_POLICY
+            if name not in out:
+                out.append(name)
+            continue
+        for n in every:
+            name = f"{SLURM_POLICY}+{lever}/{n}"
+            parse_mode(name)  # refuses an unknown lever or a bad N, naming it
+            out.append(name)
+    return out
+
+
 def mix_of(types: Sequence[TaskType]) -> Mix:
     """The FGD measure's task types as the product's mix (CPUs rounded up to whole CPUs,
     as a Slurm request states them)."""

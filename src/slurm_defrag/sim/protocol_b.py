@@ -25,9 +25,11 @@ from slurm_defrag.sim.cluster import ClusterState
 from slurm_defrag.sim.defrag import DefragStep, NoDefrag
 from slurm_defrag.sim.engine import Engine, EngineConfig
 from slurm_defrag.sim.frag import typical_types
+from slurm_defrag.sim.levers import SLURM_POLICY, SimLevers, parse_mode, with_mix
 from slurm_defrag.sim.model import JobSpec, NodeSpec
 from slurm_defrag.sim.policies.base import PolicyContext
 from slurm_defrag.sim.policies.registry import build
+from slurm_defrag.sim.submit_hook import SubmitHook, node_table
 from slurm_defrag.sim.timed_workload import arrival_rate, arrivals, job_pool
 
 LARGE_GPUS = 4
@@ -71,7 +73,9 @@ def run_b(
     settings: SettingsB | None = None,
     defrag: DefragStep | None = None,
 ) -> ResultB:
-    """One timed replay; same inputs and seed give the same result."""
+    """One timed replay; same inputs and seed give the same result. ``policy`` may be a
+    slurm-mode configuration ``slurm+<lever>`` (the ``/N`` part is Protocol A's; here the
+    cycle is ``EngineConfig.lever_interval``)."""
     t0 = time.perf_counter()
     cfg = settings or SettingsB()
     rng = np.random.default_rng(seed)
@@ -80,10 +84,20 @@ def run_b(
     rate = arrival_rate(pool, state.total_gpu_milli, cfg.load)
     jobs = arrivals(pool, rate, cfg.horizon, rng)
     rank = rng.permutation(state.size).astype(np.int64)
-    chooser = build(policy, PolicyContext(state, typical_types(trace), rank))
+    types = typical_types(trace)
+    mode = parse_mode(policy)
+    levers = None
+    if mode is not None:
+        # slurm mode: Slurm's selection; levers every cycle; job_submit.lua's --prefer
+        mode = with_mix(mode, types)
+        levers = SimLevers(state, mode.lever).apply
+        if mode.lever.features:
+            hook = SubmitHook(node_table(state, mode.lever))
+            jobs = [hook.apply(j) for j in jobs]
+    chooser = build(SLURM_POLICY if mode else policy, PolicyContext(state, types, rank))
     step = defrag or NoDefrag()
     window = (cfg.warmup, cfg.horizon)
-    stats = Engine(state, jobs, chooser, rng, step, cfg.engine, window).run()
+    stats = Engine(state, jobs, chooser, rng, step, cfg.engine, window, levers=levers).run()
 
     waits: list[float] = []
     large: list[float] = []
