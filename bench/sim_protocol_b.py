@@ -2,6 +2,7 @@
 
     .venv/bin/python bench/sim_protocol_b.py [--seeds 2] [--out docs/img/sim]
         [--loads 0.9,1.2,1.5] [--policies ...] [--defrag none,planner-large] [--name protocol_b]
+        [--workload default|multigpu50] [--user-limits] [--ckpt-share 0,0.25]
         [--workload default|multigpu50] [--user-limits] [--ckpt-share 0,0.25,0.5]
 
 1/8 of openb's nodes (every shape kept), 18 h of Poisson arrivals drawn from the trace,
