@@ -6,10 +6,10 @@ from datetime import timedelta
 
 import numpy as np
 import pytest
-from builders import node, snapshot
 from simkit import job
 from simkit import node as simnode
 
+from builders import node, snapshot
 from slurm_defrag.domain.cluster import Job, JobState
 from slurm_defrag.policy.cost import CostConfig, restart_wait_hours, victim_cost
 from slurm_defrag.sim.cluster import ClusterState
@@ -129,7 +129,8 @@ def test_a_hold_keeps_new_jobs_off_the_block_and_starts_its_job() -> None:
     stats = eng.run()
     r = {j.name: rec for j, rec in zip(jobs, stats.records, strict=True)}
     assert r["big"].first_start == 600.0
-    assert r["small"].first_start is not None and r["small"].first_start >= 700.0
+    assert r["small"].first_start is not None
+    assert r["small"].first_start >= 700.0
     assert eng.holds_made == 1
 
 
@@ -194,6 +195,7 @@ def test_cost_ordering_wait_and_checkpoint() -> None:
     assert waits.cost == pytest.approx(2 * 2 + 2 * 3)
     # a recent checkpoint cuts lost work to the time since it
     c = victim_cost(ckpt, NOW, cfg, 0.0)
-    assert c.since_source == "checkpoint" and c.cost < free.cost
+    assert c.since_source == "checkpoint"
+    assert c.cost < free.cost
     # weight 0 (the default): the wait is not counted (today's planner)
     assert victim_cost(plain, NOW, CostConfig(restart_cost_gpu_hours=0.0), 3.0).cost == 4.0
