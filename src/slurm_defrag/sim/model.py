@@ -50,6 +50,9 @@ class JobSpec:
     """The job's GPUs must form one free NVLink block (``num_gpu >= 2``)."""
     time_limit: float | None = None
     """What backfill plans with (Slurm's time limit); None: the exact run time."""
+    ckpt_interval: float | None = None
+    """The job checkpoints every this many seconds of run time (None: never); a requeue
+    loses only the run since its last checkpoint, and it resumes from there."""
 
     def __post_init__(self) -> None:
         if self.num_gpu < 0 or not 0 <= self.gpu_milli <= MILLI:
