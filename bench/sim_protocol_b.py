@@ -2,11 +2,15 @@
 
     .venv/bin/python bench/sim_protocol_b.py [--seeds 2] [--out docs/img/sim]
         [--loads 0.9,1.2,1.5] [--policies ...] [--defrag none,planner-large] [--name protocol_b]
+        [--workload default|multigpu50] [--user-limits] [--ckpt-share 0,0.25]
+        [--workload default|multigpu50] [--user-limits] [--ckpt-share 0,0.25,0.5]
 
 1/8 of openb's nodes (every shape kept), 18 h of Poisson arrivals drawn from the trace,
 run times capped at 6 h, the first 6 h (one maximal run time, to reach steady state) not
 measured, then drained. Prints the rich table and writes ``protocol_b.png`` and ``.json``
-to ``--out``. One process, sequential.
+to ``--out``. One process, sequential. ``--user-limits``: time limits as users set them
+(Tsafrir et al. 2005, see sim/timed_workload.py); ``--ckpt-share``: shares of jobs that
+checkpoint every 30 min (a sweep). The JSON holds every run (per seed).
 """
 
 from __future__ import annotations
@@ -30,8 +34,14 @@ def main() -> None:
     ap.add_argument("--loads", default="0.9,1.2,1.5")
     ap.add_argument("--defrag", default="none", help="none, planner, planner-large (comma list)")
     ap.add_argument("--name", default="protocol_b", help="file name of the .png and .json")
+    ap.add_argument("--workload", default="default", help="openb pod list: default, multigpu50")
+    ap.add_argument("--user-limits", action="store_true", help="time limits as users set them")
+    ap.add_argument("--ckpt-share", default="0", help="checkpointing shares (comma list)")
     args = ap.parse_args()
     s = suite.Suite(
+        trace=args.workload,
+        user_limits=args.user_limits,
+        ckpt_shares=tuple(float(x) for x in args.ckpt_share.split(",")),
         seeds=tuple(range(42, 42 + args.seeds)),
         policies=tuple(args.policies.split(",")),
         loads=tuple(float(x) for x in args.loads.split(",")),
@@ -41,9 +51,12 @@ def main() -> None:
     runs = suite.protocol_b(s)
     took = time.perf_counter() - t0
     console = Console()
-    console.print(report.table_b(runs, "Protocol B — openb default, 1/8 of the nodes"))
+    for ckpt in s.ckpt_shares:
+        mine = [r for r in runs if r.ckpt_share == ckpt]
+        name = f"Protocol B — openb {args.workload}, 1/8 of the nodes, ckpt share {ckpt:g}"
+        console.print(report.table_b(mine, name))
     console.print(f"{len(runs)} runs in {took:.0f} s")
-    title = "Protocol B: openb default, 1/8 of the nodes"
+    title = f"Protocol B: openb {args.workload}, 1/8 of the nodes"
     report.plot_b(runs, args.out / f"{args.name}.png", title)
     (args.out / f"{args.name}.json").write_text(report.to_json("B", s.settings(), runs))
 

@@ -13,7 +13,11 @@
 #   scripts/cluster.sh api       print the slurmrestd API version in use (e.g. v0.0.38)
 #
 # Environment: SLURM_SUITE=bookworm (Slurm 22.05, default) | trixie (Slurm 24.11);
-# DEBIAN_MIRROR; SLURMRESTD_PORT (6820); POSTGRES_PORT (55432); UP_TIMEOUT (300 s).
+# CLUSTER_PREFIX (slurmdefrag: containers <prefix>-<suite>-<service>, compose project
+# <prefix>-<suite>; the test suite uses its own, slurmdefrag-test); DEBIAN_MIRROR;
+# SLURMRESTD_PORT (6820); POSTGRES_PORT (55432); UP_TIMEOUT (300 s);
+# DEFRAG_MODE (dry-run|enforce) and DEFRAG_INTERVAL_S for `defrag up`: remembered per
+# cluster (.cluster/<project>.env), so a restart after a crash keeps the mode it had.
 set -euo pipefail
 
 # Debian's docker.io client/daemon and docker-compose v1 live in /usr/bin; a newer,
@@ -28,7 +32,10 @@ export BASE_IMAGE=slurm-defrag-base:$SLURM_SUITE
 export SLURMRESTD_PORT=${SLURMRESTD_PORT:-6820}
 export POSTGRES_PORT=${POSTGRES_PORT:-55432}
 DEBIAN_MIRROR=${DEBIAN_MIRROR:-http://deb.debian.org/debian}
-PROJECT=slurmdefrag-$SLURM_SUITE
+export CLUSTER_PREFIX=${CLUSTER_PREFIX:-slurmdefrag}
+PROJECT=$CLUSTER_PREFIX-$SLURM_SUITE
+# What `defrag up` was last started with, for this cluster only (removed by `down`).
+DEFRAG_STATE=$ROOT/.cluster/$PROJECT.env
 CTLD=$PROJECT-slurmctld
 NODES=(node01 node02 node03 node04)
 UP_TIMEOUT=${UP_TIMEOUT:-300}
@@ -112,6 +119,30 @@ remove_defrag() {
     [ ${#ids[@]} -eq 0 ] || "$DOCKER" rm -f "${ids[@]}" >/dev/null
 }
 
+# The service's mode survives restarts: a mode given now is remembered, a restart without
+# one takes the remembered mode (a crash must not turn an enforce service into dry-run and
+# leave its open plan frozen until its TTL).
+defrag_up() {
+    local mode=${DEFRAG_MODE:-} interval=${DEFRAG_INTERVAL_S:-}
+    if [ -f "$DEFRAG_STATE" ]; then
+        local key value
+        while IFS='=' read -r key value; do
+            case $key in
+                DEFRAG_MODE) [ -n "$mode" ] || mode=$value ;;
+                DEFRAG_INTERVAL_S) [ -n "$interval" ] || interval=$value ;;
+            esac
+        done <"$DEFRAG_STATE"
+    fi
+    mode=${mode:-dry-run}; interval=${interval:-60}
+    case $mode in dry-run|enforce) ;; *) die "DEFRAG_MODE=$mode: use dry-run or enforce" ;; esac
+    case $interval in ''|*[!0-9]*) die "DEFRAG_INTERVAL_S=$interval: a whole number of seconds" ;; esac
+    mkdir -p "$(dirname "$DEFRAG_STATE")"
+    printf 'DEFRAG_MODE=%s\nDEFRAG_INTERVAL_S=%s\n' "$mode" "$interval" >"$DEFRAG_STATE"
+    log "slurm-defrag service: mode $mode, interval ${interval}s (remembered in $DEFRAG_STATE)"
+    export DEFRAG_MODE=$mode DEFRAG_INTERVAL_S=$interval
+    compose --profile defrag up -d --no-deps defrag
+}
+
 # slurmrestd serves several API versions; pick the newest one that answers a ping.
 api_version() {
     local tok v
@@ -173,7 +204,7 @@ up)
     wait_ready
     log "cluster $PROJECT up in $((SECONDS - t0))s; try: scripts/cluster.sh exec sinfo"
     ;;
-down)     ensure_dockerd; remove_defrag; compose down -v --remove-orphans ;;
+down)     ensure_dockerd; remove_defrag; compose down -v --remove-orphans; rm -f "$DEFRAG_STATE" ;;
 build)    build ;;
 status)   compose ps; ctld sinfo -N -o '%N %t %G %P' || true ;;
 logs)     compose logs --no-color "$@" ;;
@@ -181,7 +212,7 @@ exec)     [ $# -gt 0 ] || die "usage: $0 exec CMD..."
           if [ -t 0 ]; then "$DOCKER" exec -it "$CTLD" "$@"; else ctld "$@"; fi ;;
 defrag)   case ${1:-up} in
           # --no-deps: never recreate slurmctld or postgres under running jobs
-          up)   compose --profile defrag up -d --no-deps defrag ;;
+          up)   defrag_up ;;
           stop) compose --profile defrag stop defrag ;;
           logs) compose --profile defrag logs --no-color defrag ;;
           build) ensure_dockerd; build_defrag ;;

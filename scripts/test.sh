@@ -5,8 +5,9 @@
 #   2. static checks: ruff, mypy --strict, import contracts (lint-imports, docs/architecture.md),
 #   3. unit, property, solver, adapter and store tests (no services),
 #   4. PostgreSQL (Debian package, throwaway cluster) for the store tests on a real server,
-#   5. for each Slurm release in SLURM_SUITES: the compose Slurm cluster, the live tests,
-#      teardown.
+#   5. for each Slurm release in SLURM_SUITES: the suite's own compose Slurm cluster
+#      (prefix slurmdefrag-test, ports 6830/55452: never a cluster a user started), the
+#      live tests, teardown.
 # Under CI=true a service that cannot be started fails the run (tests never skip it).
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -90,6 +91,12 @@ if [ -x scripts/postgres.sh ]; then
 fi
 
 if [ -x scripts/cluster.sh ]; then
+    # The suite's own clusters: their own compose project, container names and host ports,
+    # so a cluster a user started (prefix slurmdefrag, ports 6820/55432) is never touched,
+    # and `down` at the end removes only what this run created.
+    export CLUSTER_PREFIX=${TEST_CLUSTER_PREFIX:-slurmdefrag-test}
+    export SLURMRESTD_PORT=${TEST_SLURMRESTD_PORT:-6830}
+    export POSTGRES_PORT=${TEST_POSTGRES_PORT:-55452}
     for suite in $SLURM_SUITES; do
         step "Slurm cluster: $suite"
         export SLURM_SUITE=$suite

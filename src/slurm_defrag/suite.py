@@ -12,6 +12,7 @@ from dataclasses import asdict, dataclass, field, replace
 from functools import partial
 from pathlib import Path
 
+import numpy as np
 from rich.console import Console
 
 from slurm_defrag.sim.defrag import DefragStep
@@ -21,7 +22,7 @@ from slurm_defrag.sim.model import JobSpec, NodeSpec
 from slurm_defrag.sim.planner_step import make_step
 from slurm_defrag.sim.protocol_a import ResultA, run_a
 from slurm_defrag.sim.protocol_b import ResultB, SettingsB, run_b
-from slurm_defrag.sim.timed_workload import scale_cluster
+from slurm_defrag.sim.timed_workload import durations_by_gpus, scale_cluster
 from slurm_defrag.traces import openb
 from slurm_defrag.traces.overlay import apply_overlay, require_nvlink
 
@@ -47,6 +48,8 @@ class Suite:
     horizon_h: float = 18.0
     warmup_h: float = 6.0
     max_runtime_h: float = 6.0
+    user_limits: bool = False
+    ckpt_shares: Sequence[float] = (0.0,)
     extra: dict[str, object] = field(default_factory=dict)
 
     def settings(self) -> dict[str, object]:
@@ -94,19 +97,28 @@ def protocol_b(
     suite: Suite, console: Console | None = None, traces: Path | None = None
 ) -> list[ResultB]:
     nodes, jobs = load(suite, traces)
+    if jobs and not any(j.duration for j in jobs):
+        # openb's multigpu* files carry no times: run times from the default trace's, per
+        # GPU count (timed_workload.durations_by_gpus), from a fixed seed
+        reference = openb.load_pods("default", traces)
+        jobs = durations_by_gpus(jobs, reference, np.random.default_rng(0))
     nodes = scale_cluster(nodes, suite.scale)
     base = SettingsB(
         horizon=suite.horizon_h * 3600,
         warmup=suite.warmup_h * 3600,
         max_runtime=suite.max_runtime_h * 3600,
         engine=EngineConfig(),
+        user_limits=suite.user_limits,
     )
     tasks, labels = [], []
     for step in _steps(suite):
         for load_ in suite.loads:
-            for policy in suite.policies:
-                for seed in suite.seeds:
-                    s = replace(base, load=load_)
-                    tasks.append(partial(run_b, nodes, jobs, policy, seed, s, step))
-                    labels.append(f"B load={load_} {policy} defrag={step.name} seed={seed}")
+            for ckpt in suite.ckpt_shares:
+                for policy in suite.policies:
+                    for seed in suite.seeds:
+                        s = replace(base, load=load_, ckpt_share=ckpt)
+                        tasks.append(partial(run_b, nodes, jobs, policy, seed, s, step))
+                        labels.append(
+                            f"B load={load_} ckpt={ckpt} {policy} defrag={step.name} seed={seed}"
+                        )
     return run_grid(tasks, labels, console)

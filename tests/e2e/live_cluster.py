@@ -25,6 +25,10 @@ from slurm_defrag.slurm.settings import SlurmSettings
 
 ROOT = Path(__file__).resolve().parents[2]
 SUITE = os.environ.get("SLURM_SUITE", "bookworm")
+PREFIX = os.environ.get("CLUSTER_PREFIX", "slurmdefrag")
+"""Container prefix (scripts/cluster.sh): the test suite runs its own cluster under
+``slurmdefrag-test`` (scripts/test.sh), so it never touches a cluster a user started."""
+PROJECT = f"{PREFIX}-{SUITE}"
 DOCKER = shutil.which("docker", path="/usr/bin:/usr/local/bin") or "/usr/bin/docker"
 REST_URL = f"http://127.0.0.1:{os.environ.get('SLURMRESTD_PORT', '6820')}"
 GRES_CONF = ROOT / "docker" / "slurm" / "gres.conf"
@@ -32,7 +36,7 @@ CLUSTER = "defrag"  # ClusterName in docker/slurm/slurm.conf
 
 
 def container(service: str) -> str:
-    return f"slurmdefrag-{SUITE}-{service}"
+    return f"{PROJECT}-{service}"
 
 
 CTLD = container("slurmctld")
@@ -192,7 +196,7 @@ def exclusive_cluster() -> Iterator[None]:
         finally:
             _held -= 1
         return
-    path = Path(f"/tmp/slurmdefrag-{SUITE}.lock")
+    path = Path(f"/tmp/{PROJECT}.lock")
     with path.open("a") as fh:
         fcntl.flock(fh, fcntl.LOCK_EX)
         _held = 1

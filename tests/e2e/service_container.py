@@ -45,12 +45,11 @@ from slurm_defrag.store import migrate
 from slurm_defrag.store.engine import make_engine
 
 try:
-    from live_cluster import CTLD, DOCKER, ROOT, SUITE, container
+    from live_cluster import CTLD, DOCKER, PROJECT, ROOT, SUITE, container
 except ModuleNotFoundError:  # imported as e2e.service_container (tests/plugins)
-    from e2e.live_cluster import CTLD, DOCKER, ROOT, SUITE, container
+    from e2e.live_cluster import CTLD, DOCKER, PROJECT, ROOT, SUITE, container
 
 COMPOSE = "/usr/bin/docker-compose"
-PROJECT = f"slurmdefrag-{SUITE}"
 IMAGE = f"slurm-defrag/defrag:{SUITE}"
 PREFIX = container("defrag-")
 LABEL = "slurm-defrag.test-service"

@@ -41,7 +41,7 @@ pytestmark = pytest.mark.slurm
 
 ROOT = Path(__file__).resolve().parents[2]
 SUITE = os.environ.get("SLURM_SUITE", "bookworm")
-CTLD = f"slurmdefrag-{SUITE}-slurmctld"
+CTLD = f"{os.environ.get('CLUSTER_PREFIX', 'slurmdefrag')}-{SUITE}-slurmctld"
 DOCKER = shutil.which("docker", path="/usr/bin:/usr/local/bin") or "/usr/bin/docker"
 REST_URL = f"http://127.0.0.1:{os.environ.get('SLURMRESTD_PORT', '6820')}"
 GRES_CONF = ROOT / "docker" / "slurm" / "gres.conf"

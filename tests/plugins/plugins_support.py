@@ -17,7 +17,8 @@ install restarts slurmctld.
 If the cluster already runs the hooks (JobSubmitPlugins=lua configured by the compose
 files), slurm.conf is left alone and only the files are refreshed.
 
-The container defaults to ``slurmdefrag-$SLURM_SUITE-slurmctld`` (scripts/cluster.sh);
+The container defaults to ``$CLUSTER_PREFIX-$SLURM_SUITE-slurmctld`` (scripts/cluster.sh;
+prefix ``slurmdefrag``, the test suite's own cluster ``slurmdefrag-test``);
 ``SLURM_DEFRAG_TEST_CTLD`` names another one.
 """
 
@@ -37,7 +38,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[2]
 PLUGINS = ROOT / "slurm-plugins"
 SUITE = os.environ.get("SLURM_SUITE", "bookworm")
-CTLD = os.environ.get("SLURM_DEFRAG_TEST_CTLD", f"slurmdefrag-{SUITE}-slurmctld")
+PREFIX = os.environ.get("CLUSTER_PREFIX", "slurmdefrag")  # scripts/cluster.sh
+CTLD = os.environ.get("SLURM_DEFRAG_TEST_CTLD", f"{PREFIX}-{SUITE}-slurmctld")
 DOCKER = shutil.which("docker", path="/usr/bin:/usr/local/bin") or "/usr/bin/docker"
 ETC = "/etc/slurm"
 EPILOG_LOG = "/var/log/slurm-defrag-epilog.log"

@@ -2,15 +2,10 @@
 
 from __future__ import annotations
 
-import pytest
-
 from slurm_defrag.planner.fit_classes import Mix, TaskClass
 from slurm_defrag.planner.levers import LeverSettings
 from slurm_defrag.sim.cluster import ClusterState
 from slurm_defrag.sim.model import JobSpec, NodeSpec
-
-pytest.importorskip("lupa")
-
 from slurm_defrag.sim.submit_hook import SubmitHook, node_table
 
 STATE = ClusterState([NodeSpec("a", 8000, 1000, 8, "v100"), NodeSpec("b", 8000, 1000, 2, "t4")])

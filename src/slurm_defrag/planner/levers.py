@@ -238,10 +238,10 @@ def _fit_sets(free: Mapping[str, _Free], sizes: tuple[int, ...]) -> dict[str, se
     for name, f in free.items():
         if f.cpus == 0 or (f.whole == 0 and f.best_share == MILLI):
             continue
-        key = (f.best_share, f.idle, f.milli // MILLI)
-        if shard_best is None or key < shard_best:
-            shard_best, shard = key, {name}
-        elif key == shard_best:
+        shard_key = (f.best_share, f.idle, f.milli // MILLI)
+        if shard_best is None or shard_key < shard_best:
+            shard_best, shard = shard_key, {name}
+        elif shard_key == shard_best:
             shard.add(name)
     out[SHARD_FEATURE] = shard
     return out

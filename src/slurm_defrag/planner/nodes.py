@@ -10,7 +10,13 @@ from itertools import combinations
 
 from slurm_defrag.domain.cluster import UNKNOWN_OWNER, ClusterSnapshot, Job, Node
 from slurm_defrag.domain.topology import GpuTopology, popcount
-from slurm_defrag.policy.cost import CostConfig, VictimCost, to_milli, victim_cost
+from slurm_defrag.policy.cost import (
+    CostConfig,
+    VictimCost,
+    restart_wait_hours,
+    to_milli,
+    victim_cost,
+)
 from slurm_defrag.policy.protections import Protector, movable
 
 SUBSET_JOB_CAP = 12
@@ -50,7 +56,13 @@ class JobTable:
         i = len(self.ids)
         self.ids.append(job.id)
         self.index[job.id] = i
-        c = victim_cost(job, self.now, self.cost_cfg)
+        cfg = self.cost_cfg
+        wait = (
+            restart_wait_hours(job, self.snapshot, self.now, cfg.max_wait_hours)
+            if cfg.requeue_wait_weight > 0
+            else 0.0
+        )
+        c = victim_cost(job, self.now, cfg, wait)
         self.costs.append(c)
         self.cost_milli.append(to_milli(c.cost))
         return i

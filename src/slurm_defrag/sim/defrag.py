@@ -2,10 +2,13 @@
 
 Each scheduling cycle (Protocol B) or after a job fails to place (Protocol A) the engine
 hands a :class:`DefragView` to a :class:`DefragStep` and applies the :class:`DefragPlan` it
-returns: victims are requeued (their progress is lost, as for ``scontrol requeue`` of a
-job without checkpoints), then the plan's target placements are tried, then the normal
-scheduler runs. The engine, not the step, enforces the requeue limit, the way the
-service's actuator does; a step that asks for more gets its list cut to the limit.
+returns: victims are requeued (their progress since their last checkpoint is lost, as for
+``scontrol requeue``; a job without checkpoints loses all of it), then the plan's target
+placements are tried, its *holds* are set up (a reservation of a GPU block for a target
+that waits for the block's jobs to end: the service's drain plan, ``scontrol create
+reservation``), then the normal scheduler runs. The engine, not the step, enforces the
+requeue limit, the way the service's actuator does; a step that asks for more gets its
+list cut to the limit.
 
 :class:`NoDefrag` is the baseline (no defragmentation); :mod:`slurm_defrag.sim.planner_step`
 adapts the real planner (:mod:`slurm_defrag.planner`) to this Protocol.
@@ -29,6 +32,16 @@ class RunningJob:
     job: JobSpec
     where: Placement
     start: float
+    done: float = 0.0
+    """Run time already saved by checkpoints before this start (it resumes from there)."""
+
+    def last_checkpoint(self, now: float) -> float | None:
+        """When the job last checkpointed in this run (None: not since it started)."""
+        every = self.job.ckpt_interval
+        if not every:
+            return None
+        n = int((now - self.start) // every)
+        return self.start + n * every if n > 0 else None
 
 
 @dataclass(frozen=True)
@@ -43,6 +56,8 @@ class DefragView:
     timed: bool = True
     """False in Protocol A: no time passes, every job "started" at 0, so elapsed time says
     nothing about what a requeue loses."""
+    held: frozenset[int] = frozenset()
+    """Pending jobs a reservation already holds a block for (not targets again)."""
 
 
 @dataclass(frozen=True)
@@ -51,6 +66,8 @@ class DefragPlan:
 
     requeue: tuple[int, ...] = ()
     place: Mapping[int, Placement] = field(default_factory=dict)
+    hold: Mapping[int, Placement] = field(default_factory=dict)
+    """Pending job -> the block to reserve for it until its jobs end (a drain)."""
 
 
 class DefragStep(Protocol):

@@ -12,7 +12,13 @@ wait) and defrag cycles (every ``defrag_interval`` s). Scheduling mimics slurmct
   (EASY, ``bf_reserve="head"``); with ``bf_reserve="all"`` it plans every job it tests
   and cannot start, blocking whole nodes as slurmctld's backfill does (see there);
 * a defrag step may requeue running jobs (at most ``requeue_share`` of them per cycle); a
-  requeued job loses its progress (GPU-hours lost) and waits again with its old priority.
+  requeued job loses its progress since its last checkpoint (all of it without
+  checkpoints: GPU-hours lost), waits again with its old priority and, when it starts
+  again, runs only what its checkpoint did not save;
+* a defrag step may also *hold* a GPU block for a pending job (a reservation, the
+  service's drain plan): GPUs of the block are taken by the reservation as they free, so
+  no other job starts on them; when all are free the job starts there. A hold is
+  released when its job starts elsewhere, or after ``hold_max`` s unused.
 
 Ties in event time are processed ends first, then arrivals, then cycles, then in
 insertion order, so runs are reproducible.
@@ -28,6 +34,7 @@ from typing import Literal
 
 import numpy as np
 
+from slurm_defrag.domain.units import MILLI
 from slurm_defrag.sim.backfill import NodePicker, Plans, first_in_order, plan, reserve
 from slurm_defrag.sim.cluster import BoolArray, ClusterState
 from slurm_defrag.sim.defrag import DefragStep, DefragView, NoDefrag, RunningJob, requeue_limit
@@ -36,6 +43,18 @@ from slurm_defrag.sim.policies.base import PlacementPolicy
 from slurm_defrag.sim.timed_workload import gpu_hours
 
 _END, _ARRIVAL, _BACKFILL, _DEFRAG, _LEVER = 0, 1, 2, 3, 4
+_RESERVED = JobSpec(name="reservation", cpu_milli=0, memory_mib=0, num_gpu=1, gpu_milli=MILLI)
+"""What a reservation allocates on each GPU of its block once free (no CPU, no memory)."""
+
+
+@dataclass
+class Hold:
+    """A GPU block reserved for a pending job (``scontrol create reservation``)."""
+
+    where: Placement
+    since: float
+    taken: set[int] = field(default_factory=set)
+    """GPUs of the block the reservation already holds (free ones are taken at once)."""
 
 
 @dataclass(frozen=True)
@@ -58,6 +77,9 @@ class EngineConfig:
     """Stop the simulation at this time even if jobs remain."""
     lever_interval: float = 60.0
     """Seconds between packing-lever cycles (the service's cycle) when a lever is set."""
+    hold_max: float = 2 * 3600.0
+    """A reservation (hold) not used within this many seconds is released (the planner's
+    drain ``max_wait_hours``: its blockers' time limits all end within it)."""
 
 
 @dataclass
@@ -121,6 +143,11 @@ class Engine:
         self._bf_scheduled = False
         self.stats = EngineStats(records=[JobRecord() for _ in self.jobs], window=window)
         self._last_t = 0.0
+        self.done: dict[int, float] = {}
+        """Run time a job's checkpoints saved before it was requeued."""
+        self.holds: dict[int, Hold] = {}
+        self._held_milli = 0
+        self.holds_made = 0
 
     # -- event plumbing -----------------------------------------------------------------
 
@@ -132,7 +159,9 @@ class Engine:
         lo, hi = self.stats.window
         a, b = max(self._last_t, lo), min(t, hi)
         if b > a:
-            self.stats.alloc_integral += self.state.allocated_gpu_milli() * (b - a)
+            # GPUs a reservation holds idle are not allocated to work
+            used = self.state.allocated_gpu_milli() - self._held_milli
+            self.stats.alloc_integral += used * (b - a)
         self._last_t = t
         self.now = t
 
@@ -183,21 +212,26 @@ class Engine:
 
     def _start(self, jid: int, where: Placement) -> None:
         job = self.jobs[jid]
+        if jid in self.holds:
+            self._unhold(jid)
         self.state.allocate(job, where)
-        self.running[jid] = RunningJob(job, where, self.now)
+        done = self.done.get(jid, 0.0)
+        self.running[jid] = RunningJob(job, where, self.now, done)
         self.on_node.setdefault(where.node, set()).add(jid)
         self.token[jid] = self.token.get(jid, 0) + 1
         rec = self.stats.records[jid]
         if rec.first_start is None:
             rec.first_start = self.now
         rec.placement = where
-        self._push(self.now + job.duration, _END, jid, self.token[jid])
+        self._push(self.now + job.duration - done, _END, jid, self.token[jid])
 
     def _stop(self, jid: int) -> RunningJob:
         r = self.running.pop(jid)
         self.state.release(r.job, r.where)
         self.on_node[r.where.node].discard(jid)
         self._released = self._bf_dirty = True
+        if self.holds:
+            self._take_held(r.where.node)
         return r
 
     def _finish(self, jid: int) -> None:
@@ -207,7 +241,10 @@ class Engine:
 
     def _requeue(self, jid: int) -> None:
         r = self._stop(jid)
-        lost = gpu_hours(r.job, self.now - r.start)
+        ckpt = r.last_checkpoint(self.now)
+        saved = 0.0 if ckpt is None else ckpt - r.start
+        self.done[jid] = r.done + saved
+        lost = gpu_hours(r.job, self.now - r.start - saved)
         rec = self.stats.records[jid]
         rec.requeues += 1
         rec.lost_gpu_h += lost
@@ -291,7 +328,10 @@ class Engine:
             running=dict(self.running),
             pending=[(jid, self.jobs[jid]) for _, _, jid in self.pending],
             max_requeues=requeue_limit(len(self.running), self.cfg.requeue_share),
+            held=frozenset(self.holds),
         )
+        for jid in [j for j, h in self.holds.items() if self.now - h.since > self.cfg.hold_max]:
+            self._unhold(jid)
         plan = self.step.plan(view)
         for jid in [v for v in plan.requeue if v in self.running][: view.max_requeues]:
             self._requeue(jid)
@@ -303,5 +343,45 @@ class Engine:
             if jid not in self.running and key in self.pending and self.state.can_place(job, where):
                 self.pending.remove(key)
                 self._start(jid, where)
+        for jid, where in plan.hold.items():
+            if jid not in self.running and jid not in self.holds:
+                self._hold(jid, where)
         self._released = True
         self._schedule()
+
+    # -- reservations -------------------------------------------------------------------
+
+    def _hold(self, jid: int, where: Placement) -> None:
+        for other in self.holds.values():
+            if other.where.node == where.node and set(other.where.gpus) & set(where.gpus):
+                return  # two reservations never overlap (Slurm refuses it too)
+        self.holds[jid] = Hold(where, self.now)
+        self.holds_made += 1
+        self._take_held(where.node)
+
+    def _unhold(self, jid: int) -> None:
+        h = self.holds.pop(jid)
+        for g in sorted(h.taken):
+            self.state.release(_RESERVED, Placement(h.where.node, (g,)))
+            self._held_milli -= MILLI
+        self._released = self._bf_dirty = True
+
+    def _take_held(self, node: int) -> None:
+        """Reservations on ``node`` take their GPUs that are free; one that holds its
+        whole block hands it to its job (left to the scheduler if CPUs or memory lack)."""
+        for jid, h in list(self.holds.items()):
+            if h.where.node != node:
+                continue
+            for g in h.where.gpus:
+                if g not in h.taken and self.state.gpu_left[node, g] == MILLI:
+                    self.state.allocate(_RESERVED, Placement(node, (g,)))
+                    h.taken.add(g)
+                    self._held_milli += MILLI
+            if len(h.taken) < len(h.where.gpus):
+                continue
+            self._unhold(jid)
+            job = self.jobs[jid]
+            key = (-job.priority, job.submit, jid)
+            if key in self.pending and self.state.can_place(job, h.where):
+                self.pending.remove(key)
+                self._start(jid, h.where)

@@ -55,6 +55,9 @@ class JobSpec:
     prefer: str | None = None
     """Slurm's ``--prefer`` feature (soft; the ``slurm`` policy honours it), as
     job_submit.lua sets it at submit (:mod:`slurm_defrag.sim.submit_hook`)."""
+    ckpt_interval: float | None = None
+    """The job checkpoints every this many seconds of run time (None: never); a requeue
+    loses only the run since its last checkpoint, and it resumes from there."""
 
     def __post_init__(self) -> None:
         if self.num_gpu < 0 or not 0 <= self.gpu_milli <= MILLI:

@@ -21,11 +21,16 @@ from slurm_defrag.sim.protocol_b import LARGE_GPUS
 from slurm_defrag.sim.scope import cheapest_nodes, movable_host
 from slurm_defrag.sim.snapshot_view import ViewOptions, target_jobs, to_snapshot
 
-STEPS = ("none", "planner", "planner-large")
+STEPS = ("none", "planner", "planner-large", "planner-harm")
 """``planner``: every pending whole-GPU job at the head of the queue is a target, and GPUs
 shared by fractional jobs can be freed (their jobs requeued together).
 ``planner-large``: only jobs of at least 4 GPUs are, and running jobs that large are never
-victims -- the setting for Protocol B's large-job goal."""
+victims -- the setting for Protocol B's large-job goal.
+``planner-harm``: ``planner-large`` that counts the harm: a victim's cost adds its wait
+after requeue (``cost.requeue_wait_weight`` = 1, :func:`~slurm_defrag.policy.cost.
+restart_wait_hours`), its checkpoint (``defrag:ckpt``) cuts its lost work, and drain plans
+are on: a block whose blockers' time limits end within ``drain.max_wait_hours`` is held
+for the target by a reservation instead of requeueing them."""
 
 
 SCOPE_NODES = 32
@@ -44,13 +49,21 @@ class PlannerStep:
         shared_victims: bool = False,
         scope_nodes: int | None = None,
         solver_workers: int | None = None,
+        harm: bool = False,
     ) -> None:
         policy = default_policy()
-        # No drains: the simulator's backfill already holds a node for the blocked head job
-        # (a drain by another name), and a drain plan starts nothing now.
-        self._policy = policy.model_copy(
-            update={"drain": policy.drain.model_copy(update={"enabled": False})}
-        )
+        if harm:
+            # Drains are held by the engine's reservations; the wait a victim faces after
+            # requeue is part of its cost.
+            self._policy = policy.model_copy(
+                update={"cost": policy.cost.model_copy(update={"requeue_wait_weight": 1.0})}
+            )
+        else:
+            # No drains: the simulator's backfill already holds a node for the blocked
+            # head job (a drain by another name), and a drain plan starts nothing now.
+            self._policy = policy.model_copy(
+                update={"drain": policy.drain.model_copy(update={"enabled": False})}
+            )
         if solver_workers is not None:
             # One CP-SAT worker: deterministic (same seed, same run) and, on these small
             # scoped models, faster than a portfolio's start-up.
@@ -94,11 +107,13 @@ class PlannerStep:
             # a plan over the cap is refused whole, as the service's executor would.
             return DefragPlan()
         place: dict[int, Placement] = {}
+        hold: dict[int, Placement] = {}
         for t in plan.targets:
-            if t.served and len(t.placements) == 1 and t.placements[0].mode != "drain":
+            if t.served and len(t.placements) == 1:
                 p = t.placements[0]
-                place[int(t.job_id)] = Placement(index[p.node], tuple(p.gpus))
-        return DefragPlan(requeue=requeue, place=place)
+                where = Placement(index[p.node], tuple(p.gpus))
+                (hold if p.mode == "drain" else place)[int(t.job_id)] = where
+        return DefragPlan(requeue=requeue, place=place, hold=hold)
 
     def _scope(self, view: DefragView, opts: ViewOptions) -> tuple[int, ...] | None:
         if self.scope_nodes is None or view.state.size <= self.scope_nodes:
@@ -115,8 +130,8 @@ def make_step(name: str) -> DefragStep:
         return NoDefrag()
     if name == "planner":
         return PlannerStep(shared_victims=True, scope_nodes=SCOPE_NODES, solver_workers=1)
-    if name == "planner-large":
-        step = PlannerStep(min_gpus=LARGE_GPUS)
+    if name in ("planner-large", "planner-harm"):
+        step = PlannerStep(min_gpus=LARGE_GPUS, harm=name == "planner-harm")
         step.name = name
         return step
     raise InputError(f"--defrag {name!r}: choose from {', '.join(STEPS)}")

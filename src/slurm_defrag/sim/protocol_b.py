@@ -9,15 +9,21 @@ window:
   plus the time lost to requeues);
 * large jobs ask for at least ``LARGE_GPUS`` GPUs;
 * GPU allocation = time-averaged allocated milli-GPUs / capacity over the window;
-* GPU-hours lost = GPUs x time run before each requeue; served = GPUs x run time of
-  completed jobs.
+* GPU-hours lost = GPUs x time run before each requeue since the job's last checkpoint;
+  served = GPUs x run time of completed jobs.
+
+With ``user_limits`` each job gets a time limit as users set them
+(:func:`~slurm_defrag.sim.timed_workload.user_time_limit`, Tsafrir, Etsion & Feitelson
+2005), capped at ``max_runtime`` (MaxTime): backfill and the planner plan with it. A
+``ckpt_share`` of the jobs checkpoints every 30 min. Both are drawn from their own seeded
+stream, so the arrivals are the same with and without them.
 """
 
 from __future__ import annotations
 
 import time
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import numpy as np
 
@@ -30,7 +36,7 @@ from slurm_defrag.sim.model import JobSpec, NodeSpec
 from slurm_defrag.sim.policies.base import PolicyContext
 from slurm_defrag.sim.policies.registry import build
 from slurm_defrag.sim.submit_hook import SubmitHook, node_table
-from slurm_defrag.sim.timed_workload import arrival_rate, arrivals, job_pool
+from slurm_defrag.sim.timed_workload import arrival_rate, arrivals, job_pool, with_user_limits
 
 LARGE_GPUS = 4
 
@@ -42,6 +48,10 @@ class SettingsB:
     warmup: float = 6 * 3600.0
     max_runtime: float = 6 * 3600.0
     engine: EngineConfig = field(default_factory=EngineConfig)
+    user_limits: bool = False
+    """Time limits drawn as users set them (module docstring); False: exact run times."""
+    ckpt_share: float = 0.0
+    """Share of jobs that checkpoint every 30 min (needs nothing else)."""
 
 
 @dataclass(frozen=True)
@@ -63,6 +73,10 @@ class ResultB:
     backfilled: int
     unfinished: int
     wall_s: float
+    ckpt_share: float = 0.0
+    user_limits: bool = False
+    holds: int = 0
+    """Reservations (drain plans) the engine set up."""
 
 
 def run_b(
@@ -83,6 +97,17 @@ def run_b(
     pool = job_pool(trace, cfg.max_runtime)
     rate = arrival_rate(pool, state.total_gpu_milli, cfg.load)
     jobs = arrivals(pool, rate, cfg.horizon, rng)
+    if cfg.user_limits or cfg.ckpt_share:
+        side = np.random.default_rng([seed, 14])
+        limited = with_user_limits(jobs, cfg.max_runtime, cfg.ckpt_share, side)
+        jobs = (
+            limited
+            if cfg.user_limits
+            else [
+                replace(j, ckpt_interval=k.ckpt_interval)
+                for j, k in zip(jobs, limited, strict=True)
+            ]
+        )
     rank = rng.permutation(state.size).astype(np.int64)
     types = typical_types(trace)
     mode = parse_mode(policy)
@@ -97,7 +122,8 @@ def run_b(
     chooser = build(SLURM_POLICY if mode else policy, PolicyContext(state, types, rank))
     step = defrag or NoDefrag()
     window = (cfg.warmup, cfg.horizon)
-    stats = Engine(state, jobs, chooser, rng, step, cfg.engine, window, levers=levers).run()
+    engine = Engine(state, jobs, chooser, rng, step, cfg.engine, window, levers=levers)
+    stats = engine.run()
 
     waits: list[float] = []
     large: list[float] = []
@@ -132,4 +158,7 @@ def run_b(
         backfilled=stats.backfilled,
         unfinished=unfinished,
         wall_s=time.perf_counter() - t0,
+        ckpt_share=cfg.ckpt_share,
+        user_limits=cfg.user_limits,
+        holds=engine.holds_made,
     )

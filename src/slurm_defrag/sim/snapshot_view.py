@@ -17,6 +17,14 @@ The snapshot model has whole GPUs with one owner each; the translation:
   planner's cost (GPU-hours lost) is proportional to the GPU capacity a requeue takes away:
   a bundle holding 0.81 of a GPU costs 0.81 x that of a whole-GPU job.
 
+* time limits are what the job asked for (:attr:`JobSpec.estimate`: the user's limit
+  when set), never the run time the simulator knows -- the planner sees what Slurm shows;
+* a checkpointing job that has checkpointed since it started carries
+  ``defrag:ckpt=<epoch seconds>`` in its comment, as a job script would write it
+  (:mod:`slurm_defrag.policy.comment_keys`), so the planner's cost counts only the work
+  since that checkpoint;
+* GPUs a reservation holds are busy by an unknown owner (immovable).
+
 Job ids are the simulator's job indices as strings; node names are the trace's.
 """
 
@@ -36,6 +44,7 @@ from slurm_defrag.domain.cluster import (
     Partition,
 )
 from slurm_defrag.domain.units import MILLI
+from slurm_defrag.policy.comment_keys import CHECKPOINT_KEY
 from slurm_defrag.sim.defrag import DefragView, RunningJob
 from slurm_defrag.sim.model import JobSpec
 
@@ -116,6 +125,10 @@ class _Builder:
             return at(self.view.now - HELD_HOURS * 3600 * gpus_held / max(1, r.job.num_gpu))
         return at(r.start)
 
+    def comment(self, r: RunningJob) -> str:
+        ckpt = None if self.opts.cost_by_share else r.last_checkpoint(self.view.now)
+        return "" if ckpt is None else f"{CHECKPOINT_KEY}={at(ckpt).timestamp():.0f}"
+
     def add_whole(self, jid: int, r: RunningJob) -> None:
         n = r.where.node
         self.held.setdefault(n, set()).update(r.where.gpus)
@@ -129,7 +142,8 @@ class _Builder:
                 priority=r.job.priority,
                 submit_time=at(r.job.submit),
                 start_time=self.started(r, r.job.num_gpu),
-                time_limit_s=int(r.job.duration) + 1,
+                time_limit_s=int(r.job.estimate) + 1,
+                comment=self.comment(r),
                 gpus={self.state.nodes[n].name: frozenset(r.where.gpus)},
                 cpus_per_node=r.job.cpu_milli // MILLI,
                 memory_mb_per_node=r.job.memory_mib,
@@ -153,7 +167,7 @@ class _Builder:
                 priority=max(r.job.priority for _, r in members),
                 submit_time=at(min(r.job.submit for _, r in members)),
                 start_time=self.started(first, share),
-                time_limit_s=int(max(r.job.duration for _, r in members)) + 1,
+                time_limit_s=int(max(r.job.estimate for _, r in members)) + 1,
                 gpus={self.state.nodes[n].name: frozenset({g})},
                 cpus_per_node=cpu // MILLI,
                 memory_mb_per_node=sum(r.job.memory_mib for _, r in members),
@@ -199,6 +213,8 @@ class _Builder:
     def targets(self) -> None:
         opts = self.opts
         for jid, j in target_jobs(self.view.pending, opts):
+            if jid in self.view.held:
+                continue
             self.jobs.append(
                 Job(
                     id=str(jid),
@@ -208,7 +224,7 @@ class _Builder:
                     reason="Resources",
                     priority=j.priority,
                     submit_time=at(j.submit),
-                    time_limit_s=int(j.duration) + 1,
+                    time_limit_s=int(j.estimate) + 1,
                     request=GpuRequest(
                         gpus_per_node=j.num_gpu, nvlink=j.nvlink, gpu_model=_one_model(j.gpu_models)
                     ),

@@ -63,3 +63,77 @@ def arrivals(
 
 def gpu_hours(job: JobSpec, seconds: float) -> float:
     return job.total_milli / MILLI * seconds / 3600.0
+
+
+# -- what users ask for: time limits and checkpoints -------------------------------------
+
+ROUND_LIMITS_MIN = (5, 10, 15, 20, 30, 45, 60, 90, 120, 180, 240, 360, 480, 600, 720, 1080, 1440)
+"""The few round values users request, in minutes (Tsafrir, Etsion & Feitelson 2005,
+"Modeling User Runtime Estimates", JSSPP: in every log they studied about 20 values cover
+90 % of the jobs, and those values are round -- 5, 10, 15, 30 min, 1, 2, 4, 8, 12, 18,
+24 h and the partition's maximum)."""
+EXACT_SHARE = 0.15
+"""Share of jobs whose limit is the smallest round value that covers the run time (the
+mode near accuracy 1 in Tsafrir et al.: jobs killed at, or ending just before, their
+limit; 10-20 % in their logs)."""
+
+
+def user_time_limit(duration: float, max_time: float, rng: np.random.Generator) -> float:
+    """A time limit as a user sets it for a job that runs ``duration`` s (``MaxTime``:
+    ``max_time``).
+
+    After Tsafrir, Etsion & Feitelson 2005: accuracy (run time / limit) has a mode at 1
+    (:data:`EXACT_SHARE` of jobs) and is otherwise spread roughly uniformly over (0, 1)
+    -- many jobs use a small fraction of what they asked for; the estimate run time /
+    accuracy is then rounded *up* to one of the round values users pick
+    (:data:`ROUND_LIMITS_MIN`) and capped at ``max_time`` (Slurm refuses more). Never
+    below the run time (a job killed at its limit is not modelled: its run time would be
+    the limit).
+    """
+    accuracy = 1.0 if rng.random() < EXACT_SHARE else float(rng.uniform(0.02, 1.0))
+    want = duration / accuracy
+    limit = next((m * 60.0 for m in ROUND_LIMITS_MIN if m * 60.0 >= want), max_time)
+    return max(duration, min(limit, max_time))
+
+
+CKPT_INTERVAL_S = 1800.0
+"""A checkpointing job writes a checkpoint every 30 min of run time (issue #14)."""
+
+
+def with_user_limits(
+    jobs: Sequence[JobSpec],
+    max_time: float,
+    ckpt_share: float,
+    rng: np.random.Generator,
+) -> list[JobSpec]:
+    """``jobs`` with time limits drawn by :func:`user_time_limit` and a ``ckpt_share``
+    of them checkpointing every :data:`CKPT_INTERVAL_S` (seeded by ``rng``)."""
+    out = []
+    for j in jobs:
+        limit = user_time_limit(j.duration, max_time, rng)
+        ckpt = CKPT_INTERVAL_S if rng.random() < ckpt_share else None
+        out.append(replace(j, time_limit=limit, ckpt_interval=ckpt))
+    return out
+
+
+def durations_by_gpus(
+    jobs: Sequence[JobSpec], reference: Sequence[JobSpec], rng: np.random.Generator
+) -> list[JobSpec]:
+    """Give untimed jobs (openb's multigpu* files: duration 0) run times drawn from the
+    ``reference`` trace's run times of jobs with the same GPU count (whole GPUs vs shares
+    apart); a GPU count the reference lacks draws from its largest one present. The
+    multigpu* files only re-weight the default trace's job mix towards multi-GPU jobs (FGD
+    artifact), so the default's run time per size is the natural distribution."""
+    by: dict[tuple[int, bool], list[float]] = defaultdict(list)
+    for r in reference:
+        by[(r.num_gpu, r.shared)].append(r.duration)
+    keys = sorted(by)
+    out = []
+    for j in jobs:
+        key = (j.num_gpu, j.shared)
+        if key not in by:
+            same = [k for k in keys if k[1] == j.shared and k[0] <= j.num_gpu] or keys
+            key = same[-1]
+        pool = by[key]
+        out.append(replace(j, duration=pool[int(rng.integers(len(pool)))]))
+    return out
