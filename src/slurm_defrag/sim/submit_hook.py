@@ -45,16 +45,27 @@ DEFRAG_NODES_FILE = "/nonexistent/defrag_nodes.lua"
 
 
 def default_script() -> Path:
-    """job_submit.lua: ``$SLURM_DEFRAG_JOB_SUBMIT``, else the checkout's slurm-plugins/."""
+    """job_submit.lua: ``$SLURM_DEFRAG_JOB_SUBMIT``, else a checkout's slurm-plugins/.
+
+    The script is not in the wheel (slurmctld reads it from the site's Slurm config
+    directory), so an installed package looks in the checkout it was built from (editable
+    installs) and then in the working directory's checkout (CI installs non-editable and
+    runs from the clone).
+    """
     env = os.environ.get(SCRIPT_ENV)
-    path = Path(env) if env else Path(__file__).resolve().parents[3] / "slurm-plugins"
-    if path.is_dir():
-        path = path / "job_submit.lua"
-    if not path.is_file():
-        raise InputError(
-            f"job_submit.lua not found at {path}: set {SCRIPT_ENV} to the script's path"
-        )
-    return path
+    if env:
+        candidates = [Path(env)]
+    else:
+        candidates = [
+            Path(__file__).resolve().parents[3] / "slurm-plugins",
+            Path.cwd() / "slurm-plugins",
+        ]
+    for candidate in candidates:
+        path = candidate / "job_submit.lua" if candidate.is_dir() else candidate
+        if path.is_file():
+            return path
+    tried = ", ".join(str(c) for c in candidates)
+    raise InputError(f"job_submit.lua not found (tried {tried}): set {SCRIPT_ENV} to its path")
 
 
 def node_table(state: ClusterState, settings: LeverSettings) -> dict[str, Any]:
