@@ -266,9 +266,9 @@ def test_recorded_gres_conf_gives_every_node_an_all_to_all_topology() -> None:
         assert topo.nvlinks == tuple(combinations(range(8), 2)), name  # all 28 pairs
         assert len(topo.blocks) == 2**8 - 1  # every non-empty subset is a block
         assert topo.max_block == 8
-    # identical matrices share one object, named after the first node seen
+    # identical matrices share one object, named after the graph (all pairs linked)
     assert len({id(t) for t in topologies.values()}) == 1
-    assert topologies["node05"].name == "links-node01"
+    assert topologies["node05"].name == "nvlink-8-all"
 
 
 def test_links_pairs_matrix() -> None:

@@ -17,7 +17,7 @@ Table format (``version = 1``)::
       partitions = {
         ["batch"] = { types = {
           { gpus = 8, models = { ["h100"] = 8 }, nodes = 1, max_block = 2,
-            block_sizes = { 1, 2 }, topology = "links-node04", hosts = "node04" }, ... } },
+            block_sizes = { 1, 2 }, topology = "nvlink-8-pairs", hosts = "node04" }, ... } },
       },
     }
 
@@ -383,7 +383,7 @@ def render(
     ] = False,
 ) -> None:
     """Write defrag_nodes.lua, the node table job_submit.lua reads."""
-    from slurm_defrag.slurm.assemble import node_topologies
+    from slurm_defrag.slurm.topology_sources import node_topologies
     from slurm_defrag.slurm.settings import load_settings
 
     templates = _read_topology_map(topology_map) if topology_map is not None else None

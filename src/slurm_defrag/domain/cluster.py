@@ -97,12 +97,25 @@ def _omit_defaults(
 
 
 _NODE_HOST_DEFAULTS: Final = {
+    "topology_source": None,
     "cpus": None,
     "cpus_alloc": 0,
     "memory_mb": None,
     "memory_alloc_mb": 0,
 }
 _JOB_HOST_DEFAULTS: Final = {"cpus_per_node": 0, "memory_mb_per_node": 0}
+
+TopologySource = Literal["gres.conf", "map", "collector", "template"]
+"""Where a live snapshot's node topology came from (see docs/service.md, precedence)."""
+
+LIVE_SOURCES: Final = frozenset({"cli", "rest", "pyslurm"})
+"""Snapshot sources read from Slurm. Slurm never reports NVLinks, so in these a GPU node
+without a topology is *unknown*; in files and the simulator ``topology: null`` is what the
+writer stated (PCIe only), as it always was."""
+
+UNKNOWN_TOPOLOGY: Final = "unknown"
+"""Name shown for a GPU node whose topology no source gave; reserved (no custom topology
+may take it)."""
 
 UNKNOWN_OWNER = "?"
 """Owner of a GPU that the node reports busy but no job in the snapshot holds."""
@@ -167,6 +180,11 @@ class Node(_Frozen):
     )
     gpus_used: IndexSet = Field(
         default=frozenset(), description="GPU indices the node reports busy (GresUsed IDX)"
+    )
+    topology_source: TopologySource | None = Field(
+        default=None,
+        description="where a live read found the topology: gres.conf | map | collector | "
+        "template; None = no source (unknown in a live snapshot, see LIVE_SOURCES)",
     )
     reservation: str | None = None
     nvlink_domain: str | None = Field(
@@ -439,6 +457,8 @@ class ClusterSnapshot(_Frozen):
 
     @model_validator(mode="after")
     def _cross_check(self) -> ClusterSnapshot:
+        if UNKNOWN_TOPOLOGY in self.topologies:
+            raise ValueError(f"topologies: {UNKNOWN_TOPOLOGY!r} is reserved for unknown nodes")
         nodes = {}
         for i, n in enumerate(self.nodes):
             if n.name in nodes:
@@ -488,10 +508,45 @@ class ClusterSnapshot(_Frozen):
         return {j.id: j for j in self.jobs}
 
     def topology_of(self, node: Node) -> GpuTopology:
-        """The node's topology; nodes without one are treated as PCIe-only (no NVLink)."""
+        """The node's topology; nodes without one have no NVLink.
+
+        In a live snapshot such a GPU node is *unknown* (named ``unknown``): it is still
+        modelled without NVLink, which is the safe side (no NVLink job is placed or planned
+        on it), but every view says "unknown" instead of calling it PCIe.
+        """
         if node.topology is not None:
             return self.topologies.get(node.topology) or BUILTIN_TOPOLOGIES[node.topology]
+        if self.topology_unknown(node):
+            return _unknown_default(node.gpu_count)
         return _pcie_default(node.gpu_count)
+
+    def topology_unknown(self, node: Node) -> bool:
+        """True for a GPU node of a live snapshot that no topology source covered."""
+        return node.gpu_count > 0 and node.topology is None and self.source in LIVE_SOURCES
+
+    @cached_property
+    def unknown_topology_nodes(self) -> tuple[str, ...]:
+        """GPU nodes whose topology is unknown (snapshot order)."""
+        return tuple(n.name for n in self.nodes if self.topology_unknown(n))
+
+    def topology_sources(self) -> dict[str, tuple[str, ...]]:
+        """Source -> GPU nodes it gave a topology to; ``"unknown"`` for the uncovered ones.
+
+        Nodes of file or simulator snapshots without a recorded source are under
+        ``"snapshot"`` (the file stated their topology). For ``doctor`` and the metrics.
+        """
+        out: dict[str, list[str]] = {}
+        for n in self.nodes:
+            if not n.gpu_count:
+                continue
+            if n.topology_source is not None:
+                key: str = n.topology_source
+            elif self.topology_unknown(n):
+                key = UNKNOWN_TOPOLOGY
+            else:
+                key = "snapshot"
+            out.setdefault(key, []).append(n.name)
+        return {k: tuple(v) for k, v in sorted(out.items())}
 
     @cached_property
     def gpu_owners(self) -> dict[str, tuple[str | None, ...]]:
@@ -539,3 +594,23 @@ def _pcie_default(n: int) -> GpuTopology:
 
 
 _PCIE_CACHE: dict[str, GpuTopology] = {}
+
+
+def _unknown_default(n: int) -> GpuTopology:
+    cached = _UNKNOWN_CACHE.get(n)
+    if cached is None:
+        cached = _UNKNOWN_CACHE[n] = GpuTopology(
+            name=UNKNOWN_TOPOLOGY,
+            gpu_count=max(n, 1),
+            description="NVLink topology not discovered: modelled without NVLink "
+            "(set gres_conf, topology_map or topology_dir)",
+        )
+    return cached
+
+
+_UNKNOWN_CACHE: dict[int, GpuTopology] = {}
+
+
+def is_unknown(topo: GpuTopology) -> bool:
+    """True for the stand-in topology of an unknown node (see ``topology_of``)."""
+    return topo.name == UNKNOWN_TOPOLOGY

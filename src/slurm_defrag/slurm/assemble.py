@@ -1,8 +1,8 @@
 """Turn the parts a backend read into one validated :class:`ClusterSnapshot`.
 
 The same rules for every backend, so that the cli, rest and pyslurm snapshots of one
-cluster state are equal: topology from the admin's gres.conf or templates (Slurm never
-reports NVLinks), node reservations from the active reservations (22.05 and pyslurm do not
+cluster state are equal: topology from the sources of :mod:`topology_sources` (Slurm never
+reports NVLinks; each node records which source gave it), node reservations from the active reservations (22.05 and pyslurm do not
 put them on the node), and a stable order (nodes, partitions, reservations by name, jobs by
 id) so snapshots diff cleanly.
 """
@@ -18,11 +18,10 @@ from pydantic import ValidationError
 from slurm_defrag.domain.cluster import ClusterSnapshot, Job, Node, Partition, Reservation
 from slurm_defrag.domain.topology import BUILTIN_TOPOLOGIES, GpuTopology
 from slurm_defrag.errors import InputError
-from slurm_defrag.slurm import mapping as m
 from slurm_defrag.slurm.errors import SlurmParseError
-from slurm_defrag.slurm.gres_conf import LinksParseError, parse_gres_conf_links
 from slurm_defrag.slurm.mapping import natural_key
 from slurm_defrag.slurm.settings import SlurmSettings
+from slurm_defrag.slurm.topology_sources import GresConfText, resolve
 from slurm_defrag.snapshot_file import format_validation_error
 
 
@@ -37,25 +36,6 @@ class Parts:
     cluster: str | None = None
 
 
-def node_topologies(settings: SlurmSettings) -> dict[str, GpuTopology]:
-    """node -> topology, from ``gres_conf`` Links= first, then ``topology_templates``."""
-    out: dict[str, GpuTopology] = {}
-    for pattern, template in settings.topology_templates.items():
-        for name in m.expand_config_hosts(pattern, "topology_templates"):
-            out[name] = BUILTIN_TOPOLOGIES[template]
-    if settings.gres_conf is not None:
-        path = settings.gres_conf
-        try:
-            text = path.read_text(encoding="utf-8")
-        except OSError as exc:
-            raise InputError(f"{path}: cannot read gres.conf: {exc.strerror}") from None
-        try:
-            out.update(parse_gres_conf_links(text))
-        except (LinksParseError, ValueError) as exc:
-            raise InputError(f"{path}: Links=: {exc}") from None
-    return out
-
-
 def assemble(
     parts: Parts,
     *,
@@ -63,21 +43,28 @@ def assemble(
     taken_at: datetime,
     settings: SlurmSettings,
     where: str,
+    gres_conf: GresConfText | None = None,
 ) -> ClusterSnapshot:
-    topo_of = node_topologies(settings)
+    """``gres_conf``: the gres.conf the backend found beside slurm.conf (cli only)."""
+    topo_of = resolve(settings, gres_conf)
     reserved = {node: r.name for r in parts.reservations if r.state == "ACTIVE" for node in r.nodes}
     custom: dict[str, GpuTopology] = {}
     nodes = []
     for node in sorted(parts.nodes, key=lambda n: natural_key(n.name)):
         updates: dict[str, object] = {}
-        topo = topo_of.get(node.name)
-        if topo is not None and node.gpu_count:
+        found = topo_of.get(node.name)
+        if found is not None and node.gpu_count:
+            topo = found.topology
             if topo.gpu_count != node.gpu_count:
                 raise InputError(
-                    f"topology of {node.name}: {topo.name!r} has {topo.gpu_count} GPUs, "
-                    f"Slurm reports {node.gpu_count} (check gres_conf / topology_templates)"
+                    f"topology of {node.name} (from {found.source}): {topo.name!r} has "
+                    f"{topo.gpu_count} GPUs, Slurm reports {node.gpu_count}"
                 )
+            if custom.get(topo.name, topo) != topo:
+                # Graph-derived names are unique per graph; only a clash would get here.
+                raise InputError(f"topology {topo.name!r}: two different matrices, one name")
             updates["topology"] = topo.name
+            updates["topology_source"] = found.source
             if topo.name not in BUILTIN_TOPOLOGIES:
                 custom[topo.name] = topo
         if node.reservation is None and node.name in reserved:

@@ -58,6 +58,7 @@ from slurm_defrag.slurm.errors import SlurmParseError, SlurmRejectedError
 from slurm_defrag.slurm.mapping import Doc
 from slurm_defrag.slurm.runner import Runner, run, run_capture, subprocess_runner
 from slurm_defrag.slurm.settings import SlurmSettings
+from slurm_defrag.slurm.topology_sources import GresConfText
 
 log = logging.getLogger(__name__)
 
@@ -88,6 +89,7 @@ class CliSlurm:
         self._runner = runner or subprocess_runner
         self._clock = clock or (lambda: datetime.now(UTC))
         self._version: tuple[int, int] | None = None
+        self._conf_dir: str | None = None
 
     # -- plumbing ----------------------------------------------------------------------
 
@@ -154,8 +156,35 @@ class CliSlurm:
         )
         parts = Parts(nodes, jobs, partitions, reservations, cluster)
         return assemble(
-            parts, source=self.name, taken_at=taken_at, settings=self.settings, where="cli"
+            parts,
+            source=self.name,
+            taken_at=taken_at,
+            settings=self.settings,
+            where="cli",
+            gres_conf=self.discovered_gres_conf(),
         )
+
+    def discovered_gres_conf(self) -> GresConfText | None:
+        """The gres.conf beside Slurm's slurm.conf, read where scontrol runs, or None.
+
+        Only when ``gres_conf`` is not set and ``discover_gres_conf`` is on. The directory
+        comes from ``scontrol show config`` (``SLURM_CONF = /etc/slurm/slurm.conf``) and is
+        cached; the file is read each snapshot (``cat``, through ``command_prefix``, so a
+        ``docker exec`` prefix reads the container's file). No file there (``cat`` fails)
+        is not an error: Slurm needs no gres.conf, the nodes are then simply not covered.
+        """
+        s = self.settings
+        if s.gres_conf is not None or not s.discover_gres_conf:
+            return None
+        if self._conf_dir is None:
+            self._conf_dir = slurm_conf_dir(self.run("scontrol", "show", "config"))
+        path = f"{self._conf_dir}/gres.conf"
+        try:
+            text = self.run("cat", "--", path)
+        except SlurmRejectedError as exc:
+            log.info("no gres.conf read beside slurm.conf (%s); no topology from it", exc)
+            return None
+        return GresConfText(f"{path} (found beside SLURM_CONF)", text)
 
     def _objects(
         self,
@@ -333,6 +362,23 @@ def _assignments(fields: dict[str, str]) -> list[str]:
 
 def _utc(t: datetime) -> str:
     return t.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%S")
+
+
+_SLURM_CONF_LINE = re.compile(r"^SLURM_CONF\s*=\s*(\S+)\s*$", re.MULTILINE)
+
+
+def slurm_conf_dir(config_text: str) -> str:
+    """The directory of ``SLURM_CONF`` in ``scontrol show config`` output.
+
+    It must be an absolute path of plain characters: it becomes an argument of ``cat``.
+    """
+    match = _SLURM_CONF_LINE.search(config_text)
+    if match is None:
+        raise SlurmParseError("scontrol show config: no SLURM_CONF line")
+    conf = match[1]
+    if not re.fullmatch(r"/[A-Za-z0-9_./+-]*", conf) or "/../" in conf + "/":
+        raise SlurmParseError(f"scontrol show config: SLURM_CONF {conf[:80]!r}: not a plain path")
+    return conf.rsplit("/", 1)[0] or "/"
 
 
 def cross_check(json_jobs: Sequence[Job], records: Sequence[scontrol_text.JobRecord]) -> None:

@@ -6,9 +6,10 @@ keeps the graph and what a free NVLink block is, and knows nothing of gres.conf.
 
 from __future__ import annotations
 
+import hashlib
 from collections.abc import Sequence
 
-from slurm_defrag.domain.topology import MAX_GPUS_PER_NODE, GpuTopology
+from slurm_defrag.domain.topology import MAX_GPUS_PER_NODE, GpuTopology, nvlink_pairs
 from slurm_defrag.slurm.mapping import expand_config_hosts
 
 
@@ -16,7 +17,29 @@ class LinksParseError(ValueError):
     pass
 
 
-def from_links_matrix(rows: Sequence[str | Sequence[int]], name: str) -> GpuTopology:
+def links_topology_name(gpu_count: int, links: Sequence[tuple[int, int]]) -> str:
+    """A stable name that says what the NVLink graph is, unique per distinct graph.
+
+    ``nvlink-8-all`` (every pair linked), ``nvlink-8-pairs`` (0-1, 2-3, ...), ``nvlink-8-none``
+    (no NVLink), else ``nvlink-8-<hash>`` of the link list; never a built-in template's
+    name (those carry their own PCIe grouping and description). The same graph read from
+    gres.conf, a map or a collector gets the same name, so one topology entry serves all.
+    (NVLink counts per pair are not part of the graph: 12 or 18 links is one block.)
+    """
+    n, pairs = gpu_count, tuple(sorted(links))
+    if not pairs:
+        return f"nvlink-{n}-none"
+    if len(pairs) == n * (n - 1) // 2:
+        return f"nvlink-{n}-all"
+    if n % 2 == 0 and pairs == nvlink_pairs(n).nvlinks:
+        return f"nvlink-{n}-pairs"
+    digest = hashlib.sha256(repr(pairs).encode()).hexdigest()[:8]
+    return f"nvlink-{n}-{digest}"
+
+
+def from_links_matrix(
+    rows: Sequence[str | Sequence[int]], name: str | None = None
+) -> GpuTopology:
     """Build a topology from gres.conf ``Links=`` rows, one row per GPU in index order.
 
     Slurm's convention: ``-1`` marks the GPU itself, ``0`` no direct link, a positive
@@ -32,8 +55,12 @@ def from_links_matrix(rows: Sequence[str | Sequence[int]], name: str) -> GpuTopo
                 raise LinksParseError(
                     f"Links row {r}: not a comma list of integers: {row!r}"
                 ) from exc
-        else:
+        elif isinstance(row, Sequence) and all(
+            isinstance(v, int) and not isinstance(v, bool) for v in row
+        ):
             values = list(row)
+        else:
+            raise LinksParseError(f"Links row {r}: not a list of integers")
         matrix.append(values)
     n = len(matrix)
     if not 1 <= n <= MAX_GPUS_PER_NODE:
@@ -50,10 +77,15 @@ def from_links_matrix(rows: Sequence[str | Sequence[int]], name: str) -> GpuTopo
         for j in range(i + 1, n):
             if row[j] != matrix[j][i]:
                 raise LinksParseError(f"Links not symmetric between GPU {i} and GPU {j}")
+            if row[j] < 0:
+                raise LinksParseError(f"Links row {i}: entry {j} is negative (only -1 for self)")
             if row[j] > 0:
                 links.append((i, j))
     return GpuTopology(
-        name=name, gpu_count=n, nvlinks=tuple(links), description="from gres.conf Links="
+        name=name or links_topology_name(n, links),
+        gpu_count=n,
+        nvlinks=tuple(links),
+        description="from a Links= matrix",
     )
 
 
@@ -62,7 +94,8 @@ def parse_gres_conf_links(text: str) -> dict[str, GpuTopology]:
 
     Lines are ``NodeName=... Name=gpu ... File=/dev/nvidiaN ... Links=...``; the GPU index is
     the order of appearance per node (Slurm's own rule). Node names may be hostlists.
-    Nodes with identical matrices share one topology object (named after the first node).
+    Nodes with the same NVLink graph share one topology object, named after the graph
+    (:func:`links_topology_name`).
     """
     rows: dict[str, list[str]] = {}
     for raw in text.splitlines():
@@ -80,7 +113,7 @@ def parse_gres_conf_links(text: str) -> dict[str, GpuTopology]:
         key = tuple(node_rows)
         if key not in by_matrix:
             try:
-                by_matrix[key] = from_links_matrix(node_rows, name=f"links-{node}")
+                by_matrix[key] = from_links_matrix(node_rows)
             except LinksParseError as exc:
                 raise LinksParseError(f"NodeName={node}: {exc}") from None
         out[node] = by_matrix[key]

@@ -70,14 +70,31 @@ class SlurmSettings(BaseSettings):
     """Seconds per HTTP request. Default 30 s."""
 
     # -- topology and naming (all backends) --------------------------------------------
+    # Topology sources, first one that covers a node wins (docs/service.md, "Topology
+    # sources"): gres.conf, topology_map, topology_dir, topology_templates. A GPU node none
+    # covers is shown as "unknown" (and never offered to an NVLink job).
     gres_conf: NonEmptyPath | None = None
     """gres.conf whose ``Links=`` rows give each node's NVLink topology. Slurm never
-    reports Links= in its output, so this file is the only source. Default: none."""
+    reports Links= in its output, so the file is read. Default: none (then the cli backend
+    reads the gres.conf beside Slurm's slurm.conf, see ``discover_gres_conf``)."""
+
+    discover_gres_conf: bool = True
+    """cli backend, when ``gres_conf`` is not set: read ``gres.conf`` in the directory of
+    Slurm's ``SLURM_CONF`` (from ``scontrol show config``) with ``cat``, run like scontrol
+    (through ``command_prefix``). A missing file is no error, just no source. Default on;
+    the rest and pyslurm backends only use the explicit settings."""
+
+    topology_map: NonEmptyPath | None = None
+    """YAML or JSON file ``{"nodes": {HOSTLIST: {"template": NAME} | {"links": ROWS}}}``;
+    ROWS as gres.conf ``Links=`` (-1 self, 0 none, >0 NVLinks). Default: none."""
+
+    topology_dir: NonEmptyPath | None = None
+    """Directory of ``<node>.json`` files written by a topology collector (format
+    ``slurm-defrag-topology/1``). Default: none."""
 
     topology_templates: dict[str, str] = Field(default_factory=dict)
-    """Hostlist -> built-in topology name for nodes not covered by ``gres_conf``, e.g.
-    ``{"gpu[001-064]": "nvswitch-8"}``. Default: none (such nodes get no topology and are
-    treated as PCIe-only)."""
+    """Hostlist -> built-in topology name, the last source, e.g.
+    ``{"gpu[001-064]": "nvswitch-8"}``. Default: none."""
 
     cluster_name: str | None = None
     """Cluster name recorded in snapshots. Default: what Slurm reports, else ``cluster``."""
