@@ -34,5 +34,10 @@ def frag(
     report = compute(snap, load_mix(mix) if mix else None)
     if json_out:
         sys.stdout.write(report.model_dump_json(indent=1) + "\n")
+        from slurm_defrag.slurm.topology_sources import unknown_topology_line
+
+        warning = unknown_topology_line(report.topology_unknown)
+        if warning is not None:  # the JSON lists them too (topology_unknown)
+            typer.echo(f"slurm-defrag: warning: {warning}", err=True)
         return
     render(Console(), snap, report, max_nodes)

@@ -75,4 +75,6 @@ def compute(
         models=tuple(cache.group("model", m, ms, _group) for m, ms in sorted(by_model.items())),
         nodes=tuple(nodes),
         pending=pending,
+        topology_unknown=snapshot.unknown_topology_nodes,
+        topology_sources={k: len(v) for k, v in snapshot.topology_sources().items()},
     )

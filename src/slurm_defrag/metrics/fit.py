@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from enum import StrEnum
 
-from slurm_defrag.domain.cluster import Node
+from slurm_defrag.domain.cluster import Node, is_unknown
 from slurm_defrag.domain.topology import GpuTopology, popcount
 from slurm_defrag.metrics.demand import DemandItem
 
@@ -95,6 +95,8 @@ def explain(node: Node, topo: GpuTopology, free: int, item: DemandItem, v: Verdi
             if item.whole_node:
                 return f"{n_free} of {node.gpu_count} GPUs free, job needs the whole node"
             return f"{n_free} free GPUs, job needs {k} on one node"
+        case Verdict.TOPOLOGY if is_unknown(topo):
+            return f"{n_free} free GPUs, NVLink topology unknown (no source gave it)"
         case Verdict.TOPOLOGY if topo.max_block < k:
             return (
                 f"{n_free} free GPUs, but {topo.name} never forms an NVLink block of {k} "

@@ -92,7 +92,7 @@ class PendingStatus(_Out):
     gpu_model: str | None
     nvlink: bool
     status: str
-    """can-start | falsely-starved | short | unsatisfiable | held"""
+    """can-start | falsely-starved | short | unsatisfiable | held | topology-unknown"""
     reason: str | None = None
     """for falsely-starved: spatial | topology | configuration"""
     free_matching: int = 0
@@ -118,6 +118,10 @@ class FragReport(_Out):
     models: tuple[GroupMetrics, ...]
     nodes: tuple[NodeMetrics, ...]
     pending: tuple[PendingStatus, ...]
+    topology_unknown: tuple[str, ...] = ()
+    """GPU nodes of unknown NVLink topology (no source gave it; modelled without NVLink)."""
+    topology_sources: dict[str, int] = {}
+    """GPU nodes per topology source (gres.conf, map, collector, template, snapshot, unknown)."""
 
     @property
     def falsely_starved(self) -> tuple[PendingStatus, ...]:

@@ -15,14 +15,18 @@ For each pending GPU job waiting on resources:
   the nodes that could host it are drained, down or reserved;
 * *unsatisfiable*: the hardware of its partition could never host it (model, GPU count,
   topology, too few such nodes or GPUs), whatever their state: a request to fix;
-* *held*: waiting on something fragmentation cannot explain (hold, dependency, begin time).
+* *held*: waiting on something fragmentation cannot explain (hold, dependency, begin time);
+* *topology-unknown*: an NVLink job that does not fit now, where nodes of its partition
+  that could host it but for their NVLink wiring have an *unknown* topology (no source gave
+  it): whether they form its block, and so whether it is falsely starved, short or
+  unsatisfiable, cannot be told. Never reported as topology fragmentation.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
-from slurm_defrag.domain.cluster import ClusterSnapshot, Job
+from slurm_defrag.domain.cluster import ClusterSnapshot, Job, is_unknown
 from slurm_defrag.domain.topology import popcount
 from slurm_defrag.metrics.classes import NodeClass, NodeKind, group_nodes
 from slurm_defrag.metrics.demand import DemandItem, item_for_request, waits_on_resources
@@ -56,6 +60,8 @@ class NodeScan:
     """Capable nodes with enough free GPUs, NVLink-connected or not."""
     wired_out: int
     """Free GPUs of available nodes whose NVLink topology never forms the block."""
+    unknown_nodes: int = 0
+    """Nodes of unknown topology that only their (unknown) NVLink wiring rules out."""
     diagnosis: tuple[NodeDiagnosis, ...] | None = None
     """Node-by-node explanation, built when a job of this shape is falsely starved."""
 
@@ -116,6 +122,20 @@ def diagnose_job(
 
     reason: str | None = None
     message: str | None = None
+    if scan.unknown_nodes:
+        # The unknown nodes are modelled without NVLink, which would make this job look
+        # topology-fragmented or unsatisfiable: say what is actually known instead.
+        return PendingStatus(
+            **base,
+            status="topology-unknown",
+            message=(
+                f"needs {req.gpus} NVLink-connected GPUs; {scan.unknown_nodes} node(s) that "
+                "could host it have an unknown NVLink topology (set gres_conf, topology_map "
+                "or topology_dir)"
+            ),
+            diagnosis=_scan_diagnosis(scan, item, diagnoses),
+            **counts,
+        )
     if ever_nodes < n_nodes or ever_gpus < req.gpus:
         status = "unsatisfiable"
         if ever_nodes:  # some hardware fits, just not enough of it
@@ -176,14 +196,17 @@ def _message(status: str, reason: str | None, gpus: int, matching: int, partitio
 def _scan(kinds: list[NodeKind], item: DemandItem) -> NodeScan:
     rows: list[tuple[NodeClass, Verdict]] = []
     free_in_partition = 0
-    ever_nodes = ever_gpus = 0
+    ever_nodes = ever_gpus = unknown_nodes = 0
     for kind in kinds:
         if item.partition is not None and item.partition not in kind.rep.partitions:
             continue
-        if hardware_verdict(kind.rep, kind.topo, item) is None:
-            n_kind = sum(len(c.members) for c in kind.classes)
+        hardware = hardware_verdict(kind.rep, kind.topo, item)
+        n_kind = sum(len(c.members) for c in kind.classes)
+        if hardware is None:
             ever_nodes += n_kind
             ever_gpus += n_kind * kind.rep.gpu_count
+        elif hardware is Verdict.TOPOLOGY and is_unknown(kind.topo):
+            unknown_nodes += n_kind
         structural = structural_verdict(kind.rep, kind.topo, item)
         for cls in kind.classes:
             free = cls.free_mask if kind.available else 0
@@ -212,6 +235,7 @@ def _scan(kinds: list[NodeKind], item: DemandItem) -> NodeScan:
             for c, v in rows
             if v is Verdict.TOPOLOGY and not c.topo.can_form_block(k) and c.available
         ),
+        unknown_nodes=unknown_nodes,
     )
 
 

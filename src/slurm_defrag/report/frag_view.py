@@ -9,6 +9,7 @@ from slurm_defrag.domain.cluster import ClusterSnapshot
 from slurm_defrag.metrics.report import BLOCK_SIZES, FragReport, GroupMetrics, request_text
 from slurm_defrag.report.gpu_map import fragmented_map
 from slurm_defrag.report.safe_text import cells, lines, markup, text
+from slurm_defrag.slurm.topology_sources import unknown_topology_line
 
 
 def _scope_table(title: str, groups: list[GroupMetrics]) -> Table:
@@ -65,6 +66,10 @@ def render(console: Console, snapshot: ClusterSnapshot, report: FragReport, max_
         f"{report.taken_at:%Y-%m-%d %H:%M:%S %Z}   "
         f"workload mix ({markup(report.mix.source.value)}): {markup(mix)}"
     )
+    warning = unknown_topology_line(report.topology_unknown)
+    if warning is not None:
+        # soft_wrap: one line, whatever the terminal width (scripts grep for it)
+        console.print(text("warning: " + warning, "bold yellow"), soft_wrap=True)
     console.print(
         _scope_table("Fragmentation", [report.cluster_metrics, *report.partitions, *report.models])
     )

@@ -145,7 +145,21 @@ def snapshot_families(report: FragReport) -> list[Metric]:
         "When the snapshot these gauges describe was read (Unix time).",
         value=report.taken_at.timestamp(),
     )
-    return [gpus, free, unavailable, unusable, block, fgd, starved, taken]
+    unknown = GaugeMetricFamily(
+        PREFIX + "nodes_topology_unknown",
+        "GPU nodes whose NVLink topology no source gave (shown as unknown, modelled "
+        "without NVLink): set gres_conf, topology_map or topology_dir.",
+        value=len(report.topology_unknown),
+    )
+    by_source = GaugeMetricFamily(
+        PREFIX + "nodes_topology_source",
+        "GPU nodes by where their NVLink topology came from (gres.conf, map, collector, "
+        "template; snapshot = stated by a snapshot file; unknown).",
+        labels=["source"],
+    )
+    for source, n in sorted(report.topology_sources.items()):
+        by_source.add_metric([source], n)
+    return [gpus, free, unavailable, unusable, block, fgd, starved, taken, unknown, by_source]
 
 
 class SnapshotCollector(Collector):

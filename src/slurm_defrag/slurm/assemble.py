@@ -2,9 +2,9 @@
 
 The same rules for every backend, so that the cli, rest and pyslurm snapshots of one
 cluster state are equal: topology from the sources of :mod:`topology_sources` (Slurm never
-reports NVLinks; each node records which source gave it), node reservations from the active reservations (22.05 and pyslurm do not
-put them on the node), and a stable order (nodes, partitions, reservations by name, jobs by
-id) so snapshots diff cleanly.
+reports NVLinks; each node records which source gave it), node reservations from the
+active reservations (22.05 and pyslurm do not put them on the node), and a stable order
+(nodes, partitions, reservations by name, jobs by id) so snapshots diff cleanly.
 """
 
 from __future__ import annotations

@@ -37,9 +37,7 @@ def links_topology_name(gpu_count: int, links: Sequence[tuple[int, int]]) -> str
     return f"nvlink-{n}-{digest}"
 
 
-def from_links_matrix(
-    rows: Sequence[str | Sequence[int]], name: str | None = None
-) -> GpuTopology:
+def from_links_matrix(rows: Sequence[str | Sequence[int]], name: str | None = None) -> GpuTopology:
     """Build a topology from gres.conf ``Links=`` rows, one row per GPU in index order.
 
     Slurm's convention: ``-1`` marks the GPU itself, ``0`` no direct link, a positive
@@ -58,7 +56,7 @@ def from_links_matrix(
         elif isinstance(row, Sequence) and all(
             isinstance(v, int) and not isinstance(v, bool) for v in row
         ):
-            values = list(row)
+            values = [int(v) for v in row]
         else:
             raise LinksParseError(f"Links row {r}: not a list of integers")
         matrix.append(values)

@@ -53,9 +53,7 @@ class GresConfText:
     text: str
 
 
-def resolve(
-    settings: SlurmSettings, discovered: GresConfText | None = None
-) -> dict[str, Found]:
+def resolve(settings: SlurmSettings, discovered: GresConfText | None = None) -> dict[str, Found]:
     """node -> topology and source, by the precedence above.
 
     ``discovered`` is the gres.conf the backend found through Slurm's config location; it

@@ -16,6 +16,7 @@ from slurm_defrag.domain.cluster import UNKNOWN_OWNER, ClusterSnapshot, Node
 from slurm_defrag.domain.plan import Plan
 from slurm_defrag.domain.topology import indices_of
 from slurm_defrag.metrics.report import FragReport, request_text
+from slurm_defrag.slurm.topology_sources import unknown_topology_line
 from slurm_defrag.store.history import History
 from slurm_defrag.store.plans import CommandRecord, PlanRecord, StepRecord
 
@@ -91,6 +92,12 @@ def snapshot_payload(
             }
             for n in snapshot.nodes
         ],
+        # The page shows this line as a banner: nodes of unknown topology are modelled
+        # without NVLink, so their figures are a lower bound, not a measurement.
+        "topology_unknown": {
+            "nodes": len(report.topology_unknown),
+            "message": unknown_topology_line(report.topology_unknown),
+        },
         "jobs": {
             j.id: {"user": j.user, "name": j.name, "partition": j.partition, "gpus": j.gpu_count}
             for j in snapshot.running_gpu_jobs()

@@ -78,6 +78,11 @@ function renderSummary(s) {
     ` (s/t/c ${u.spatial}/${u.topology}/${u.configuration}) · FGD ${s.summary.fgd} · `,
     `${s.summary.pending} pending, ${s.summary.falsely_starved} falsely starved · `,
     el("span", {class: "origin", text: s.origin}));
+  // Unknown NVLink topology: the map and the figures of those nodes assume no NVLink.
+  const unknown = s.topology_unknown || {nodes: 0, message: null};
+  const banner = $("topology-banner");
+  banner.hidden = !unknown.nodes;
+  banner.textContent = unknown.nodes ? unknown.message : "";
 }
 
 function gpuCell(node, cell, jobs) {
