@@ -45,7 +45,10 @@ def test_json_output_has_the_documented_keys() -> None:
         "models",
         "nodes",
         "pending",
+        "topology_unknown",
+        "topology_sources",
     ]
+    assert report["topology_unknown"] == []  # a file snapshot states its topologies
     assert report["schema_version"] == 1
     assert report["taken_at"] == "2026-11-29T12:00:00Z"
     assert out.stderr == ""

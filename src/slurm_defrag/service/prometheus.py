@@ -12,8 +12,8 @@ Each :class:`Exporter` has its own :class:`CollectorRegistry` (never the global 
 so two services in one process, or one test after another, do not collide.
 
 Labels are bounded by the cluster's configuration: ``partition``, ``gpu_model``,
-``dimension``/``reason`` (3 values), ``mode`` (2), ``outcome``, ``kind``; never a job, user
-or node. Units are base units (seconds; GPU-hours lost are exported as GPU-seconds).
+``dimension``/``reason`` (3 values), ``mode`` (2), ``outcome``, ``kind``, topology ``source``
+(6); never a job, user or node. Units are base units (seconds; GPU-hours lost are exported as GPU-seconds).
 """
 
 from __future__ import annotations
