@@ -65,7 +65,9 @@ def test_links_topologies_are_named_after_their_graph_not_a_node() -> None:
     ring = [[-1, 1, 0, 1], [1, -1, 1, 0], [0, 1, -1, 1], [1, 0, 1, -1]]
     other = [[-1, 1, 1, 0], [1, -1, 0, 1], [1, 0, -1, 1], [0, 1, 1, -1]]
     a, b = from_links_matrix(ring).name, from_links_matrix(other).name
-    assert a.startswith("nvlink-4-") and b.startswith("nvlink-4-") and a != b  # unique
+    assert a.startswith("nvlink-4-")
+    assert b.startswith("nvlink-4-")
+    assert a != b  # unique per graph
     assert from_links_matrix(ring).name == a  # stable
     # link counts are not the graph: 12 or 18 NVLinks per pair is one topology
     assert from_links_matrix([[-1 if i == j else 18 for j in range(8)] for i in range(8)]) == (
@@ -214,7 +216,8 @@ def test_cli_discovers_gres_conf_through_the_command_prefix(recordings: SimpleNa
     backend = cli(with_prefix, command_prefix=prefix)
     snap = backend.snapshot()
     gpu_nodes = [n for n in snap.nodes if n.gpu_count]
-    assert gpu_nodes and all(n.topology_source == "gres.conf" for n in gpu_nodes)
+    assert gpu_nodes
+    assert all(n.topology_source == "gres.conf" for n in gpu_nodes)
     assert snap.unknown_topology_nodes == ()
     backend.snapshot()  # the config directory is learnt once, the file read every time
     assert sum("config" in c for c in inner.calls) == 1
@@ -236,7 +239,9 @@ def test_cli_without_gres_conf_shows_unknown_not_pcie(recordings: SimpleNamespac
     assert {snap.topology_of(n).name for n in snap.nodes if n.gpu_count} == {"unknown"}
     assert snap.topology_of(snap.nodes[0]).max_block == 1  # modelled without NVLink
     warning = unknown_topology_warning(snap)
-    assert warning is not None and "node[01-08]" in warning and "topology_map" in warning
+    assert warning is not None
+    assert "node[01-08]" in warning
+    assert "topology_map" in warning
     assert topology_report(snap) == {"unknown": "node[01-08]"}
 
 

@@ -78,4 +78,5 @@ def test_frag_prints_one_warning_line_naming_the_nodes(tmp_path: Path) -> None:
     assert "pcie" not in out.stdout
     js = subprocess.run([*cmd, "--json"], capture_output=True, text=True, env=env, timeout=60)
     assert json.loads(js.stdout)["topology_unknown"] == ["gpu01", "gpu02"]
-    assert js.stderr.count("\n") == 1 and "warning: NVLink topology unknown" in js.stderr
+    assert js.stderr.count("\n") == 1
+    assert "warning: NVLink topology unknown" in js.stderr

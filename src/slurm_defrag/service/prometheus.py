@@ -13,7 +13,8 @@ so two services in one process, or one test after another, do not collide.
 
 Labels are bounded by the cluster's configuration: ``partition``, ``gpu_model``,
 ``dimension``/``reason`` (3 values), ``mode`` (2), ``outcome``, ``kind``, topology ``source``
-(6); never a job, user or node. Units are base units (seconds; GPU-hours lost are exported as GPU-seconds).
+(6); never a job, user or node. Units are base units (seconds; GPU-hours lost are exported
+as GPU-seconds).
 """
 
 from __future__ import annotations
