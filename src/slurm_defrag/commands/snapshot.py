@@ -14,7 +14,7 @@ from rich.table import Table
 from slurm_defrag.commands.common import JsonOpt
 
 if TYPE_CHECKING:  # pydantic models: imported when used, to keep startup fast
-    from slurm_defrag.domain.cluster import ClusterSnapshot
+    from slurm_defrag.domain.cluster import ClusterSnapshot, Node
 
 
 def snapshot(
@@ -28,6 +28,14 @@ def snapshot(
     ] = None,
     gres_conf: Annotated[
         Path | None, typer.Option("--gres-conf", help="gres.conf with Links= (NVLink topology).")
+    ] = None,
+    topology_map: Annotated[
+        Path | None,
+        typer.Option("--topology-map", help="YAML/JSON hostlist -> template or Links rows."),
+    ] = None,
+    topology_dir: Annotated[
+        Path | None,
+        typer.Option("--topology-dir", help="Directory of <node>.json topology collector files."),
     ] = None,
     command_prefix: Annotated[
         str | None,
@@ -56,6 +64,8 @@ def snapshot(
     settings = load_settings(
         backend=backend,
         gres_conf=gres_conf,
+        topology_map=topology_map,
+        topology_dir=topology_dir,
         command_prefix=shlex.split(command_prefix) if command_prefix is not None else None,
         rest_url=rest_url,
         rest_socket=rest_socket,
@@ -70,6 +80,11 @@ def snapshot(
         sys.stdout.write(dump_snapshot(snap) + "\n")
         return
     Console().print(summary_table(snap))
+    from slurm_defrag.slurm.topology_sources import unknown_topology_warning
+
+    warning = unknown_topology_warning(snap)
+    if warning is not None:
+        typer.echo(f"slurm-defrag: warning: {warning}", err=True)
     if out is not None:
         Console(stderr=True).print(f"snapshot written to {out}", markup=False)
 
@@ -95,7 +110,9 @@ def summary_table(snap: ClusterSnapshot) -> Table:
         f"{len(snap.reservations)} reservations",
         title_justify="left",
     )
-    for col in ("node", "state", "model", "busy", "busy GPUs", "jobs", "reservation / reason"):
+    columns = ("node", "state", "model", "topology (source)", "busy", "busy GPUs", "jobs",
+               "reservation / reason")  # fmt: skip
+    for col in columns:
         t.add_column(col, overflow="fold")
     for n in snap.nodes:
         t.add_row(
@@ -103,6 +120,7 @@ def summary_table(snap: ClusterSnapshot) -> Table:
                 n.name,
                 "+".join(sorted(n.state)),
                 n.gpu_model or "-",
+                _topology_cell(snap, n),
                 f"{len(n.gpus_used)}/{n.gpu_count}",
                 format_index_ranges(n.gpus_used) if n.gpus_used else "-",
                 ",".join(jobs_on.get(n.name, [])) or "-",
@@ -110,3 +128,10 @@ def summary_table(snap: ClusterSnapshot) -> Table:
             )
         )
     return t
+
+
+def _topology_cell(snap: ClusterSnapshot, node: Node) -> str:
+    if not node.gpu_count:
+        return "-"
+    name = snap.topology_of(node).name
+    return f"{name} ({node.topology_source})" if node.topology_source else name
