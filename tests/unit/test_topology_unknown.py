@@ -4,6 +4,7 @@ never the reason an NVLink job is called topology-fragmented, never an NVLink ta
 from __future__ import annotations
 
 import json
+from datetime import timedelta
 import os
 import subprocess
 import sys
@@ -80,3 +81,32 @@ def test_frag_prints_one_warning_line_naming_the_nodes(tmp_path: Path) -> None:
     assert json.loads(js.stdout)["topology_unknown"] == ["gpu01", "gpu02"]
     assert js.stderr.count("\n") == 1
     assert "warning: NVLink topology unknown" in js.stderr
+
+
+def test_planner_never_targets_an_unknown_node_for_an_nvlink_job() -> None:
+    """The planner models an unknown node without NVLink: it never places an NVLink job
+    there, and the policy does not pick a ``topology-unknown`` job as a target at all (it
+    is not known to be falsely starved), so no job is requeued on a guess."""
+    from slurm_defrag.planner.facade import make_plan
+    from slurm_defrag.policy.file import parse_policy
+
+    def requeueable(job: Job) -> Job:
+        return Job.model_validate(
+            {
+                **job.model_dump(),
+                "requeue": True,
+                "user": "u",
+                "start_time": EPOCH - timedelta(days=1),
+            }
+        )
+
+    target = pending("t", 4, nvlink=True)
+    blockers = [busy("gpu01", [0, 2, 4, 6], "b1"), busy("gpu02", [0, 1, 2, 3, 4, 5], "b2")]
+    snap = live([unknown("gpu01"), node("gpu02")], [*map(requeueable, blockers), target])
+    policy = parse_policy({"version": 1})
+    assert diagnose_job(snap, target).status == "topology-unknown"
+    assert make_plan(snap, policy).targets == ()  # not proposed: nothing is requeued
+    plan = make_plan(snap, policy, ["t"])  # asked explicitly: served on the known node
+    placed = {p.node for t in plan.targets for p in t.placements}
+    assert placed == {"gpu02"}
+    assert all("gpu01" not in v.gpus for v in plan.victims)
