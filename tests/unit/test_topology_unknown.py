@@ -4,10 +4,10 @@ never the reason an NVLink job is called topology-fragmented, never an NVLink ta
 from __future__ import annotations
 
 import json
-from datetime import timedelta
 import os
 import subprocess
 import sys
+from datetime import timedelta
 from pathlib import Path
 
 from builders import busy, node, pending
