@@ -294,3 +294,12 @@ def test_topology_source_round_trips_and_old_files_load() -> None:
         ClusterSnapshot.model_validate(
             {**data, "topologies": {"unknown": {**topo.model_dump(), "name": "unknown"}}}
         )
+
+
+def test_an_unreadable_config_location_leaves_nodes_unknown_with_a_warning(
+    recordings: SimpleNamespace, caplog: pytest.LogCaptureFixture
+) -> None:
+    runner = recordings.ReplayRunner("22.05", {"scontrol show config": "ClusterName = x\n"})
+    snap = cli(runner).snapshot()
+    assert len(snap.unknown_topology_nodes) == 8
+    assert "scontrol show config: no SLURM_CONF line" in caplog.text

@@ -191,3 +191,19 @@ def test_latest_id_at_or_before_a_time(store: Store) -> None:
     assert repo.latest_id(first.cluster, at=first.taken_at) == a
     assert repo.latest_id(at=first.taken_at - timedelta(seconds=1)) is None
     assert repo.latest_id("other", at=later.taken_at) is None
+
+
+def test_topology_source_and_unknown_nodes_round_trip(store: Store) -> None:
+    """Node bodies are the node's JSON: topology_source needs no column (no migration),
+    and a live snapshot's unknown nodes stay unknown after a store round trip."""
+    course = course_scenario()
+    nodes = list(course.nodes)
+    nodes[0] = nodes[0].model_copy(update={"topology_source": "collector"})
+    nodes[1] = nodes[1].model_copy(update={"topology": None})
+    live = course.model_copy(update={"source": "cli", "nodes": tuple(nodes)})
+    live = ClusterSnapshot.model_validate(live.model_dump())
+    repo = Repository(store)
+    back = repo.load_snapshot(_save(repo, live))
+    assert back == live
+    assert back.nodes[0].topology_source == "collector"
+    assert back.unknown_topology_nodes == (nodes[1].name,)

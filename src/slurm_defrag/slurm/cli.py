@@ -177,7 +177,13 @@ class CliSlurm:
         if s.gres_conf is not None or not s.discover_gres_conf:
             return None
         if self._conf_dir is None:
-            self._conf_dir = slurm_conf_dir(self.run("scontrol", "show", "config"))
+            try:
+                self._conf_dir = slurm_conf_dir(self.run("scontrol", "show", "config"))
+            except (SlurmParseError, SlurmRejectedError) as exc:
+                # The snapshot itself is still good: its GPU nodes just show as unknown
+                # (and say so), which is better than failing every cycle over a hint.
+                log.warning("%s; not looking for gres.conf beside slurm.conf", exc)
+                return None
         path = f"{self._conf_dir}/gres.conf"
         try:
             text = self.run("cat", "--", path)
