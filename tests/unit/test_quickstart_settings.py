@@ -105,37 +105,29 @@ def test_the_table_is_the_one_this_test_knows() -> None:
         assert toml == CASES[env][1], f"{env}: TOML key on the page is {toml!r}"
 
 
-@pytest.mark.parametrize("env", [e for e in CASES if e.startswith("SLURM_DEFRAG_SLURM_")])
-def test_slurm_settings_are_read_by_the_commands_and_the_service(
+@pytest.mark.parametrize("env", [e for e in CASES if CASES[e][2]])
+def test_each_setting_is_read_from_the_environment_and_the_file(
     env: str, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
 ) -> None:
     value, toml, get, expected = CASES[env]
+    assert toml is not None
+    nested = env.startswith("SLURM_DEFRAG_SLURM_")
+
+    def service(config: Path | None = None) -> Any:
+        settings = load_service(config)
+        return settings.slurm if nested else settings
+
     _clean(monkeypatch)
     monkeypatch.setenv(env, value)
-    assert get(load_slurm()) == expected  # what snapshot/frag/plan read
-    assert get(load_service().slurm) == expected  # what serve reads
+    if nested:
+        assert get(load_slurm()) == expected  # what snapshot/frag/plan read
+    assert get(service()) == expected  # what serve reads
     monkeypatch.delenv(env)
-    assert toml is not None
     key = toml.removeprefix("[slurm] ")
     config = tmp_path / "service.toml"
-    config.write_text(f"[slurm]\n{key} = {_toml_value(value)}\n", encoding="utf-8")
-    assert get(load_service(config).slurm) == expected
-
-
-@pytest.mark.parametrize(
-    "env", [e for e in CASES if not e.startswith("SLURM_DEFRAG_SLURM_") and CASES[e][2]]
-)
-def test_service_settings_are_read_from_environment_and_file(
-    env: str, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
-) -> None:
-    value, toml, get, expected = CASES[env]
-    _clean(monkeypatch)
-    monkeypatch.setenv(env, value)
-    assert get(load_service()) == expected
-    monkeypatch.delenv(env)
-    config = tmp_path / "service.toml"
-    config.write_text(f"{toml} = {_toml_value(value)}\n", encoding="utf-8")
-    assert get(load_service(config)) == expected
+    table = "[slurm]\n" if nested else ""
+    config.write_text(f"{table}{key} = {_toml_value(value)}\n", encoding="utf-8")
+    assert get(service(config)) == expected
 
 
 def test_database_url_is_read_by_the_commands_and_the_service(
