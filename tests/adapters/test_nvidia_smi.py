@@ -242,6 +242,7 @@ def test_collect_end_to_end_writes_the_fixed_format(
 ) -> None:
     fake_path("dgx1-v100.topo.txt", "dgx1-v100-gpu3-down.nvlink.txt")
     monkeypatch.setattr(smi.socket, "gethostname", lambda: "gpu-node07.cluster.example")
+    monkeypatch.delenv("SLURMD_NODENAME", raising=False)
     out = tmp_path / "topo"
     assert run_main("topology", "collect", "--output", str(out)) == 0
     err = capsys.readouterr().err
@@ -267,6 +268,15 @@ def test_collect_node_option_and_status_failure_is_a_warning(
     assert run_main("topology", "collect", "-o", str(out), "--node", "dgx01") == 0
     assert "link status not read" in capsys.readouterr().err
     assert json.loads((out / "dgx01.json").read_text())["links"] == _full(8, 12)
+
+
+def test_collect_node_defaults_to_slurmd_nodename(
+    fake_path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    fake_path("a100-pcie-nvlink-pairs.topo.txt", None)
+    monkeypatch.setenv("SLURMD_NODENAME", "gpu-a-01")
+    assert run_main("topology", "collect", "-o", str(tmp_path / "o")) == 0
+    assert json.loads((tmp_path / "o" / "gpu-a-01.json").read_text())["node"] == "gpu-a-01"
 
 
 def test_collect_pcie_node_does_not_ask_for_link_status(fake_path, tmp_path: Path) -> None:

@@ -29,7 +29,11 @@ def collect(
     ],
     node: Annotated[
         str | None,
-        typer.Option("--node", help="Slurm NodeName of this node (default: short hostname)."),
+        typer.Option(
+            "--node",
+            help="Slurm NodeName of this node (default: $SLURMD_NODENAME, set in Slurm "
+            "prologs and jobs, else the short hostname).",
+        ),
     ] = None,
     nvidia_smi: Annotated[
         str, typer.Option("--nvidia-smi", help="nvidia-smi to run (name on PATH or path).")
@@ -56,7 +60,7 @@ def collect(
     from slurm_defrag.errors import InputError
     from slurm_defrag.slurm import nvidia_smi as smi
 
-    name = smi.check_node_name(node if node is not None else smi.short_hostname())
+    name = smi.check_node_name(node if node is not None else smi.default_node_name())
     if status_file is not None and from_file is None:
         raise InputError("--status-file needs --from-file (a live run reads nvlink --status)")
     if from_file is not None:

@@ -312,6 +312,12 @@ def short_hostname() -> str:
     return socket.gethostname().split(".", 1)[0]
 
 
+def default_node_name() -> str:
+    """This node's Slurm NodeName: ``$SLURMD_NODENAME`` (prolog, job, HealthCheckProgram
+    under slurmd), else the short hostname (NodeName may differ: then pass ``--node``)."""
+    return os.environ.get("SLURMD_NODENAME") or short_hostname()
+
+
 def check_node_name(name: str) -> str:
     """A node name that is safe as a file name (no path, no leading dot)."""
     if not _NODE_NAME.fullmatch(name):
