@@ -386,3 +386,35 @@ def test_show_refuses_a_foreign_file(tmp_path: Path, capsys: pytest.CaptureFixtu
     assert_one_line_error(
         capsys, "topology", "show", str(tmp_path), words=("x.json", "slurm-defrag-topology/1")
     )
+
+
+def test_rows_without_a_header_are_refused() -> None:
+    body = _text("a100-pcie-nvlink-pairs.topo.txt").split("\n", 1)[1]
+    with pytest.raises(TopologyParseError, match="no header line starting with GPU0"):
+        parse_topo_matrix(body, "in.txt")
+
+
+def test_single_gpu_node() -> None:
+    text = "\tGPU0\tCPU Affinity\tNUMA Affinity\tGPU NUMA ID\nGPU0\t X \t0-15\t0\t\tN/A\n"
+    topo = parse_topo_matrix(text)
+    assert (topo.gpus, topo.links) == (1, [[-1]])
+
+
+def test_vertical_tab_is_a_control_character_not_a_line_break() -> None:
+    text = "\tGPU0\tGPU1\nGPU0\t X \tNV4\x0bGPU1\tNV4\t X \n"
+    with pytest.raises(TopologyParseError, match=r"line 2: control character '\\x0b'"):
+        parse_topo_matrix(text, "in.txt")
+
+
+def test_nvidia_smi_printing_bytes_is_one_line(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    script = tmp_path / "nvidia-smi"
+    script.write_text("#!/bin/sh\nprintf '\\tGPU0\\377\\n'\n")
+    script.chmod(0o755)
+    assert_one_line_error(
+        capsys,
+        *("topology", "collect", "-o", str(tmp_path / "o"), "--node", "n1"),
+        *("--nvidia-smi", str(script)),
+        words=("nvidia-smi topo -m", "not UTF-8"),
+    )

@@ -90,7 +90,8 @@ class LinkStatus:
 def _lines(text: str, source: str) -> list[str]:
     if len(text) > MAX_OUTPUT_CHARS:
         raise TopologyParseError(f"{source}: {len(text)} characters, more than {MAX_OUTPUT_CHARS}")
-    lines = _ANSI.sub("", text).splitlines()
+    # split on newlines only: other line breaks (\v, \f, \x1c..) are control characters
+    lines = [line.removesuffix("\r") for line in _ANSI.sub("", text).split("\n")]
     for number, line in enumerate(lines, 1):
         bad = next((c for c in line if (ord(c) < 32 and c != "\t") or ord(c) == 127), None)
         if bad is not None:
@@ -119,6 +120,10 @@ def _entry(token: str, i: int, j: int, where: str) -> int:
     return count
 
 
+def _is_header(words: list[str]) -> bool:
+    return words[:1] == ["GPU0"] and words[1:2] != ["X"]
+
+
 def parse_topo_matrix(text: str, source: str = "nvidia-smi topo -m") -> GpuTopo:
     """Read ``nvidia-smi topo -m`` output into the ``Links=`` matrix (module docstring).
 
@@ -127,7 +132,8 @@ def parse_topo_matrix(text: str, source: str = "nvidia-smi topo -m") -> GpuTopo:
     Columns may be tab- or space-separated.
     """
     lines = _lines(text, source)
-    header_at = next((k for k, line in enumerate(lines) if line.split()[:1] == ["GPU0"]), None)
+    # the header starts with GPU0 as GPU0's row does; in the row the next cell is X
+    header_at = next((k for k, line in enumerate(lines) if _is_header(line.split())), None)
     if header_at is None:
         raise TopologyParseError(f"{source}: no header line starting with GPU0 (not topo -m?)")
     header = lines[header_at].split()
@@ -278,6 +284,8 @@ def run_nvidia_smi(
         raise NvidiaSmiUnavailableError(f"{what}: no answer within {timeout_s:g} s") from None
     except OSError as exc:
         raise NvidiaSmiUnavailableError(f"{what}: {exc}") from None
+    except UnicodeDecodeError:
+        raise TopologyParseError(f"{what}: output is not UTF-8 text") from None
     if result.returncode != 0:
         message = " ".join(((result.stderr or "") or (result.stdout or "")).split())
         raise NvidiaSmiUnavailableError(
