@@ -24,6 +24,7 @@ from slurm_defrag.commands import (
     simulate,
     snapshot,
     top,
+    topology,
     web,
 )
 from slurm_defrag.errors import DefragError
@@ -47,6 +48,7 @@ app.add_typer(plugins.app, name="plugins")
 app.command()(serve.serve)
 app.command()(web.web)
 app.command()(top.top)
+app.add_typer(topology.app, name="topology")
 
 
 def _print_version(value: bool) -> None:
