@@ -32,6 +32,17 @@ def request_text(spec: TargetSpec) -> str:
     )
 
 
+def hours_text(gpus: int, hours: float) -> str:
+    """``hours`` with just enough decimals that ``gpus`` x it, shown to 2 decimals, is the
+    product shown (``2 GPUs x 0.04 h = 0.08``, never ``2 GPUs x 0.0 h = 0.08``)."""
+    product = f"{gpus * hours:.2f}"
+    for digits in range(1, 5):
+        shown = f"{hours:.{digits}f}"
+        if f"{gpus * float(shown):.2f}" == product:
+            return shown
+    return f"{hours:.4f}"
+
+
 def _way(o: RawOption, table: JobTable, snapshot: ClusterSnapshot) -> str:
     if o.kind is OptionKind.DRAIN:
         return (
@@ -46,7 +57,8 @@ def _way(o: RawOption, table: JobTable, snapshot: ClusterSnapshot) -> str:
         c = table.costs[j]
         hours = c.lost_gpu_hours / job.gpu_count if job.gpu_count else 0.0
         parts.append(
-            f"{job.id} ({job.gpu_count} GPUs x {hours:.1f} h = {c.lost_gpu_hours:.2f} GPU-h lost)"
+            f"{job.id} ({job.gpu_count} GPUs x {hours_text(job.gpu_count, hours)} h = "
+            f"{c.lost_gpu_hours:.2f} GPU-h lost)"
         )
     return "requeue " + ", ".join(parts) + f", cost {o.cost / MILLI:.2f}"
 
