@@ -232,7 +232,9 @@ function planBody(p) {
   parts.push(p.steps.length ? table(["#", "action", "target", "state", "error", "finished"],
     p.steps.map((s) => el("tr", {data: {step: s.seq, state: s.state}},
       el("td", {text: s.seq}), el("td", {text: s.action}), el("td", {text: s.target}),
-      el("td", {}, el("span", {class: `badge ${s.state}`, text: s.state})),
+      // A dry-run step ran in the sandbox only: its "done" never happened in Slurm.
+      el("td", {}, el("span", {class: `badge ${s.state}`,
+        text: p.mode === "dry-run" && s.state === "done" ? "not executed (dry-run)" : s.state})),
       el("td", {text: s.error}), el("td", {text: time(s.finished_at)}))))
     : el("p", {class: "empty", text: "no steps"}));
   parts.push(el("h4", {text: "Slurm commands"}));
