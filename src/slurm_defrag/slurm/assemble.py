@@ -15,7 +15,14 @@ from datetime import datetime
 
 from pydantic import ValidationError
 
-from slurm_defrag.domain.cluster import ClusterSnapshot, Job, Node, Partition, Reservation
+from slurm_defrag.domain.cluster import (
+    ClusterSnapshot,
+    Job,
+    Node,
+    NvlinkDomain,
+    Partition,
+    Reservation,
+)
 from slurm_defrag.domain.topology import BUILTIN_TOPOLOGIES, GpuTopology
 from slurm_defrag.errors import InputError
 from slurm_defrag.slurm import mapping as m
@@ -35,6 +42,8 @@ class Parts:
     partitions: Sequence[Partition]
     reservations: Sequence[Reservation]
     cluster: str | None = None
+    nvlink_domains: Sequence[NvlinkDomain] = ()
+    """Multi-node NVLink domains (cli: topology/block blocks); nodes get theirs named."""
 
 
 def node_topologies(settings: SlurmSettings) -> dict[str, GpuTopology]:
@@ -67,6 +76,7 @@ def assemble(
     topo_of = node_topologies(settings)
     reserved = {node: r.name for r in parts.reservations if r.state == "ACTIVE" for node in r.nodes}
     custom: dict[str, GpuTopology] = {}
+    domain_of = {n: d.name for d in parts.nvlink_domains for n in d.nodes}
     nodes = []
     for node in sorted(parts.nodes, key=lambda n: natural_key(n.name)):
         updates: dict[str, object] = {}
@@ -82,6 +92,8 @@ def assemble(
                 custom[topo.name] = topo
         if node.reservation is None and node.name in reserved:
             updates["reservation"] = reserved[node.name]
+        if node.nvlink_domain is None and node.name in domain_of:
+            updates["nvlink_domain"] = domain_of[node.name]
         nodes.append(_with(node, updates) if updates else node)
     try:
         return ClusterSnapshot(
@@ -93,6 +105,7 @@ def assemble(
             jobs=tuple(sorted(parts.jobs, key=lambda j: natural_key(j.id))),
             partitions=tuple(sorted(parts.partitions, key=lambda p: natural_key(p.name))),
             reservations=tuple(sorted(parts.reservations, key=lambda r: natural_key(r.name))),
+            nvlink_domains=tuple(parts.nvlink_domains),
         )
     except ValidationError as exc:
         raise SlurmParseError(format_validation_error(where, exc)) from None

@@ -1,0 +1,127 @@
+"""Multi-node NVLink domains from Slurm's ``topology/block`` plugin.
+
+Sites with multi-node NVLink racks (GB200 NVL72) describe each rack to Slurm as a block:
+``TopologyPlugin=topology/block`` in slurm.conf and ``BlockName=b1 Nodes=node[01-18]``
+(+ ``BlockSizes=``) in topology.conf. ``scontrol show topology`` then prints (24.11.5,
+recorded in tests/fixtures/topology-block-24.11)::
+
+    BlockName=b1 BlockIndex=0 Nodes=node[01-02] BlockSize=2
+    BlockName=b2 BlockIndex=1 Nodes=node[03-04] BlockSize=2
+    AggregatedBlock=b[1-2] BlockIndex=2 Nodes=node[01-04] BlockSize=4
+
+One ``BlockName=`` line is one NVLink domain: its ``Nodes=`` are the nodes (``BlockSize=``
+is the plugin's *base* block size, not the node count: a 3-node block with
+``BlockSizes=1`` prints ``BlockSize=1``). ``AggregatedBlock=`` lines are the larger
+``BlockSizes`` the scheduler may combine base blocks into; they span several NVLink
+fabrics, so they are no domain and are skipped.
+
+Other plugins print other lines: ``topology/tree`` one ``SwitchName=`` line per switch (a
+network switch, never an NVLink domain), ``topology/default`` nothing. Both give no
+domains. The cli backend only runs the command when ``TopologyPlugin=topology/block``
+(see :func:`topology_plugin`), so a tree line in the output is an error like any other
+line that is not what the block plugin prints.
+
+slurmrestd (v0.0.40-42) and ``scontrol show nodes --json``/``sinfo --json`` of 24.11 do
+not expose blocks (recorded: no block field on nodes, no topology endpoint), and 22.05
+has no topology/block: there the snapshot has no NVLink domains.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+
+from slurm_defrag.domain.cluster import NvlinkDomain
+from slurm_defrag.slurm.errors import SlurmParseError
+from slurm_defrag.slurm.mapping import NULLS, expand_nodes, parse_error, show
+
+WHERE = "scontrol show topology"
+
+BLOCK_PLUGIN = "topology/block"
+
+BLOCK_SINCE = (23, 11)
+"""First Slurm release with topology/block (older ones are not asked)."""
+
+_KEY = re.compile(r"[A-Za-z][A-Za-z0-9_]*", re.ASCII)
+# Block names come from topology.conf (the admin's); the same characters as node names.
+_NAME = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.\-]{0,127}", re.ASCII)
+_INT = re.compile(r"[0-9]{1,9}", re.ASCII)
+_TREE_KEYS = frozenset({"SwitchName"})
+_SKIPPED_KEYS = frozenset({"AggregatedBlock"})
+
+
+def topology_plugin(config_text: str) -> str | None:
+    """``TopologyPlugin`` from ``scontrol show config`` text (None if not listed)."""
+    for line in config_text.splitlines():
+        key, sep, value = line.partition("=")
+        if sep and key.strip() == "TopologyPlugin":
+            return value.strip() or None
+    return None
+
+
+def _fields(line: str, lineno: int, where: str) -> list[tuple[str, str]]:
+    out: list[tuple[str, str]] = []
+    seen: set[str] = set()
+    for token in line.split():
+        key, sep, value = token.partition("=")
+        if not sep or not _KEY.fullmatch(key):
+            raise _error(where, lineno, f"{show(token)} is not Key=Value")
+        if key in seen:
+            raise _error(where, lineno, f"{key}= given twice")
+        seen.add(key)
+        out.append((key, value))
+    return out
+
+
+def nvlink_domains(text: str, where: str = WHERE) -> tuple[NvlinkDomain, ...]:
+    """The ``BlockName=`` lines of ``scontrol show topology`` as NVLink domains.
+
+    Empty output (topology/default) gives none. Any line that is not a block line (an
+    aggregated block is skipped), a block without nodes, a name given twice or a node in
+    two blocks raise one :class:`SlurmParseError` naming the line.
+    """
+    domains: list[NvlinkDomain] = []
+    names: dict[str, int] = {}
+    owner: dict[str, tuple[str, int]] = {}
+    for lineno, line in enumerate(text.splitlines(), start=1):
+        if not line.strip():
+            continue
+        fields = _fields(line, lineno, where)
+        first, name = fields[0]
+        if first in _SKIPPED_KEYS:
+            continue
+        if first in _TREE_KEYS:
+            raise _error(where, lineno, "a topology/tree switch line, expected BlockName=")
+        if first != "BlockName":
+            raise _error(where, lineno, f"unknown line {show(first + '=')}, expected BlockName=")
+        if not _NAME.fullmatch(name):
+            raise _error(where, lineno, f"BlockName: bad block name {show(name)}")
+        if name in names:
+            raise _error(where, lineno, f"block {name} listed twice (first on line {names[name]})")
+        names[name] = lineno
+        values = dict(fields)
+        for key in ("BlockIndex", "BlockSize"):
+            if key in values and not _INT.fullmatch(values[key]):
+                raise _error(where, lineno, f"{key}: not a number: {show(values[key])}")
+        raw = values.get("Nodes")
+        if raw is None or raw in NULLS:
+            raise _error(where, lineno, f"block {name} has no Nodes=")
+        nodes = expand_nodes(raw, f"{where}: line {lineno}", "Nodes")
+        for node in nodes:
+            if node in owner:
+                other, other_line = owner[node]
+                raise _error(
+                    where, lineno, f"node {node} in block {name} and in {other} (line {other_line})"
+                )
+            owner[node] = (name, lineno)
+        domains.append(NvlinkDomain(name=name, nodes=tuple(nodes)))
+    return tuple(domains)
+
+
+def domain_of_nodes(domains: Sequence[NvlinkDomain]) -> dict[str, str]:
+    """node -> name of its NVLink domain."""
+    return {node: d.name for d in domains for node in d.nodes}
+
+
+def _error(where: str, lineno: int, problem: str) -> SlurmParseError:
+    return parse_error(where, f"line {lineno}", problem)
