@@ -17,9 +17,9 @@ fabrics, so they are no domain and are skipped.
 
 Other plugins print other lines: ``topology/tree`` one ``SwitchName=`` line per switch (a
 network switch, never an NVLink domain), ``topology/default`` nothing. Both give no
-domains. The cli backend only runs the command when ``TopologyPlugin=topology/block``
-(see :func:`topology_plugin`), so a tree line in the output is an error like any other
-line that is not what the block plugin prints.
+domains (the cli backend only runs the command when ``TopologyPlugin=topology/block``,
+see :func:`topology_plugin`, but a switch is never taken for a rack either way). Any other
+line is an error naming it.
 
 slurmrestd (v0.0.40-42) and ``scontrol show nodes --json``/``sinfo --json`` of 24.11 do
 not expose blocks (recorded: no block field on nodes, no topology endpoint), and 22.05
@@ -46,8 +46,8 @@ _KEY = re.compile(r"[A-Za-z][A-Za-z0-9_]*", re.ASCII)
 # Block names come from topology.conf (the admin's); the same characters as node names.
 _NAME = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.\-]{0,127}", re.ASCII)
 _INT = re.compile(r"[0-9]{1,9}", re.ASCII)
-_TREE_KEYS = frozenset({"SwitchName"})
-_SKIPPED_KEYS = frozenset({"AggregatedBlock"})
+# Lines that are no NVLink domain: aggregated blocks, and topology/tree's switches.
+_SKIPPED_KEYS = frozenset({"AggregatedBlock", "SwitchName"})
 
 
 def topology_plugin(config_text: str) -> str | None:
@@ -76,9 +76,9 @@ def _fields(line: str, lineno: int, where: str) -> list[tuple[str, str]]:
 def nvlink_domains(text: str, where: str = WHERE) -> tuple[NvlinkDomain, ...]:
     """The ``BlockName=`` lines of ``scontrol show topology`` as NVLink domains.
 
-    Empty output (topology/default) gives none. Any line that is not a block line (an
-    aggregated block is skipped), a block without nodes, a name given twice or a node in
-    two blocks raise one :class:`SlurmParseError` naming the line.
+    Empty output (topology/default) and tree switches give none; aggregated blocks are
+    skipped. Any other line, a block without nodes, a name given twice or a node in two
+    blocks raise one :class:`SlurmParseError` naming the line.
     """
     domains: list[NvlinkDomain] = []
     names: dict[str, int] = {}
@@ -90,8 +90,6 @@ def nvlink_domains(text: str, where: str = WHERE) -> tuple[NvlinkDomain, ...]:
         first, name = fields[0]
         if first in _SKIPPED_KEYS:
             continue
-        if first in _TREE_KEYS:
-            raise _error(where, lineno, "a topology/tree switch line, expected BlockName=")
         if first != "BlockName":
             raise _error(where, lineno, f"unknown line {show(first + '=')}, expected BlockName=")
         if not _NAME.fullmatch(name):
