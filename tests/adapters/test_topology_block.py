@@ -103,7 +103,8 @@ def test_bad_line_is_one_error_naming_it(bad_line: str, message: str) -> None:
     text = str(err.value)
     assert text.startswith("scontrol show topology: line 2")
     assert message in text
-    assert "\n" not in text and "\x1b" not in text
+    assert "\n" not in text
+    assert "\x1b" not in text
 
 
 def test_blank_lines_are_ignored() -> None:
@@ -187,8 +188,6 @@ def test_rest_has_no_domains_like_cli_on_a_tree_cluster(
 @pytest.mark.parametrize("api", ["v0.0.40", "v0.0.41", "v0.0.42"])
 def test_recorded_rest_nodes_do_not_name_blocks(api: str) -> None:
     body = text(BLOCK / f"slurmrestd_GET_slurm_{api}_nodes.json")
-    assert (
-        '"b1"' not in body
-        and '"b2"' not in body
-        and "block" not in body.lower().replace("blockprobe", "")
-    )
+    assert '"b1"' not in body
+    assert '"b2"' not in body
+    assert "block" not in body.lower().replace("blockprobe", "")
