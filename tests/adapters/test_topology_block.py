@@ -191,3 +191,66 @@ def test_recorded_rest_nodes_do_not_name_blocks(api: str) -> None:
     assert '"b1"' not in body
     assert '"b2"' not in body
     assert "block" not in body.lower().replace("blockprobe", "")
+
+
+# -- topology_conf: the blocks for backends that cannot see them ------------------------
+
+
+def test_topology_conf_of_the_recorded_cluster() -> None:
+    from slurm_defrag.slurm.topology_block import topology_conf_domains
+
+    got = topology_conf_domains(text(BLOCK / "config" / "topology.conf"), "topology.conf")
+    assert got == domains(("b1", ("node01", "node02")), ("b2", ("node03", "node04")))
+
+
+def test_topology_conf_any_case_comments_and_tree_lines() -> None:
+    from slurm_defrag.slurm.topology_block import topology_conf_domains
+
+    conf = "# racks\nblockname=r1 nodes=node[01-02]  # NVL72 a\n\nBlockSizes=2\n"
+    assert topology_conf_domains(conf, "t.conf") == domains(("r1", ("node01", "node02")))
+    tree = text(recordings_dir("24.11") / "config" / "topology.conf")
+    assert topology_conf_domains(tree, "t.conf") == ()
+
+
+@pytest.mark.parametrize(
+    ("conf", "message"),
+    [
+        ("BlockName=r1 Nodes=node01 LinkSpeed=1\n", "t.conf: line 1: unknown key 'LinkSpeed='"),
+        ("Include other.conf\n", "t.conf: line 1: 'Include' is not Key=Value"),
+        ("BlockName=r1 Nodes=node01\nBlockName=r2 Nodes=node01\n", "line 2: node node01"),
+        ("Frobnicate=1\n", "t.conf: line 1: unknown line 'Frobnicate='"),
+    ],
+)
+def test_topology_conf_bad_line_is_one_input_error(conf: str, message: str) -> None:
+    from slurm_defrag.errors import InputError
+    from slurm_defrag.slurm.topology_block import topology_conf_domains
+
+    with pytest.raises(InputError) as err:
+        topology_conf_domains(conf, "t.conf")
+    assert message in str(err.value)
+
+
+def recordings_dir(version: str) -> Path:
+    return BLOCK.parent / f"slurm-{version}"
+
+
+@pytest.mark.parametrize("backend", ["cli", "rest", "pyslurm"])
+def test_topology_conf_gives_every_backend_the_domains(
+    recordings: SimpleNamespace, backend: str
+) -> None:
+    """The recorded tree cluster (node01-08) with a topology.conf naming two racks: all
+    three backends put the same domains in the snapshot, and cli asks Slurm nothing more."""
+    path = BLOCK / "config" / "topology.conf"  # b1 = node[01-02], b2 = node[03-04]
+    runner = recordings.ReplayRunner("24.11")
+    if backend == "cli":
+        reader = recordings.cli("24.11", runner, topology_conf=path)
+    elif backend == "rest":
+        reader = recordings.rest("24.11", topology_conf=path)
+    else:
+        reader = recordings.pyslurm("24.11")
+        reader.settings = reader.settings.model_copy(update={"topology_conf": path})
+    snap = reader.snapshot()
+    assert [d.name for d in snap.nvlink_domains] == ["b1", "b2"]
+    assert snap.node_by_name["node02"].nvlink_domain == "b1"
+    assert snap.node_by_name["node05"].nvlink_domain is None
+    assert ["scontrol", "show", "topology"] not in runner.calls

@@ -15,6 +15,7 @@ from datetime import datetime
 
 from pydantic import ValidationError
 
+from slurm_defrag.config_files import read_text
 from slurm_defrag.domain.cluster import (
     ClusterSnapshot,
     Job,
@@ -30,6 +31,7 @@ from slurm_defrag.slurm.errors import SlurmParseError
 from slurm_defrag.slurm.gres_conf import LinksParseError, parse_gres_conf_links
 from slurm_defrag.slurm.mapping import natural_key
 from slurm_defrag.slurm.settings import SlurmSettings
+from slurm_defrag.slurm.topology_block import topology_conf_domains
 from slurm_defrag.snapshot_file import format_validation_error
 
 
@@ -76,7 +78,11 @@ def assemble(
     topo_of = node_topologies(settings)
     reserved = {node: r.name for r in parts.reservations if r.state == "ACTIVE" for node in r.nodes}
     custom: dict[str, GpuTopology] = {}
-    domain_of = {n: d.name for d in parts.nvlink_domains for n in d.nodes}
+    domains = tuple(parts.nvlink_domains)
+    if settings.topology_conf is not None:
+        path = settings.topology_conf
+        domains = topology_conf_domains(read_text(path, "topology_conf"), str(path))
+    domain_of = {n: d.name for d in domains for n in d.nodes}
     nodes = []
     for node in sorted(parts.nodes, key=lambda n: natural_key(n.name)):
         updates: dict[str, object] = {}
@@ -105,7 +111,7 @@ def assemble(
             jobs=tuple(sorted(parts.jobs, key=lambda j: natural_key(j.id))),
             partitions=tuple(sorted(parts.partitions, key=lambda p: natural_key(p.name))),
             reservations=tuple(sorted(parts.reservations, key=lambda r: natural_key(r.name))),
-            nvlink_domains=tuple(parts.nvlink_domains),
+            nvlink_domains=domains,
         )
     except ValidationError as exc:
         raise SlurmParseError(format_validation_error(where, exc)) from None

@@ -179,6 +179,8 @@ class CliSlurm:
         is read once per backend (changing it needs a slurmctld restart; restart
         slurm-defrag too, as after a Slurm upgrade).
         """
+        if self.settings.topology_conf is not None:  # read by assemble() instead
+            return ()
         if self.version() < topology_block.BLOCK_SINCE:
             return ()
         if self.topology_plugin() != topology_block.BLOCK_PLUGIN:

@@ -21,17 +21,20 @@ domains (the cli backend only runs the command when ``TopologyPlugin=topology/bl
 see :func:`topology_plugin`, but a switch is never taken for a rack either way). Any other
 line is an error naming it.
 
-slurmrestd (v0.0.40-42) and ``scontrol show nodes --json``/``sinfo --json`` of 24.11 do
-not expose blocks (recorded: no block field on nodes, no topology endpoint), and 22.05
-has no topology/block: there the snapshot has no NVLink domains.
+slurmrestd (v0.0.40-42), ``scontrol show nodes --json``/``sinfo --json`` of 24.11 and
+pyslurm do not expose blocks (recorded: no block field on nodes, no topology endpoint),
+and 22.05 has no topology/block. For the rest and pyslurm backends the ``topology_conf``
+setting names the topology.conf to read the blocks from instead
+(:func:`topology_conf_domains`); when set it is the source for every backend.
 """
 
 from __future__ import annotations
 
 import re
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 
 from slurm_defrag.domain.cluster import NvlinkDomain
+from slurm_defrag.errors import InputError
 from slurm_defrag.slurm.errors import SlurmParseError
 from slurm_defrag.slurm.mapping import NULLS, expand_nodes, parse_error, show
 
@@ -73,6 +76,10 @@ def _fields(line: str, lineno: int, where: str) -> list[tuple[str, str]]:
     return out
 
 
+Rows = Iterable[tuple[int, list[tuple[str, str]]]]
+"""(line number, [(Key, value), ...]) per non-blank line, keys spelt as scontrol does."""
+
+
 def nvlink_domains(text: str, where: str = WHERE) -> tuple[NvlinkDomain, ...]:
     """The ``BlockName=`` lines of ``scontrol show topology`` as NVLink domains.
 
@@ -80,13 +87,57 @@ def nvlink_domains(text: str, where: str = WHERE) -> tuple[NvlinkDomain, ...]:
     skipped. Any other line, a block without nodes, a name given twice or a node in two
     blocks raise one :class:`SlurmParseError` naming the line.
     """
+    rows = (
+        (lineno, _fields(line, lineno, where))
+        for lineno, line in enumerate(text.splitlines(), start=1)
+        if line.strip()
+    )
+    return _domains(rows, where)
+
+
+# topology.conf keys (Slurm reads them in any case) -> the spelling scontrol prints
+_CONF_KEYS = {k.lower(): k for k in ("BlockName", "Nodes", "BlockSizes", "SwitchName")}
+_CONF_SKIPPED = frozenset({"BlockSizes", "SwitchName"})
+
+
+def topology_conf_domains(text: str, where: str) -> tuple[NvlinkDomain, ...]:
+    """``BlockName=`` lines of a topology.conf (``topology_conf`` setting) as domains.
+
+    For backends that cannot ask Slurm (rest, pyslurm). ``#`` starts a comment;
+    ``BlockSizes=`` and tree lines (``SwitchName=``) give no domain; other lines and
+    keys are refused with one :class:`InputError` naming the line.
+    """
+
+    def rows() -> Rows:
+        for lineno, raw in enumerate(text.splitlines(), start=1):
+            line = raw.partition("#")[0]
+            if not line.strip():
+                continue
+            fields = _fields(line, lineno, where)
+            first = _CONF_KEYS.get(fields[0][0].lower())
+            if first in _CONF_SKIPPED:
+                continue
+            if first != "BlockName":
+                raise _error(where, lineno, f"unknown line {show(fields[0][0] + '=')}")
+            out = []
+            for key, value in fields:
+                known = _CONF_KEYS.get(key.lower())
+                if known not in ("BlockName", "Nodes"):
+                    raise _error(where, lineno, f"unknown key {show(key + '=')} in a block line")
+                out.append((known, value))
+            yield lineno, out
+
+    try:
+        return _domains(rows(), where)
+    except SlurmParseError as exc:
+        raise InputError(str(exc)) from None
+
+
+def _domains(rows: Rows, where: str) -> tuple[NvlinkDomain, ...]:
     domains: list[NvlinkDomain] = []
     names: dict[str, int] = {}
     owner: dict[str, tuple[str, int]] = {}
-    for lineno, line in enumerate(text.splitlines(), start=1):
-        if not line.strip():
-            continue
-        fields = _fields(line, lineno, where)
+    for lineno, fields in rows:
         first, name = fields[0]
         if first in _SKIPPED_KEYS:
             continue
