@@ -21,8 +21,9 @@ domains (the cli backend only runs the command when ``TopologyPlugin=topology/bl
 see :func:`topology_plugin`, but a switch is never taken for a rack either way). Any other
 line is an error naming it.
 
-slurmrestd (v0.0.40-42), ``scontrol show nodes --json``/``sinfo --json`` of 24.11 and
-pyslurm do not expose blocks (recorded: no block field on nodes, no topology endpoint),
+slurmrestd (v0.0.40-42) and ``scontrol show nodes --json``/``sinfo --json`` of 24.11 do
+not expose blocks (recorded: no block field on nodes, no topology endpoint), nor do the
+node/job/partition/reservation objects the pyslurm backend reads,
 and 22.05 has no topology/block. For the rest and pyslurm backends the ``topology_conf``
 setting names the topology.conf to read the blocks from instead
 (:func:`topology_conf_domains`); when set it is the source for every backend.
