@@ -79,6 +79,11 @@ class SlurmSettings(BaseSettings):
     ``{"gpu[001-064]": "nvswitch-8"}``. Default: none (such nodes get no topology and are
     treated as PCIe-only)."""
 
+    topology_conf: NonEmptyPath | None = None
+    """topology.conf whose ``BlockName=`` lines are the multi-node NVLink domains (NVL72
+    racks), for every backend. Default: none (cli reads ``scontrol show topology`` under
+    topology/block; rest and pyslurm, which cannot see blocks, then have no domains)."""
+
     cluster_name: str | None = None
     """Cluster name recorded in snapshots. Default: what Slurm reports, else ``cluster``."""
 
