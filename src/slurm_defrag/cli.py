@@ -16,6 +16,7 @@ from rich.text import Text
 from slurm_defrag import __version__
 from slurm_defrag.commands import (
     db,
+    doctor,
     frag,
     history,
     plan,
@@ -47,6 +48,7 @@ app.add_typer(plugins.app, name="plugins")
 app.command()(serve.serve)
 app.command()(web.web)
 app.command()(top.top)
+app.command()(doctor.doctor)
 
 
 def _print_version(value: bool) -> None:
