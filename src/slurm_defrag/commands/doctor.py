@@ -23,7 +23,11 @@ if TYPE_CHECKING:
     from slurm_defrag.commands.doctor_checks import Result
     from slurm_defrag.domain.cluster import ClusterSnapshot
 
-_MARK = {"ok": ("ok  ", "bold green"), "warn": ("warn", "bold yellow"), "fail": ("FAIL", "bold red")}
+_MARK = {
+    "ok": ("ok  ", "bold green"),
+    "warn": ("warn", "bold yellow"),
+    "fail": ("FAIL", "bold red"),
+}
 
 
 class _Unopened:
@@ -138,7 +142,9 @@ def _print(results: list[Result], code: int) -> None:
     width = max(len(r.name) for r in results)
     for r in results:
         mark, style = _MARK[r.status]
-        line = Text.assemble((mark, style), " ", (r.name.ljust(width), "bold"), "  ", clean(r.summary))
+        line = Text.assemble(
+            (mark, style), " ", (r.name.ljust(width), "bold"), "  ", clean(r.summary)
+        )
         if r.fix and r.status != "ok":
             line.append_text(Text.assemble(("  fix: ", "cyan"), clean(r.fix)))
         console.print(line, soft_wrap=True)

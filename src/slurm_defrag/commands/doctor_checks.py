@@ -191,12 +191,15 @@ def check_rights(env: Env) -> Result:
         if v == "v0.0.38":
             refused.setdefault("drain", "drain/resume nodes (slurmrestd v0.0.38 cannot)")
             refused.setdefault("packing", "node Weight (slurmrestd v0.0.38 cannot)")
-    blocking = [refused[k] for k in ("requeue", "reservation", "hand-over", "packing")
-                if k in refused and k in used]
+    blocking = [
+        refused[k]
+        for k in ("requeue", "reservation", "hand-over", "packing")
+        if k in refused and k in used
+    ]
     unused = sorted(k for k in refused if k not in used)
     if blocking:
         fix = (
-            "use the cli backend (backend = \"cli\")"
+            'use the cli backend (backend = "cli")'
             if env.backend.name == "rest"
             else f"sacctmgr modify user {user} set AdminLevel="
             + ("Admin" if "packing" in refused and "packing" in used else "Operator")
@@ -295,7 +298,9 @@ def _same(a: str, b: str) -> bool:
 def check_job_submit(env: Env) -> Result:
     """job_submit.lua configured, installed, this version's, and its table beside it."""
     conf = env.conf()
-    plugins = [p.strip().removeprefix("job_submit/") for p in conf.get("JobSubmitPlugins", "").split(",")]
+    plugins = [
+        p.strip().removeprefix("job_submit/") for p in conf.get("JobSubmitPlugins", "").split(",")
+    ]
     install = "install slurm-plugins/job_submit.lua and defrag_nodes.lua (slurm-plugins/INSTALL.md)"
     if "lua" not in plugins:
         return Result(
@@ -313,8 +318,10 @@ def check_job_submit(env: Env) -> Result:
         raise
     except SlurmError as exc:
         return Result(
-            "job_submit", "fail", f"JobSubmitPlugins = lua but {path} cannot be read: "
-            f"{_one_line(exc, 160)}", install
+            "job_submit",
+            "fail",
+            f"JobSubmitPlugins = lua but {path} cannot be read: {_one_line(exc, 160)}",
+            install,
         )
     ours = _reference(env, "job_submit.lua")
     if ours is None:
@@ -329,7 +336,9 @@ def check_job_submit(env: Env) -> Result:
         script = ""
         for target in _DOFILE.findall(text)[:4]:  # a site's own script calling ours
             try:
-                if target.startswith("/") and _same(controller.read_file(env.controller, target), ours):
+                if target.startswith("/") and _same(
+                    controller.read_file(env.controller, target), ours
+                ):
                     script = target
                     break
             except SlurmError:
@@ -360,9 +369,7 @@ def check_job_submit(env: Env) -> Result:
             f"slurm-defrag plugins render --slurm-conf {slurm_conf} -o {table}",
         )
     via = "" if script == path else f" (called from {path})"
-    return Result(
-        "job_submit", "ok", f"{script}{via} is this version's, with its table {table}"
-    )
+    return Result("job_submit", "ok", f"{script}{via} is this version's, with its table {table}")
 
 
 def check_epilog(env: Env) -> Result:
@@ -430,7 +437,8 @@ def check_database(env: Env) -> Result:
         return Result(
             "database",
             "fail",
-            f"{shown} is at revision {_one_line(rev, 40)}, newer than this slurm-defrag (head {head})",
+            f"{shown} is at revision {_one_line(rev, 40)}, newer than this slurm-defrag "
+            f"(head {head})",
             "upgrade slurm-defrag to the version that migrated it",
         )
     return Result("database", "fail", f"{shown} is at revision {rev}, head is {head}", upgrade)
@@ -447,7 +455,11 @@ def check_clock(env: Env) -> Result:
     excess = max(0.0, abs(skew) - slack)
     where = "ahead of" if skew > 0 else "behind"
     if excess <= CLOCK_WARN_S:
-        return Result("clock", "ok", f"slurmctld's clock agrees with this host's (within {slack + CLOCK_WARN_S:.0f} s)")
+        return Result(
+            "clock",
+            "ok",
+            f"slurmctld's clock agrees with this host's (within {slack + CLOCK_WARN_S:.0f} s)",
+        )
     line = f"slurmctld's clock is {abs(skew):.0f} s {where} this host's"
     fix = "run NTP (chrony/systemd-timesyncd) on both hosts"
     return Result("clock", "fail" if excess > CLOCK_FAIL_S else "warn", line, fix)
@@ -461,7 +473,7 @@ def check_kill_switch(env: Env) -> Result:
         return Result(
             "kill_switch",
             "warn",
-            "no kill switch file configured: mode = \"off\" is the only way to stop action",
+            'no kill switch file configured: mode = "off" is the only way to stop action',
             "set kill_switch_file (default /etc/slurm-defrag/STOP)",
         )
     why = KillSwitch(path).engaged()
@@ -484,11 +496,13 @@ def check_mode(env: Env) -> Result:
             "mode",
             "ok",
             "mode dry-run: plans are made and recorded, nothing is changed in Slurm "
-            "(set mode = \"enforce\" to act)",
+            '(set mode = "enforce" to act)',
         )
     return Result(
-        "mode", "warn", "mode off: slurm-defrag reads and stores only, makes no plans",
-        "set mode = \"dry-run\" (then \"enforce\")",
+        "mode",
+        "warn",
+        "mode off: slurm-defrag reads and stores only, makes no plans",
+        'set mode = "dry-run" (then "enforce")',
     )
 
 
