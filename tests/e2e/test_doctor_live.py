@@ -24,8 +24,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from infra import require
 from live_cluster import CTLD, DOCKER, GRES_CONF, cluster_is_up, config, ctld, slurm_defrag
+
+from infra import require
 from plugins.conftest import installed  # noqa: F401  (the fixture, used by name below)
 
 pytestmark = pytest.mark.slurm
@@ -88,8 +89,10 @@ def test_missing_hook_on_a_cluster_without_one(tmp_path: Path) -> None:
 
 
 @pytest.fixture
-def hooks(installed: Any) -> Iterator[Any]:  # noqa: F811
-    yield installed
+def hooks(installed: Any) -> Any:  # noqa: F811
+    """The hooks installed (tests/plugins/conftest.py), under a name that does not
+    shadow the imported fixture."""
+    return installed
 
 
 def test_all_green_as_root(hooks: Any, tmp_path: Path) -> None:
