@@ -306,6 +306,22 @@ def test_job_submit_path_override(tmp_path: Path) -> None:
     assert "/nonexistent/job_submit.lua cannot be read" in r.summary
 
 
+def test_list_settings_of_24_11(tmp_path: Path) -> None:
+    """24.11 prints ``EpilogSlurmctld[0] = PATH`` (one line per item)."""
+    text = CONFIG.format(epilog="(null)", plugins="lua", version="24.11.5").replace(
+        "EpilogSlurmctld         = (null)\n",
+        "EpilogSlurmctld[0]      = /etc/slurm/other\nEpilogSlurmctld[1]      = "
+        "/etc/slurm/epilog-slurmctld\n",
+    )
+    files = installed()
+    files["/etc/slurm/other"] = "#!/bin/sh\n"
+    env = make_env(tmp_path, Controller(config_text=text, files=files))
+    assert env.conf()["EpilogSlurmctld"] == "/etc/slurm/other,/etc/slurm/epilog-slurmctld"
+    r = dc.check_epilog(env)
+    assert r.status == "ok", r
+    assert r.summary.startswith("/etc/slurm/epilog-slurmctld is this version's")
+
+
 def test_epilog_paths(tmp_path: Path) -> None:
     assert (
         dc.check_epilog(make_env(tmp_path, Controller(epilog="", files=installed()))).status

@@ -20,6 +20,7 @@ from slurm_defrag.slurm.errors import SlurmParseError
 MAX_FILE_BYTES = 1_000_000
 """A hook file larger than this is not ours; it is not compared (and not kept in memory)."""
 
+_ITEM = re.compile(r"^([A-Za-z]\w*)\[\d{1,3}\]$")
 _NULL = frozenset({"", "(null)", "none"})
 _ID = re.compile(r"uid=(\d+)\(([^()\s]+)\)")
 _SDIAG_AT = re.compile(r"^sdiag output at .*\((\d{1,12})\)\s*$", re.MULTILINE)
@@ -28,15 +29,29 @@ _LEVELS = ("none", "operator", "administrator")
 
 
 def show_config(cli: CliSlurm) -> dict[str, str]:
-    """``scontrol show config`` as ``{key: value}``; ``(null)`` values become ``""``."""
+    """``scontrol show config`` as ``{key: value}``; ``(null)`` values become ``""``.
+
+    24.11 prints list settings one line per item (``EpilogSlurmctld[0] = /etc/...``,
+    absent when empty); those are joined with commas under the plain key, the way 22.05
+    prints them (``EpilogSlurmctld = /etc/...``).
+    """
     out = cli.run("scontrol", "show", "config")
     conf: dict[str, str] = {}
     for line in out.splitlines():
         key, sep, value = line.partition("=")
         key = key.strip()
-        if sep and key and " " not in key:
-            value = value.strip()
-            conf[key] = "" if value.lower() in _NULL else value
+        if not sep or not key or " " in key:
+            continue
+        value = value.strip()
+        value = "" if value.lower() in _NULL else value
+        item = _ITEM.match(key)
+        if item is not None:
+            key = item[1]
+            if conf.get(key) and value:
+                value = f"{conf[key]},{value}"
+            elif not value:
+                value = conf.get(key, "")
+        conf[key] = value
     if "SLURM_VERSION" not in conf:
         raise SlurmParseError("scontrol show config: no SLURM_VERSION line")
     return conf
