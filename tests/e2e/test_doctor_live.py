@@ -5,7 +5,8 @@
   reconfigures or restarts slurmctld, and puts everything back), as root: every check
   green, exit 0;
 * the same as the Operator ``defrag`` (AdminLevel=Operator, docker/README.md
-  "Privileges"): the refused writes are named (drain; with packing on, node Weight);
+  "Privileges"): the refused writes are named (drain; with packing on, node Weight), and
+  over slurmrestd with the Operator's JWT: no requeue endpoint, red;
 * a controller that cannot be reached (a slurm.conf copy naming an unresolvable
   SlurmctldHost, read by the real scontrol in the slurmctld container): red, exit 1;
 * a database at base (upgraded, then downgraded with ``db downgrade base``): red, exit 1;
@@ -24,7 +25,17 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from live_cluster import CTLD, DOCKER, GRES_CONF, cluster_is_up, config, ctld, slurm_defrag
+from live_cluster import (
+    CTLD,
+    DOCKER,
+    GRES_CONF,
+    REST_URL,
+    cluster_is_up,
+    config,
+    ctld,
+    slurm_defrag,
+    token,
+)
 
 from infra import require
 from plugins.conftest import installed  # noqa: F401  (the fixture, used by name below)
@@ -47,7 +58,14 @@ def _db(tmp_path: Path, *, base: bool = False) -> str:
     return url
 
 
-def _config(tmp_path: Path, db_url: str, *, user: str | None = None, **extra: Any) -> Path:
+def _config(
+    tmp_path: Path,
+    db_url: str,
+    *,
+    user: str | None = None,
+    slurm: dict[str, Any] | None = None,
+    **extra: Any,
+) -> Path:
     prefix = [DOCKER, "exec", *(["-u", user] if user else []), CTLD]
     lines = [
         f"db_url = {json.dumps(db_url)}",
@@ -57,6 +75,7 @@ def _config(tmp_path: Path, db_url: str, *, user: str | None = None, **extra: An
         f"command_prefix = {json.dumps(prefix)}",
         f"gres_conf = {json.dumps(str(GRES_CONF))}",
         "command_timeout_s = 30",
+        *(f"{k} = {json.dumps(v)}" for k, v in (slurm or {}).items()),
     ]
     path = tmp_path / "service.toml"
     path.write_text("\n".join(lines) + "\n", encoding="utf-8")
@@ -121,6 +140,28 @@ def test_operator_refusals_are_named(hooks: Any, tmp_path: Path) -> None:
     assert rights["status"] == "fail", rights
     assert "node Weight/features (packing)" in rights["summary"]
     assert code == 1
+
+
+def test_operator_over_rest_cannot_requeue(tmp_path: Path) -> None:
+    """slurmrestd as the Operator: it answers and reads, but has no requeue endpoint."""
+    token_file = tmp_path / "jwt"
+    token_file.write_text(token("defrag", 600), encoding="utf-8")
+    rest = {
+        "backend": "rest",
+        "rest_url": REST_URL,
+        "rest_user": "defrag",
+        "rest_token_file": str(token_file),
+    }
+    code, checks = doctor(_config(tmp_path, _db(tmp_path), slurm=rest))
+    assert code == 1
+    assert checks["slurm"]["status"] == "ok", checks["slurm"]
+    assert "rest backend (slurmrestd API v0.0." in checks["backend"]["summary"]
+    rights = checks["rights"]
+    assert rights["status"] == "fail", rights
+    assert "defrag (AdminLevel Operator)" in rights["summary"]
+    assert "no requeue endpoint" in rights["summary"]
+    assert "drain/resume nodes" in rights["summary"]
+    assert "cli backend" in rights["fix"]
 
 
 def test_plugin_missing_where_it_is_looked_for(hooks: Any, tmp_path: Path) -> None:

@@ -207,7 +207,11 @@ def check_rights(env: Env) -> Result:
         )
         if "packing" in refused and "packing" in used and env.backend.name != "rest":
             fix += ", or packing = false"
-        return Result("rights", "fail", f"{who}: Slurm refuses: " + "; ".join(blocking), fix)
+        also = [w for k, w in refused.items() if k in used and w not in blocking]
+        line = f"{who}: Slurm refuses: " + "; ".join(blocking)
+        if also:
+            line += "; also refused (plans using them are rolled back): " + "; ".join(also)
+        return Result("rights", "fail", line, fix)
     if "drain" in refused and "drain" in used:
         return Result(
             "rights",
