@@ -25,6 +25,7 @@ from slurm_defrag.commands import (
     simulate,
     snapshot,
     top,
+    topology,
     web,
 )
 from slurm_defrag.errors import DefragError
@@ -48,6 +49,7 @@ app.add_typer(plugins.app, name="plugins")
 app.command()(serve.serve)
 app.command()(web.web)
 app.command()(top.top)
+app.add_typer(topology.app, name="topology")
 app.command()(doctor.doctor)
 
 
