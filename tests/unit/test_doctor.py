@@ -448,3 +448,40 @@ def test_runner_argv_are_lists(tmp_path: Path) -> None:
     assert all(isinstance(a, str) for call in ctl.seen for a in call)
     assert ("head", "-c", "1000001", "--", "/etc/slurm/job_submit.lua") in ctl.seen
     assert subprocess  # argv lists only: nothing here builds a shell string
+
+
+class RestPing(RestStub):
+    """A rest backend whose ping answers ``ping``."""
+
+    def __init__(self, ping: Any, version: str = "v0.0.42") -> None:
+        super().__init__(snapshot([node("node01")]))
+        self.ping, self.version = ping, version
+
+    def api_version(self) -> str:
+        return self.version
+
+    def call(self, method: str, path: str, body: Any = None) -> Any:
+        assert (method, path) == ("GET", f"/slurm/{self.version}/ping")
+        return self.ping
+
+
+@pytest.mark.parametrize(
+    ("ping", "status", "words"),
+    [
+        ({"meta": {"Slurm": {"release": "22.05.8"}}, "pings": [{"pinged": "UP"}]}, "ok", "22.05.8"),
+        ({"meta": {"slurm": {"release": "24.11.5"}}, "pings": [{"pinged": "UP"}]}, "ok", "24.11.5"),
+        (
+            {"meta": {"slurm": {"release": "24.11.5"}}, "pings": [{"pinged": "DOWN"}]},
+            "fail",
+            "pinged DOWN",
+        ),
+        ({"meta": {"slurm": {"release": 2411}}}, "fail", "no meta.slurm.release"),
+        ([1, 2, 3], "fail", "no meta.slurm.release"),
+        ({"meta": {"slurm": {"release": "\x1b[31mbanana"}}}, "fail", "no release"),
+    ],
+)
+def test_rest_ping(tmp_path: Path, ping: Any, status: str, words: str) -> None:
+    env = make_env(tmp_path, backend=RestPing(ping))
+    r = {x.name: x for x in dc.run_checks(env)}["slurm"]
+    assert r.status == status, r
+    assert words in r.summary, r
