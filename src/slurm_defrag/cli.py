@@ -16,6 +16,7 @@ from rich.text import Text
 from slurm_defrag import __version__
 from slurm_defrag.commands import (
     db,
+    doctor,
     frag,
     history,
     plan,
@@ -49,6 +50,7 @@ app.command()(serve.serve)
 app.command()(web.web)
 app.command()(top.top)
 app.add_typer(topology.app, name="topology")
+app.command()(doctor.doctor)
 
 
 def _print_version(value: bool) -> None:
