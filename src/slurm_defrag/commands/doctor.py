@@ -71,7 +71,7 @@ def doctor(
         typer.Option(
             "--plugins-dir",
             help="This release's slurm-plugins/ to compare the installed hooks with "
-            "(default: the checkout's).",
+            "(default: the installed release's, or the checkout's).",
         ),
     ] = None,
     job_submit: Annotated[

@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Literal
 
 from slurm_defrag.errors import DefragError
+from slurm_defrag.hooks_location import plugins_dir
 from slurm_defrag.slurm import controller
 from slurm_defrag.slurm.errors import SlurmError, SlurmUnavailableError
 
@@ -269,20 +270,6 @@ def check_topology(env: Env) -> Result:
 # -- the Slurm-side hooks ----------------------------------------------------------------
 
 _DOFILE = re.compile(r"""dofile\s*\(?\s*["']([^"'\n]{1,512})["']""")
-
-
-def plugins_dir(explicit: Path | None) -> Path | None:
-    """This version's slurm-plugins/: the option, else the checkout the package is in,
-    else the working directory's (the hooks are not in the wheel)."""
-    candidates = (
-        [explicit]
-        if explicit is not None
-        else [Path(__file__).resolve().parents[3] / "slurm-plugins", Path.cwd() / "slurm-plugins"]
-    )
-    for c in candidates:
-        if (c / "job_submit.lua").is_file():
-            return c
-    return None
 
 
 def _reference(env: Env, name: str) -> str | None:
