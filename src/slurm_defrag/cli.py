@@ -16,6 +16,7 @@ from rich.text import Text
 from slurm_defrag import __version__
 from slurm_defrag.commands import (
     db,
+    doctor,
     frag,
     history,
     plan,
@@ -24,6 +25,7 @@ from slurm_defrag.commands import (
     simulate,
     snapshot,
     top,
+    topology,
     web,
 )
 from slurm_defrag.errors import DefragError
@@ -47,6 +49,8 @@ app.add_typer(plugins.app, name="plugins")
 app.command()(serve.serve)
 app.command()(web.web)
 app.command()(top.top)
+app.add_typer(topology.app, name="topology")
+app.command()(doctor.doctor)
 
 
 def _print_version(value: bool) -> None:

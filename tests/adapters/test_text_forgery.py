@@ -43,6 +43,10 @@ TEXT_ONLY = {
 }
 
 
+TREE_CONFIG = "TopologyParam           = (null)\nTopologyPlugin          = topology/tree\n"
+"""The topology lines of ``scontrol show config`` on the compose cluster (docker/slurm)."""
+
+
 class Scene:
     def __init__(self, release: str) -> None:
         self.dir = FIXTURES / f"hostile-{release}"
@@ -70,6 +74,8 @@ class Replay:
             v = self.overrides[line]
             rc, out, err = v if isinstance(v, tuple) else (0, v, "")
             return subprocess.CompletedProcess(list(argv), rc, out, err)
+        if line == "scontrol show config":  # recorded on the compose cluster: topology/tree
+            return subprocess.CompletedProcess(list(argv), 0, TREE_CONFIG, "")
         stem = "_".join(argv)
         for suffix, rc in ((".json", 0), (".txt", 0), (".ERROR.txt", 1)):
             path = self.dir / (stem + suffix)

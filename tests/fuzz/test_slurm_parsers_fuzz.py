@@ -277,6 +277,8 @@ class Runner:
             return subprocess.CompletedProcess(argv, 0, self.bad[line], "")
         if line == "scontrol --version":
             return subprocess.CompletedProcess(argv, 0, f"slurm {self.version}.5\n", "")
+        if line == "scontrol show config":  # not recorded: the recorded slurm.conf's plugin
+            return subprocess.CompletedProcess(argv, 0, "TopologyPlugin = topology/tree\n", "")
         stem = "_".join(argv)
         for suffix, rc in ((".json", 0), (".txt", 0), (".ERROR.txt", 1)):
             path = FIXTURES / f"slurm-{self.version}" / (stem + suffix)

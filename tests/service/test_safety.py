@@ -3,8 +3,10 @@ the lease, Slurm unreachable."""
 
 from __future__ import annotations
 
+import logging
 from pathlib import Path
 
+import pytest
 from service_helpers import CycleFactory, FakeClock, slurm_schedules
 
 from slurm_defrag.actuator.audit import AuditingWriter
@@ -47,6 +49,43 @@ def test_dry_run_stores_the_same_plan_and_changes_nothing(
     # An unchanged cluster does not store the same dry-run plan every cycle.
     assert make_cycle("dry-run").run().outcome == "idle"
     assert len(Plans(store.engine).recent()) == 1
+
+
+def test_dry_run_speaks_conditionally_and_stores_nothing_as_executed(
+    make_cycle: CycleFactory, store: Store, caplog: pytest.LogCaptureFixture
+) -> None:
+    with caplog.at_level(logging.INFO, logger="slurm_defrag"):
+        assert make_cycle("dry-run").run().outcome == "planned"
+    said = "\n".join(r.getMessage() for r in caplog.records)
+    assert "would create reservation defrag-" in said
+    assert "would requeue job 104" in said
+    assert "(dry-run, not executed)" in said
+    assert " done:" not in said  # nothing reads as done
+    assert "requeued job" not in said
+    (rec,) = Plans(store.engine).recent()
+    assert rec.note.startswith("dry-run, not executed:")
+    assert rec.holder == "test:1"  # the instance that ran it (its lease holder id)
+    cmds = Plans(store.engine).commands(plan_id=rec.id)
+    assert cmds
+    assert all(not c.executed and c.exit_code is None for c in cmds)
+    assert {c.outcome for c in cmds} == {"not executed (dry-run)"}
+
+
+def test_enforce_speaks_of_what_was_done(
+    make_cycle: CycleFactory, store: Store, caplog: pytest.LogCaptureFixture
+) -> None:
+    with caplog.at_level(logging.INFO, logger="slurm_defrag"):
+        make_cycle("enforce").run()
+    said = "\n".join(r.getMessage() for r in caplog.records)
+    assert "step 1 reserve done: created reservation defrag-" in said
+    assert "step 2 requeue done: requeued job 104" in said
+    assert "would " not in said
+    (rec,) = Plans(store.engine).recent()
+    assert rec.holder == "test:1"
+    cmds = Plans(store.engine).commands(plan_id=rec.id)
+    assert cmds
+    assert all(c.executed and c.exit_code == 0 for c in cmds)
+    assert {c.outcome for c in cmds} == {"0"}
 
 
 def _admitted(

@@ -70,7 +70,11 @@ def test_map_history_and_the_dry_run_plan(make_cycle: CycleFactory, store: Store
     assert plan["reservation"].startswith("defrag-")
     assert [s["action"] for s in plan["steps"]][:2] == ["reserve", "requeue"]
     assert [c["argv"][1] for c in plan["commands"]] == ["create", "requeue", "update"]
-    assert all(c["dry_run"] and c["exit_code"] == 0 for c in plan["commands"])
+    # Previewed, never issued: no exit code, and every reader says so.
+    assert all(
+        c["dry_run"] and not c["executed"] and c["exit_code"] is None for c in plan["commands"]
+    )
+    assert {c["outcome"] for c in plan["commands"]} == {"not executed (dry-run)"}
     assert "inputs" not in plan
 
 

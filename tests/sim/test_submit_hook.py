@@ -60,15 +60,3 @@ def test_script_path_from_the_environment_must_exist(monkeypatch, tmp_path) -> N
     monkeypatch.setenv(SCRIPT_ENV, str(tmp_path / "missing.lua"))
     with pytest.raises(InputError, match=SCRIPT_ENV):
         default_script()
-
-
-def test_script_found_in_the_working_directory_checkout(monkeypatch, tmp_path) -> None:
-    # CI installs the wheel (not editable): the script is then found in the clone it runs in
-    from slurm_defrag.sim import submit_hook
-
-    (tmp_path / "slurm-plugins").mkdir()
-    (tmp_path / "slurm-plugins" / "job_submit.lua").write_text("-- x\n")
-    monkeypatch.delenv(submit_hook.SCRIPT_ENV, raising=False)
-    monkeypatch.chdir(tmp_path)
-    monkeypatch.setattr(submit_hook, "__file__", "/nonexistent/a/b/c/submit_hook.py")
-    assert submit_hook.default_script() == tmp_path / "slurm-plugins" / "job_submit.lua"

@@ -159,3 +159,45 @@ def test_concurrent_plan_limit_refuses(course: ClusterSnapshot) -> None:
     p = make_plan(course, default_policy(), history=h)
     assert p.status == "refused"
     assert "max_concurrent_plans" in p.reason
+
+
+def _with(course: ClusterSnapshot, **updates: dict[str, object]) -> ClusterSnapshot:
+    jobs = [j.model_copy(update=updates[j.id]) if j.id in updates else j for j in course.jobs]
+    return ClusterSnapshot.model_validate(
+        {**course.model_dump(), "jobs": [j.model_dump() for j in jobs]}
+    )
+
+
+def test_the_plan_names_the_protection_that_excluded_a_cheaper_set(
+    course: ClusterSnapshot,
+) -> None:
+    """104 opts out (defrag:protect): the plan costs 12.10 (requeue 101 or 106), and it
+    says that requeueing 104 on node01 would have cost 0.70, and which protection stopped it."""
+    snap = _with(course, **{"104": {"comment": "defrag:protect"}})
+    p = make_plan(snap, default_policy())
+    (v,) = p.victims
+    assert v.cost_gpu_hours == pytest.approx(12.1)
+    text = p.targets[0].explanation
+    assert (
+        "Protections excluded a cheaper set: requeueing 104 on node01 would cost 0.70 GPU-h, "
+        "against 12.10 in this plan; protected: job 104 by owner opted out (defrag:protect)."
+    ) in text
+
+
+def test_no_protection_note_when_nothing_cheaper_was_excluded(course: ClusterSnapshot) -> None:
+    # 105 (30 GPU-h on node02) is protected, but the plan's 0.70 is cheaper anyway.
+    p = make_plan(_with(course, **{"105": {"comment": "defrag:protect"}}), default_policy())
+    assert "Protections excluded" not in p.targets[0].explanation
+    # Requeue=0 is never waivable: not offered as a cheaper set either.
+    p = make_plan(_with(course, **{"104": {"requeue": False}}), default_policy())
+    assert "Protections excluded" not in p.targets[0].explanation
+
+
+def test_an_unserved_target_gets_the_cost_of_its_protected_set(course: ClusterSnapshot) -> None:
+    protect = {"comment": "defrag:protect"}
+    snap = _with(course, **dict.fromkeys(("101", "103", "104", "105", "106"), protect))
+    p = make_plan(snap, default_policy())
+    assert not p.targets[0].served
+    text = p.targets[0].explanation
+    assert "Protections excluded a cheaper set: requeueing 104 on node01 would cost 0.70" in text
+    assert "against" not in text

@@ -53,3 +53,38 @@ def test_revision_list_matches_the_scripts() -> None:
     """migrate.REVISIONS (read without importing Alembic) must list every script, in order."""
     scripts = [r.revision for r in migrate.script().walk_revisions()]
     assert tuple(reversed(scripts)) == migrate.REVISIONS
+
+
+def test_0002_marks_dry_run_commands_not_executed_and_back(db_url: str) -> None:
+    """Upgrading turns the old dry-run rows (exit 0, as if run) into not executed, exit
+    NULL; the real commands keep their exit codes; downgrading gives the old rows back."""
+    engine = make_engine(db_url)
+    migrate.upgrade(engine, "0001")
+    insert = text(
+        "INSERT INTO slurm_commands (started_at, argv, exit_code, stdout, stderr, duration_s,"
+        " dry_run) VALUES (:t, :argv, :code, '', :err, 0.1, :dry)"
+    )
+    rows = [(0, "", True), (1, "refused", True), (0, "", False), (None, "down", False)]
+    with engine.begin() as conn:
+        for code, err, dry in rows:
+            conn.execute(insert, {"t": "2026-12-01 10:00:00", "argv": '["scontrol"]',
+                                  "code": code, "err": err, "dry": dry})  # fmt: skip
+    select_all = text("SELECT exit_code, executed, dry_run FROM slurm_commands ORDER BY id")
+    migrate.upgrade(engine)
+    with engine.connect() as conn:
+        got = [(r[0], bool(r[1]), bool(r[2])) for r in conn.execute(select_all)]
+    assert got == [(None, False, True), (None, False, True), (0, True, False), (None, True, False)]
+    # New rows default to executed (the column has a server default for old writers too).
+    with engine.begin() as conn:
+        conn.execute(insert, {"t": "2026-12-01 11:00:00", "argv": "[]", "code": 0, "err": "",
+                              "dry": False})  # fmt: skip
+        assert bool(conn.execute(text("SELECT executed FROM slurm_commands WHERE id = 5"))
+                    .scalar())  # fmt: skip
+    migrate.downgrade(engine, "0001")
+    assert "executed" not in {c["name"] for c in inspect(engine).get_columns("slurm_commands")}
+    with engine.connect() as conn:
+        codes = [
+            r[0] for r in conn.execute(text("SELECT exit_code FROM slurm_commands ORDER BY id"))
+        ]
+    assert codes == [0, 1, 0, None, 0]
+    engine.dispose()

@@ -57,6 +57,17 @@ def test_plan_lifecycle(store: Store) -> None:
     cmds = repo.plans.commands(plan_id=pid)
     assert [(c.id, c.argv, c.exit_code) for c in cmds] == [(cid, ["scontrol", "requeue", "104"], 0)]
     assert repo.plans.commands()[-1].exit_code is None
+    assert repo.plans.commands()[-1].outcome == "no exit code (Slurm unreachable)"
+    assert cmds[0].executed
+    assert cmds[0].outcome == "0"
+    # A dry-run preview: never executed, so never an exit code, whatever the caller passed.
+    repo.plans.record_command(
+        ["scontrol", "requeue", "105"], exit_code=0, duration_s=0.0, dry_run=True,
+        executed=False, plan_id=pid,
+    )  # fmt: skip
+    preview = repo.plans.commands(plan_id=pid)[-1]
+    assert (preview.executed, preview.exit_code, preview.dry_run) == (False, None, True)
+    assert preview.outcome == "not executed (dry-run)"
 
     closed = repo.plans.update(pid, status="done", note="2 of 3 steps")
     assert closed.closed_at is not None

@@ -68,6 +68,10 @@ def test_plan_in_progress_and_replay(store: Store, db_url: str) -> None:
     assert "snapshot 2026-11-29 13:00:00 UTC" in latest
     assert "no falsely starved job" in latest
     assert f"#{pid} {plan.plan_id}  done" in latest  # no open plan: the most recent one
+    # ... shown as the last plan, closed, not as a plan in progress.
+    assert "no plan in progress" in latest
+    assert "Plans in progress" not in latest
+    assert latest.index("Last plan (closed)") < latest.index(f"#{pid} {plan.plan_id}  done")
 
     # Replaying 12:30 shows the 12:00 snapshot; the plan was created later (now), so none.
     replay = top("--db", db_url, "--at", "2026-11-29T12:30")
@@ -80,3 +84,20 @@ def test_plan_in_progress_and_replay(store: Store, db_url: str) -> None:
     beside = top("--snapshot", str(EXAMPLES / "course.json"), "--db", db_url)
     assert "source file" in beside
     assert f"#{pid} {plan.plan_id}" in beside
+
+
+def test_dry_run_plan_steps_show_as_not_executed(store: Store, db_url: str) -> None:
+    repo = Repository(store)
+    before = load_snapshot(EXAMPLES / "course.json")
+    repo.save_snapshot(before, compute(before))
+    plan = make_plan(before, default_policy())
+    pid = repo.plans.create(before.cluster, "dry-run", {"plan": plan.model_dump(mode="json")},
+                            steps=[NewStep("reserve", "node01")])  # fmt: skip
+    (step,) = repo.plans.steps(pid)
+    repo.plans.set_step_state(step.id, "running")
+    repo.plans.set_step_state(step.id, "done")
+    repo.plans.update(pid, status="done")
+    shown = " ".join(top("--db", db_url).split())
+    assert "Last plan (closed)" in shown
+    assert "1. reserve node01 not executed (dry-run)" in shown
+    assert "dry-run: nothing executed in Slurm" in shown

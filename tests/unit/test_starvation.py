@@ -294,3 +294,52 @@ def test_spread_request_beyond_partition_hardware_is_unsatisfiable() -> None:
     )
     s = status_of([node("a")], [job])
     assert s.status == "unsatisfiable"
+
+
+def test_unsatisfiable_job_says_why_each_node_cannot_take_it() -> None:
+    """An 8-GPU h100 NVLink job: every node fails for its own reason, named per node."""
+    drained = node("d1", model="h100").model_copy(update={"state": frozenset({"IDLE", "DRAIN"})})
+    nodes = [
+        node("a1", state="IDLE"),  # a100: wrong model
+        node("h4", "nvswitch-4", model="h100", state="IDLE"),  # 4 GPUs: too few
+        node("x1", model="h100", state="IDLE", partitions=("other",)),  # not in partition
+        drained,
+    ]
+    # The drained h100 could host it once resumed (short); without it, unsatisfiable.
+    s = status_of(nodes[:3], [pending("j", 8, nvlink=True, model="h100")])
+    assert s.status == "unsatisfiable"
+    got = {d.node: (d.verdict, d.detail) for d in s.diagnosis}
+    assert got == {
+        "a1": (Verdict.CONFIGURATION, "8 free a100 GPUs, job needs h100"),
+        "h4": (Verdict.CONFIGURATION, "node has 4 GPUs, job needs 8 per node"),
+        "x1": (Verdict.NOT_IN_PARTITION, "not in partition batch"),
+    }
+    assert [d.node for d in s.diagnosis] == ["a1", "h4", "x1"]  # its partition's nodes first
+    assert s.diagnosis_more == 0
+
+
+def test_unsatisfiable_diagnosis_is_capped_with_a_count_of_the_rest() -> None:
+    from slurm_defrag.metrics.starvation import UNSATISFIABLE_EXAMPLES
+
+    nodes = [node(f"a{i:02}", state="IDLE") for i in range(20)]
+    nodes.append(node("p4", "nvswitch-4", model="h100", state="IDLE"))
+    s = status_of(nodes, [pending("j", 8, model="h100")])
+    assert s.status == "unsatisfiable"
+    assert len(s.diagnosis) == UNSATISFIABLE_EXAMPLES
+    assert s.diagnosis_more == 21 - UNSATISFIABLE_EXAMPLES
+    # Each different reason is shown before a second node with the same one.
+    assert "p4" in {d.node for d in s.diagnosis}
+
+
+def test_frag_table_lists_the_examples_and_counts_the_rest() -> None:
+    from rich.console import Console
+
+    from slurm_defrag.report.frag_view import render
+
+    nodes = [node(f"a{i:02}", state="IDLE") for i in range(8)]
+    snap = snapshot(nodes, [pending("j", 8, model="h100")])
+    console = Console(record=True, width=200, color_system=None)
+    render(console, snap, compute(snap), max_nodes=3)
+    out = console.export_text()
+    assert "a00: configuration: 8 free a100 GPUs, job needs h100" in out
+    assert "... 5 more nodes" in out

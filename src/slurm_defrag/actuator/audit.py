@@ -6,6 +6,11 @@ is the ``scontrol`` command line the write stands for, whatever the backend (the
 pyslurm backends issue the same change through other channels), so the audit reads the
 same everywhere. Failures are recorded too: exit code 1 with Slurm's message for a
 refusal, no exit code (NULL) when Slurm could not be reached.
+
+The dry-run writer (``dry_run=True``, around the sandbox) records what it *would* issue:
+``executed`` false and no exit code (nothing ran in Slurm), the sandbox's refusal, if any,
+as ``would be refused: ...``. Its :attr:`AuditingWriter.voice` is the executor's wording
+(:mod:`slurm_defrag.actuator.voice`).
 """
 
 from __future__ import annotations
@@ -16,6 +21,7 @@ from contextlib import contextmanager
 from datetime import datetime
 from typing import Protocol
 
+from slurm_defrag.actuator.voice import ACTUAL, PREVIEW, Voice
 from slurm_defrag.slurm.errors import SlurmError, SlurmUnavailableError
 from slurm_defrag.slurm.port import SlurmWriter
 
@@ -35,6 +41,7 @@ class CommandLog(Protocol):
         plan_id: int | None = None,
         step_id: int | None = None,
         dry_run: bool = False,
+        executed: bool = True,
     ) -> int: ...
 
 
@@ -45,6 +52,8 @@ class AuditingWriter:
         self.inner = inner
         self.log = log
         self.dry_run = dry_run
+        self.voice: Voice = PREVIEW if dry_run else ACTUAL
+        """How the executor words what it does through this writer."""
         self._plan_id: int | None = None
         self._step_id: int | None = None
 
@@ -71,10 +80,12 @@ class AuditingWriter:
             exit_code, err = 1, str(exc)
             raise
         finally:
+            executed = not self.voice.preview  # the sandbox ran it, Slurm did not
             self.log.record_command(
-                argv, exit_code=exit_code, duration_s=time.perf_counter() - started,
-                stderr=err, plan_id=self._plan_id, step_id=self._step_id,
-                dry_run=self.dry_run,
+                argv, exit_code=exit_code if executed else None,
+                duration_s=time.perf_counter() - started,
+                stderr=self.voice.refused(err) if err else "", plan_id=self._plan_id,
+                step_id=self._step_id, dry_run=self.dry_run, executed=executed,
             )  # fmt: skip
 
     def create_reservation(

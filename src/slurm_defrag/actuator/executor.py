@@ -19,7 +19,7 @@ of the plan row is only used inside the database.
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from enum import Enum
@@ -59,13 +59,16 @@ class Channel:
     ``reader`` gives the fresh reads right before acting and ``writer`` the auditing writer,
     both around the real backend (enforce) or the dry-run sandbox; ``plans`` is where plans,
     steps and commands are recorded; ``mode`` (``enforce`` | ``dry-run``) is recorded on
-    each plan.
+    each plan, with ``holder``, the identity of the service instance (its lease holder id)
+    that admits it. The wording of logs and notes is the writer's
+    (:attr:`AuditingWriter.voice`): what was done, or what would be done.
     """
 
     reader: SlurmReader
     writer: AuditingWriter
     plans: Plans
     mode: str
+    holder: str | None = None
 
 
 @dataclass(frozen=True)
@@ -110,6 +113,8 @@ class Executor:
         self.writer = channel.writer
         self.plans = channel.plans
         self.mode = channel.mode
+        self.holder = channel.holder
+        self.say = channel.writer.voice
         self.policy = safety.policy
         self.ttl = timedelta(seconds=safety.ttl_s)
         self.history = safety.history
@@ -160,14 +165,15 @@ class Executor:
              "nodes": nodes, "reservation": plan.reservation},
             snapshot_id=snapshot_id, solver_status=plan.solver.status,
             objective=plan.solver.objective, bound=plan.solver.bound,
-            solve_time_s=plan.solver.runtime_s, steps=[] if refusal else steps,
+            solve_time_s=plan.solver.runtime_s, holder=self.holder,
+            steps=[] if refusal else steps,
         )  # fmt: skip
         if refusal:
             self.plans.update(pid, status="aborted", note=f"refused: {refusal}")
             self.observer.plan_closed(self.mode, "refused")
-            log.warning("plan %s (#%d) refused: %s", plan.plan_id, pid, refusal)
+            log.warning("plan %s (#%d) refused%s: %s", plan.plan_id, pid, self.say.tag, refusal)
             return None
-        log.info("plan %s (#%d) admitted: %s", plan.plan_id, pid, plan.explanation)
+        log.info("plan %s (#%d) %s: %s", plan.plan_id, pid, self.say.admitted(), plan.explanation)
         return pid
 
     def _nodes_in_flight(self) -> set[str]:
@@ -232,12 +238,16 @@ class Executor:
                 return "applying"
             self.hook(step.action, "acted")
             self.plans.set_step_state(step.id, "done")
-            log.info("plan %s: step %d %s done", plan.plan_id, step.seq + 1, step.action)
+            what = self._what(plan, step.action, action.job_id or "", action.target or "",
+                              action.nodes)  # fmt: skip
+            log.info(
+                "plan %s: %s", plan.plan_id, self.say.step_done(step.seq + 1, step.action, what)
+            )
             self.hook(step.action, "recorded")
         note = self._summary(plan)
         self.plans.update(plan_db_id, status="done", note=note)
         self.observer.plan_closed(self.mode, "done")
-        log.info("plan %s (#%d) done: %s", plan.plan_id, plan_db_id, note)
+        log.info("plan %s (#%d) %s: %s", plan.plan_id, plan_db_id, self.say.plan_done(), note)
         return "done"
 
     def _run(self, plan: Plan, a: Action) -> Outcome:
@@ -315,7 +325,7 @@ class Executor:
         _still_waiting(fresh, target.job_id)
         busy = _busy(fresh, target)
         if busy:
-            log.info("plan %s: waiting for %s", plan.plan_id, busy)
+            log.info("plan %s: waiting for %s%s", plan.plan_id, busy, self.say.tag)
             return Outcome.WAITING
         return Outcome.DONE
 
@@ -364,11 +374,12 @@ class Executor:
                 self.writer.update_job(job_id, ReservationName="")
             except SlurmRejectedError as exc:
                 log.info(
-                    "plan %s: detaching job %s from %s refused (%s); deleting anyway",
+                    "plan %s: detaching job %s from %s refused (%s); deleting anyway%s",
                     plan.plan_id,
                     job_id,
                     plan.reservation,
                     exc,
+                    self.say.tag,
                 )
         self.writer.delete_reservation(plan.reservation)
 
@@ -382,10 +393,10 @@ class Executor:
         failed: StepRecord | None,
         why: str,
     ) -> str:
-        log.warning("plan %s (#%d): rolling back: %s", plan.plan_id, rec.id, why)
+        log.warning("plan %s (#%d): %s: %s", plan.plan_id, rec.id, self.say.rolling_back(), why)
         if failed is not None:
             self.plans.set_step_state(failed.id, "failed", why)
-        self.plans.update(rec.id, note=f"rolled back: {why}")
+        self.plans.update(rec.id, note=self.say.rolled_back(why))
         return self._undo(self.plans.get(rec.id), plan, self.plans.steps(rec.id), why)
 
     def _undo(self, rec: PlanRecord, plan: Plan, steps: list[StepRecord], why: str) -> str:
@@ -416,13 +427,15 @@ class Executor:
                 continue
             self.hook(s.action, "acted")
             self.plans.set_step_state(s.id, "done")
+            what = self._what(plan, s.action, "", s.target, s.args.get("nodes", ()))
+            log.info("plan %s: %s", plan.plan_id, self.say.step_done(s.seq + 1, s.action, what))
         status = "failed" if errors else "aborted"
-        note = rec.note or f"rolled back: {why}"
+        note = rec.note or self.say.rolled_back(why)
         if errors:
             note += "; undo failed: " + "; ".join(errors)
         self.plans.update(rec.id, status=status, note=note)
         self.observer.plan_closed(self.mode, "failed" if errors else "rolled-back")
-        log.warning("plan %s (#%d) %s: %s", plan.plan_id, rec.id, status, note)
+        log.warning("plan %s (#%d) %s%s: %s", plan.plan_id, rec.id, status, self.say.tag, note)
         return status
 
     def _run_undo(self, plan: Plan, s: StepRecord) -> None:
@@ -446,7 +459,12 @@ class Executor:
             for t in plan.served
         )
         victims = ", ".join(v.job_id for v in plan.victims) or "none"
-        return f"served {served}; requeued {victims}"
+        return self.say.summary(served, victims)
+
+    def _what(self, plan: Plan, kind: str, job: str, target: str, nodes: Sequence[str]) -> str:
+        return self.say.action(
+            kind, job=job, target=target, nodes=nodes, reservation=plan.reservation
+        )
 
 
 def _undo_steps(plan: Plan, forward: list[StepRecord]) -> list[NewStep]:

@@ -101,7 +101,7 @@ def render(console: Console, before: ClusterSnapshot, plan: Plan, after: Cluster
     for line in plan.explanation.splitlines():
         console.print(clean(line), markup=False, highlight=False)
     if plan.victims:
-        t = Table(title="Victims (requeued)", title_justify="left")
+        t = Table(title="Victims (would be requeued)", title_justify="left")
         for col in ("job", "user", "QOS", "GPUs", "since", "lost GPU-h", "cost", "why"):
             t.add_column(col, overflow="fold")
         for v in plan.victims:
@@ -120,7 +120,7 @@ def render(console: Console, before: ClusterSnapshot, plan: Plan, after: Cluster
             )
         console.print(t)
     if plan.actions:
-        t = Table(title="Actions (in order)", title_justify="left")
+        t = Table(title="Actions (would run, in order)", title_justify="left")
         for col in ("#", "action", "job", "nodes", "reservation", "expected", "reason"):
             t.add_column(col, overflow="fold")
         for a in plan.actions:

@@ -100,6 +100,8 @@ class PendingStatus(_Out):
     free_in_partition: int = 0
     message: str = ""
     diagnosis: tuple[NodeDiagnosis, ...] = ()
+    diagnosis_more: int = 0
+    """Nodes left out of ``diagnosis`` (an unsatisfiable job lists only a few examples)."""
 
 
 def request_text(p: PendingStatus) -> str:

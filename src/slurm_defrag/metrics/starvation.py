@@ -64,6 +64,12 @@ class NodeScan:
     """Nodes of unknown topology that only their (unknown) NVLink wiring rules out."""
     diagnosis: tuple[NodeDiagnosis, ...] | None = None
     """Node-by-node explanation, built when a job of this shape is falsely starved."""
+    never: tuple[tuple[NodeDiagnosis, ...], int] | None = None
+    """Why nodes can never host it (a few examples, how many more): when unsatisfiable."""
+
+
+UNSATISFIABLE_EXAMPLES = 5
+"""Nodes an unsatisfiable job's diagnosis names (each different reason first)."""
 
 
 DiagnosisMemo = dict[tuple[object, ...], dict[str, NodeDiagnosis]]
@@ -160,14 +166,71 @@ def diagnose_job(
         reason = "topology" if wired >= req.gpus else "configuration"
     else:
         status = "short"
+    diagnosis: tuple[NodeDiagnosis, ...] = ()
+    more = 0
+    if status == "falsely-starved":
+        diagnosis = _scan_diagnosis(scan, item, diagnoses)
+    elif status == "unsatisfiable" and shape is not None:  # spread --gpus=N: the total
+        if scan.never is None:
+            scan.never = _never_diagnosis(kinds, item)
+        diagnosis, more = scan.never
     return PendingStatus(
         **base,
         status=status,
         reason=reason,
         message=message or _message(status, reason, req.gpus, free_matching, free_in_partition),
-        diagnosis=_scan_diagnosis(scan, item, diagnoses) if status == "falsely-starved" else (),
+        diagnosis=diagnosis,
+        diagnosis_more=more,
         **counts,
     )
+
+
+def _never_verdict(kind: NodeKind, free: int, item: DemandItem) -> Verdict:
+    """Why a node cannot take the job, hardware first: its partition, GPU model and count,
+    NVLink wiring; then its state; then (hardware fine) its free GPUs now."""
+    if item.partition is not None and item.partition not in kind.rep.partitions:
+        return Verdict.NOT_IN_PARTITION
+    hw = hardware_verdict(kind.rep, kind.topo, item)
+    if hw is not None:
+        return hw
+    if not kind.available:
+        return Verdict.UNAVAILABLE
+    return free_verdict(kind.topo, free, item)
+
+
+def _never_diagnosis(
+    kinds: list[NodeKind], item: DemandItem
+) -> tuple[tuple[NodeDiagnosis, ...], int]:
+    """A few nodes, each with why it cannot take an unsatisfiable job, and how many more.
+
+    Nodes of the job's partition come before the others, and one node per distinct reason
+    before any second one, so the few shown cover the reasons there are.
+    """
+    rows: list[tuple[bool, str, str, NodeDiagnosis]] = []
+    for kind in kinds:
+        for cls in kind.classes:
+            free = cls.free_mask if kind.available else 0
+            v = _never_verdict(kind, free, item)
+            own = v is Verdict.UNAVAILABLE
+            detail = "" if own else explain(kind.rep, kind.topo, free, item, v)
+            largest, n_free = kind.topo.largest_free_block(free), popcount(cls.free_mask)
+            for n in cls.members:
+                text = explain(n, kind.topo, free, item, v) if own else detail
+                d = NodeDiagnosis.model_construct(
+                    node=n.name, verdict=v, free=n_free, largest_free_block=largest, detail=text
+                )
+                rows.append((v is Verdict.NOT_IN_PARTITION, f"{v}: {text}", n.name, d))
+    rows.sort(key=lambda r: (r[0], r[2]))
+    picked: list[tuple[bool, str, str, NodeDiagnosis]] = []
+    reasons: set[str] = set()
+    for r in rows:  # one node per distinct reason first ...
+        if r[1] not in reasons and len(picked) < UNSATISFIABLE_EXAMPLES:
+            reasons.add(r[1])
+            picked.append(r)
+    taken = {r[2] for r in picked}
+    picked += [r for r in rows if r[2] not in taken][: UNSATISFIABLE_EXAMPLES - len(picked)]
+    picked.sort(key=lambda r: (r[0], r[2]))
+    return tuple(r[3] for r in picked), len(rows) - len(picked)
 
 
 def _message(status: str, reason: str | None, gpus: int, matching: int, partition: int) -> str:

@@ -23,7 +23,13 @@ from slurm_defrag.domain.topology import indices_of
 from slurm_defrag.domain.units import MILLI
 from slurm_defrag.planner.build import Indexed
 from slurm_defrag.planner.candidates import Candidates, TargetSpec
-from slurm_defrag.planner.explain import node_notes, request_text, unserved_reason
+from slurm_defrag.planner.explain import (
+    WaiveCache,
+    node_notes,
+    protection_cost,
+    request_text,
+    unserved_reason,
+)
 from slurm_defrag.planner.nodes import JobTable
 from slurm_defrag.policy.file import Policy
 from slurm_defrag.solver.problem import OptionKind
@@ -181,6 +187,7 @@ def assemble(
 
     # Explanations need the whole picture (chosen costs), so they come last.
     final = []
+    waived: WaiveCache = {}
     for out in outcomes:
         t = next(i for i, s in enumerate(specs) if s.job.id == out.job_id)
         notes = node_notes(snapshot, specs[t], cands, table, t, chosen_nodes[t], cost_weight)
@@ -188,6 +195,9 @@ def assemble(
             text = _served_text(out, notes)
         else:
             text = unserved_reason(snapshot, policy, specs[t], cands, table, t, notes)
+        text += protection_cost(
+            snapshot, specs[t], cands, table, t, out.cost_gpu_hours if out.served else None, waived
+        )
         final.append(out.model_copy(update={"explanation": text, "node_notes": notes}))
     final.extend(_skipped_outcome(j) for j in skipped)
 

@@ -49,8 +49,9 @@ def _pending_table(report: FragReport, max_nodes: int) -> Table:
         status = p.status + (f" ({p.reason})" if p.reason else "")
         style = "bold red" if p.status == "falsely-starved" else ""
         rows = [f"{d.node}: {d.verdict.value}: {d.detail}" for d in p.diagnosis[:max_nodes]]
-        if len(p.diagnosis) > max_nodes:
-            rows.append(f"... {len(p.diagnosis) - max_nodes} more nodes (see --json)")
+        more = max(0, len(p.diagnosis) - max_nodes) + p.diagnosis_more
+        if more:
+            rows.append(f"... {more} more nodes" + ("" if p.diagnosis_more else " (see --json)"))
         t.add_row(*cells(p.job_id, req), text(status, style), text(p.message), lines(rows))
     return t
 

@@ -22,6 +22,7 @@ from slurm_defrag.domain.plan import Plan
 from slurm_defrag.metrics.report import FragReport, request_text
 from slurm_defrag.report.gpu_map import fragmented_map
 from slurm_defrag.report.safe_text import cells, clean, lines, text
+from slurm_defrag.store.models import OPEN_PLAN_STATUSES
 from slurm_defrag.store.plans import PlanRecord, StepRecord
 
 _STATE_STYLE = {"done": "green", "running": "bold yellow", "failed": "bold red",
@@ -181,11 +182,31 @@ def _starved(frame: TopFrame, limit: int | None) -> RenderableType:
 
 
 def _plans(plans: tuple[PlanView, ...] | None) -> RenderableType:
+    """Open plans under "Plans in progress"; a closed one (the latest, shown when none is
+    open) under "Last plan", never as if it were in progress."""
     if plans is None:
         return Text("plans in progress: give --db URL to see them", style="dim")
-    if not plans:
-        return Text("no plan in progress", style="dim")
-    t = Table(title="Plans in progress", title_justify="left", box=None, pad_edge=False)
+    running = [p for p in plans if p.status in OPEN_PLAN_STATUSES]
+    closed = [p for p in plans if p.status not in OPEN_PLAN_STATUSES]
+    parts: list[RenderableType] = []
+    if running:
+        parts.append(_plan_table("Plans in progress", running))
+    else:
+        parts.append(Text("no plan in progress", style="dim"))
+    if closed:
+        parts.append(_plan_table("Last plan (closed)", closed))
+    return Group(*parts)
+
+
+def _step_state(mode: str, state: str) -> str:
+    """A dry-run step never ran in Slurm: its ``done`` is shown as not executed."""
+    if mode == "dry-run" and state == "done":
+        return "not executed (dry-run)"
+    return state
+
+
+def _plan_table(title: str, plans: Sequence[PlanView]) -> Table:
+    t = Table(title=title, title_justify="left", box=None, pad_edge=False)
     for col in ("plan", "status", "target", "victims", "steps"):
         t.add_column(col, overflow="fold")
     for p in plans:
@@ -194,11 +215,13 @@ def _plans(plans: tuple[PlanView, ...] | None) -> RenderableType:
             if i:
                 steps.append("\n")
             steps.append(f"{s.seq + 1}. {clean(s.action)} {clean(s.target)} ")
-            steps.append(clean(s.state), style=_STATE_STYLE.get(s.state, ""))
+            steps.append(clean(_step_state(p.mode, s.state)),
+                         style=_STATE_STYLE.get(s.state, ""))  # fmt: skip
             if s.error:
                 steps.append(f" ({clean(s.error)})", style="red")
         status = text(p.status, style=_STATE_STYLE.get(p.status, ""))
-        status.append(f"\n{clean(p.mode)}", style="dim")
+        mode = "dry-run: nothing executed in Slurm" if p.mode == "dry-run" else p.mode
+        status.append(f"\n{clean(mode)}", style="dim")
         if p.note:
             status.append(f"\n{clean(p.note)}", style="dim")
         t.add_row(text(f"#{p.db_id} {p.name}"), status,

@@ -125,6 +125,7 @@ class Cycle:
                 AuditingWriter(deps.writer, deps.repo.plans, dry_run=False),
                 deps.repo.plans,
                 "enforce",
+                deps.lease.holder_id,
             ),
             hook,
         )
@@ -261,6 +262,7 @@ class Cycle:
                 AuditingWriter(sandbox, self.repo.plans, dry_run=True),
                 self.repo.plans,
                 "dry-run",
+                self.lease.holder_id,
             ),
             hook=None,
         )
@@ -276,11 +278,14 @@ class Cycle:
             waiting = next(s for s in self.repo.plans.steps(pid) if s.state == "running")
             self.repo.plans.update(
                 pid, status="done",
-                note=f"dry-run: nothing changed in Slurm; would wait at step {waiting.seq + 1} "
-                     f"{waiting.action} for Slurm to act",
+                note=f"dry-run, not executed: nothing changed in Slurm; would wait at step "
+                     f"{waiting.seq + 1} {waiting.action} for Slurm to act",
             )  # fmt: skip
             self.observer.plan_closed("dry-run", "done")
-        log.info("cycle: dry-run plan %s stored as #%d: %s", plan.plan_id, pid, plan.explanation)
+        log.info(
+            "cycle: dry-run plan %s stored as #%d (not executed): %s",
+            plan.plan_id, pid, plan.explanation,
+        )  # fmt: skip
         return pid
 
     def _same_as_last_dry_run(self, plan: Plan) -> bool:

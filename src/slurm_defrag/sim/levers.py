@@ -23,13 +23,13 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 
-from slurm_defrag.domain.cluster import ClusterSnapshot, Node, NodeFlag, Partition
+from slurm_defrag.domain.cluster import ClusterSnapshot, Node, Partition
 from slurm_defrag.domain.units import MILLI
 from slurm_defrag.planner.fit_classes import Mix, TaskClass
 from slurm_defrag.planner.levers import LEVERS, LeverSettings, compute_levers, is_ours
 from slurm_defrag.sim.cluster import ClusterState
 from slurm_defrag.sim.frag import TaskType
-from slurm_defrag.sim.snapshot_view import PARTITION, at
+from slurm_defrag.sim.snapshot_view import PARTITION, at, sim_node
 
 SLURM_POLICY = "slurm"
 DEFAULT_EVERY = 1
@@ -151,20 +151,12 @@ def _node(state: ClusterState, n: int) -> Node:
     spec = state.nodes[n]
     left = state.gpu_left[n]
     used = tuple(MILLI - int(left[g]) for g in range(spec.gpus))
-    cpus = spec.cpu_milli // MILLI
     busy = any(used) or state.cpu_left[n] < state.cpu_cap[n]
-    return Node(
-        name=spec.name,
-        partitions=(PARTITION,),
-        state=frozenset({NodeFlag.MIXED if busy else NodeFlag.IDLE}),
-        gpu_model=spec.model if spec.gpus else None,
-        gpu_count=spec.gpus,
-        topology=spec.topology,
+    return sim_node(
+        state,
+        n,
+        busy=busy,
         gpus_used=frozenset(g for g, u in enumerate(used) if u),
         gpu_milli_used=used,
-        cpus=cpus,
-        cpus_alloc=cpus - int(state.cpu_left[n]) // MILLI,
-        memory_mb=spec.memory_mib,
-        memory_alloc_mb=spec.memory_mib - int(state.mem_left[n]),
         weight=int(state.weight[n]),
     )

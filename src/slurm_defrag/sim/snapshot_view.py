@@ -45,6 +45,7 @@ from slurm_defrag.domain.cluster import (
 )
 from slurm_defrag.domain.units import MILLI
 from slurm_defrag.policy.comment_keys import CHECKPOINT_KEY
+from slurm_defrag.sim.cluster import ClusterState
 from slurm_defrag.sim.defrag import DefragView, RunningJob
 from slurm_defrag.sim.model import JobSpec
 
@@ -195,20 +196,7 @@ class _Builder:
         busy = (
             state.gpu_left[n].sum() < state.gpu_cap[n].sum() or state.cpu_left[n] < state.cpu_cap[n]
         )
-        cpus = spec.cpu_milli // MILLI
-        return Node(
-            name=spec.name,
-            partitions=(PARTITION,),
-            state=frozenset({NodeFlag.MIXED if busy else NodeFlag.IDLE}),
-            gpu_model=spec.model if spec.gpus else None,
-            gpu_count=spec.gpus,
-            topology=spec.topology,
-            gpus_used=unknown,
-            cpus=cpus,
-            cpus_alloc=cpus - int(state.cpu_left[n]) // MILLI,
-            memory_mb=spec.memory_mib,
-            memory_alloc_mb=spec.memory_mib - int(state.mem_left[n]),
-        )
+        return sim_node(state, n, busy=busy, gpus_used=unknown)
 
     def targets(self) -> None:
         opts = self.opts
@@ -255,3 +243,25 @@ class _Builder:
 def to_snapshot(view: DefragView, opts: ViewOptions | None = None) -> SimSnapshot:
     """The view as a snapshot for the planner (see :class:`ViewOptions`)."""
     return _Builder(view, opts or ViewOptions()).build()
+
+
+def sim_node(state: ClusterState, n: int, *, busy: bool, **extra: object) -> Node:
+    """Node ``n`` of the simulator as a snapshot node; ``extra`` adds per-use fields
+    (which GPUs count as used, shard usage, Weight)."""
+    spec = state.nodes[n]
+    cpus = spec.cpu_milli // MILLI
+    return Node.model_validate(
+        {
+            "name": spec.name,
+            "partitions": (PARTITION,),
+            "state": frozenset({NodeFlag.MIXED if busy else NodeFlag.IDLE}),
+            "gpu_model": spec.model if spec.gpus else None,
+            "gpu_count": spec.gpus,
+            "topology": spec.topology,
+            "cpus": cpus,
+            "cpus_alloc": cpus - int(state.cpu_left[n]) // MILLI,
+            "memory_mb": spec.memory_mib,
+            "memory_alloc_mb": spec.memory_mib - int(state.mem_left[n]),
+            **extra,
+        }
+    )

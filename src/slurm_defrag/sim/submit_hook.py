@@ -25,6 +25,7 @@ from typing import Any
 
 from slurm_defrag.domain.units import MILLI
 from slurm_defrag.errors import InputError
+from slurm_defrag.hooks_location import candidates, plugins_dir
 from slurm_defrag.planner.levers import SHARDS_PER_GPU, LeverSettings, pack_table
 from slurm_defrag.sim.cluster import ClusterState
 from slurm_defrag.sim.model import JobSpec
@@ -45,27 +46,20 @@ DEFRAG_NODES_FILE = "/nonexistent/defrag_nodes.lua"
 
 
 def default_script() -> Path:
-    """job_submit.lua: ``$SLURM_DEFRAG_JOB_SUBMIT``, else a checkout's slurm-plugins/.
-
-    The script is not in the wheel (slurmctld reads it from the site's Slurm config
-    directory), so an installed package looks in the checkout it was built from (editable
-    installs) and then in the working directory's checkout (CI installs non-editable and
-    runs from the clone).
-    """
+    """job_submit.lua: ``$SLURM_DEFRAG_JOB_SUBMIT``, else this release's slurm-plugins/
+    (:mod:`slurm_defrag.hooks_location`: the checkout, else the install prefix)."""
     env = os.environ.get(SCRIPT_ENV)
     if env:
-        candidates = [Path(env)]
-    else:
-        candidates = [
-            Path(__file__).resolve().parents[3] / "slurm-plugins",
-            Path.cwd() / "slurm-plugins",
-        ]
-    for candidate in candidates:
-        path = candidate / "job_submit.lua" if candidate.is_dir() else candidate
+        path = Path(env)
+        path = path / "job_submit.lua" if path.is_dir() else path
         if path.is_file():
             return path
-    tried = ", ".join(str(c) for c in candidates)
-    raise InputError(f"job_submit.lua not found (tried {tried}): set {SCRIPT_ENV} to its path")
+        raise InputError(f"job_submit.lua not found at {path} (from {SCRIPT_ENV})")
+    found = plugins_dir()
+    if found is None:
+        tried = ", ".join(str(c) for c in candidates())
+        raise InputError(f"job_submit.lua not found (tried {tried}): set {SCRIPT_ENV} to its path")
+    return found / "job_submit.lua"
 
 
 def node_table(state: ClusterState, settings: LeverSettings) -> dict[str, Any]:

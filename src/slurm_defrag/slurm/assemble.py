@@ -15,12 +15,21 @@ from datetime import datetime
 
 from pydantic import ValidationError
 
-from slurm_defrag.domain.cluster import ClusterSnapshot, Job, Node, Partition, Reservation
+from slurm_defrag.config_files import read_text
+from slurm_defrag.domain.cluster import (
+    ClusterSnapshot,
+    Job,
+    Node,
+    NvlinkDomain,
+    Partition,
+    Reservation,
+)
 from slurm_defrag.domain.topology import BUILTIN_TOPOLOGIES, GpuTopology
 from slurm_defrag.errors import InputError
 from slurm_defrag.slurm.errors import SlurmParseError
 from slurm_defrag.slurm.mapping import natural_key
 from slurm_defrag.slurm.settings import SlurmSettings
+from slurm_defrag.slurm.topology_block import topology_conf_domains
 from slurm_defrag.slurm.topology_sources import GresConfText, resolve
 from slurm_defrag.snapshot_file import format_validation_error
 
@@ -34,6 +43,8 @@ class Parts:
     partitions: Sequence[Partition]
     reservations: Sequence[Reservation]
     cluster: str | None = None
+    nvlink_domains: Sequence[NvlinkDomain] = ()
+    """Multi-node NVLink domains (cli: topology/block blocks); nodes get theirs named."""
 
 
 def assemble(
@@ -49,6 +60,11 @@ def assemble(
     topo_of = resolve(settings, gres_conf)
     reserved = {node: r.name for r in parts.reservations if r.state == "ACTIVE" for node in r.nodes}
     custom: dict[str, GpuTopology] = {}
+    domains = tuple(parts.nvlink_domains)
+    if settings.topology_conf is not None:
+        path = settings.topology_conf
+        domains = topology_conf_domains(read_text(path, "topology_conf"), str(path))
+    domain_of = {n: d.name for d in domains for n in d.nodes}
     nodes = []
     for node in sorted(parts.nodes, key=lambda n: natural_key(n.name)):
         updates: dict[str, object] = {}
@@ -69,6 +85,8 @@ def assemble(
                 custom[topo.name] = topo
         if node.reservation is None and node.name in reserved:
             updates["reservation"] = reserved[node.name]
+        if node.nvlink_domain is None and node.name in domain_of:
+            updates["nvlink_domain"] = domain_of[node.name]
         nodes.append(_with(node, updates) if updates else node)
     try:
         return ClusterSnapshot(
@@ -80,6 +98,7 @@ def assemble(
             jobs=tuple(sorted(parts.jobs, key=lambda j: natural_key(j.id))),
             partitions=tuple(sorted(parts.partitions, key=lambda p: natural_key(p.name))),
             reservations=tuple(sorted(parts.reservations, key=lambda r: natural_key(r.name))),
+            nvlink_domains=domains,
         )
     except ValidationError as exc:
         raise SlurmParseError(format_validation_error(where, exc)) from None

@@ -9,9 +9,15 @@ jobs           ``squeue --json``                ``squeue --json``
 nodes          ``scontrol show nodes --json``   ``sinfo --json`` (one entry per node)
 partitions     ``scontrol show partitions --json``  ``scontrol show partition`` (text)
 reservations   ``scontrol show reservations --json``  ``scontrol show reservation`` (text)
+NVLink         ``scontrol show topology`` (text),  none (no topology/block before
+domains        only with topology/block            23.11; not asked)
 =============  ===============================  =================================
 
-(24.11's ``sinfo --json`` groups nodes, so it is not used there.) When a ``--json`` command
+(24.11's ``sinfo --json`` groups nodes, so it is not used there.) NVLink domains: from
+23.11 ``scontrol show config`` is read once for ``TopologyPlugin``; when it is
+``topology/block``, every snapshot reads ``scontrol show topology`` and each
+``BlockName=`` line becomes a domain (:mod:`slurm_defrag.slurm.topology_block`; no JSON
+of 24.11 shows blocks). When a ``--json`` command
 is refused (older Slurm, no JSON serializer plugin) the ``scontrol show`` text is read
 instead. With ``cross_check_text`` on, ``scontrol show job -d`` is read as well and every
 running job's per-node GPU indices must agree with the JSON.
@@ -51,8 +57,8 @@ from collections.abc import Callable, Sequence
 from datetime import UTC, datetime
 from typing import Any
 
-from slurm_defrag.domain.cluster import HOLDS_GPUS, ClusterSnapshot, Job, Reservation
-from slurm_defrag.slurm import ids, openapi, scontrol_text
+from slurm_defrag.domain.cluster import HOLDS_GPUS, ClusterSnapshot, Job, NvlinkDomain, Reservation
+from slurm_defrag.slurm import ids, openapi, scontrol_text, topology_block
 from slurm_defrag.slurm.assemble import Parts, assemble
 from slurm_defrag.slurm.errors import SlurmParseError, SlurmRejectedError
 from slurm_defrag.slurm.mapping import Doc
@@ -89,7 +95,9 @@ class CliSlurm:
         self._runner = runner or subprocess_runner
         self._clock = clock or (lambda: datetime.now(UTC))
         self._version: tuple[int, int] | None = None
+        self._topology_plugin: str | None = None
         self._conf_dir: str | None = None
+        self._config_text: str | None = None
 
     # -- plumbing ----------------------------------------------------------------------
 
@@ -154,7 +162,8 @@ class CliSlurm:
             lambda fam, doc: fam.reservations(doc, taken_at),
             lambda text, where: scontrol_text.reservations(text, where, taken_at),
         )
-        parts = Parts(nodes, jobs, partitions, reservations, cluster)
+        domains = self._nvlink_domains()
+        parts = Parts(nodes, jobs, partitions, reservations, cluster, domains)
         return assemble(
             parts,
             source=self.name,
@@ -163,6 +172,34 @@ class CliSlurm:
             where="cli",
             gres_conf=self.discovered_gres_conf(),
         )
+
+    def show_config(self) -> str:
+        """``scontrol show config``, read once per backend: the topology plugin and the
+        config directory come from it, and neither changes without a slurmctld restart."""
+        if self._config_text is None:
+            self._config_text = self.run("scontrol", "show", "config")
+        return self._config_text
+
+    def topology_plugin(self) -> str:
+        """``TopologyPlugin`` of ``scontrol show config`` (cached, like the version)."""
+        if self._topology_plugin is None:
+            self._topology_plugin = topology_block.topology_plugin(self.show_config()) or ""
+        return self._topology_plugin
+
+    def _nvlink_domains(self) -> tuple[NvlinkDomain, ...]:
+        """topology/block blocks (``scontrol show topology``); none for other plugins.
+
+        Releases before 23.11 have no topology/block and are not asked at all; the plugin
+        is read once per backend (changing it needs a slurmctld restart; restart
+        slurm-defrag too, as after a Slurm upgrade).
+        """
+        if self.settings.topology_conf is not None:  # read by assemble() instead
+            return ()
+        if self.version() < topology_block.BLOCK_SINCE:
+            return ()
+        if self.topology_plugin() != topology_block.BLOCK_PLUGIN:
+            return ()
+        return topology_block.nvlink_domains(self.run("scontrol", "show", "topology"))
 
     def discovered_gres_conf(self) -> GresConfText | None:
         """The gres.conf beside Slurm's slurm.conf, read where scontrol runs, or None.
@@ -178,7 +215,7 @@ class CliSlurm:
             return None
         if self._conf_dir is None:
             try:
-                self._conf_dir = slurm_conf_dir(self.run("scontrol", "show", "config"))
+                self._conf_dir = slurm_conf_dir(self.show_config())
             except (SlurmParseError, SlurmRejectedError) as exc:
                 # The snapshot itself is still good: its GPU nodes just show as unknown
                 # (and say so), which is better than failing every cycle over a hint.

@@ -96,6 +96,11 @@ class SlurmSettings(BaseSettings):
     """Hostlist -> built-in topology name, the last source, e.g.
     ``{"gpu[001-064]": "nvswitch-8"}``. Default: none."""
 
+    topology_conf: NonEmptyPath | None = None
+    """topology.conf whose ``BlockName=`` lines are the multi-node NVLink domains (NVL72
+    racks), for every backend. Default: none (cli reads ``scontrol show topology`` under
+    topology/block; rest and pyslurm, which cannot see blocks, then have no domains)."""
+
     cluster_name: str | None = None
     """Cluster name recorded in snapshots. Default: what Slurm reports, else ``cluster``."""
 

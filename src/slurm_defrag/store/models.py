@@ -35,6 +35,7 @@ from sqlalchemy import (
     String,
     Text,
     UniqueConstraint,
+    true,
 )
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
 from sqlalchemy.types import TypeDecorator
@@ -384,11 +385,16 @@ class SlurmCommand(Base):
     step_id: Mapped[int | None] = mapped_column(ForeignKey("plan_steps.id", ondelete="CASCADE"))
     started_at: Mapped[datetime] = mapped_column(index=True)
     argv: Mapped[list[str]]
+    # NULL also when not executed (a dry-run preview): see ``executed``.
     exit_code: Mapped[int | None] = mapped_column(Integer, comment="NULL: did not run/timed out")
     stdout: Mapped[str] = mapped_column(Text, default="")
     stderr: Mapped[str] = mapped_column(Text, default="")
     duration_s: Mapped[float] = mapped_column(Double)
     dry_run: Mapped[bool] = mapped_column(Boolean, default=False)
+    executed: Mapped[bool] = mapped_column(
+        Boolean, default=True, server_default=true(),
+        comment="false: a dry-run preview, never sent to Slurm",
+    )  # fmt: skip
 
 
 # -- coordination ------------------------------------------------------------------------

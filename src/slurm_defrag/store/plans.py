@@ -86,6 +86,15 @@ class CommandRecord:
     stderr: str
     duration_s: float
     dry_run: bool
+    executed: bool = True
+    """False: a dry-run preview of the command, never issued to Slurm (no exit code)."""
+
+    @property
+    def outcome(self) -> str:
+        """The exit column as readers show it: the code, or why there is none."""
+        if not self.executed:
+            return "not executed (dry-run)"
+        return "no exit code (Slurm unreachable)" if self.exit_code is None else str(self.exit_code)
 
 
 def _plan(p: Plan) -> PlanRecord:
@@ -109,7 +118,7 @@ def _command(c: SlurmCommand) -> CommandRecord:
     return CommandRecord(
         id=c.id, plan_id=c.plan_id, step_id=c.step_id, started_at=c.started_at,
         argv=list(c.argv), exit_code=c.exit_code, stdout=c.stdout, stderr=c.stderr,
-        duration_s=c.duration_s, dry_run=c.dry_run,
+        duration_s=c.duration_s, dry_run=c.dry_run, executed=c.executed,
     )  # fmt: skip
 
 
@@ -255,13 +264,18 @@ class Plans:
         plan_id: int | None = None,
         step_id: int | None = None,
         dry_run: bool = False,
+        executed: bool = True,
     ) -> int:
-        """Record one Slurm command as issued; ``exit_code`` None = it never completed."""
+        """Record one Slurm command as issued; ``exit_code`` None = it never completed.
+
+        ``executed`` False: a dry-run preview, never sent to Slurm (stored without an exit
+        code whatever is passed)."""
         with Session(self._engine) as s, s.begin():
             row = SlurmCommand(
-                argv=list(argv), exit_code=exit_code, duration_s=duration_s, stdout=stdout,
-                stderr=stderr, started_at=started_at or datetime.now(UTC), plan_id=plan_id,
-                step_id=step_id, dry_run=dry_run,
+                argv=list(argv), exit_code=exit_code if executed else None,
+                duration_s=duration_s, stdout=stdout, stderr=stderr,
+                started_at=started_at or datetime.now(UTC), plan_id=plan_id,
+                step_id=step_id, dry_run=dry_run, executed=executed,
             )  # fmt: skip
             s.add(row)
             s.flush()

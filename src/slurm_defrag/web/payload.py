@@ -126,7 +126,8 @@ def plan_payload(plan: PlanRecord, steps: list[StepRecord], commands: list[Comma
     (targets, victims, reservation) when the record holds a plan (packing records do not)."""
     out: Json = {
         **asdict(plan), "open": plan.open, "kind": plan.inputs.get("kind", "defrag"),
-        "steps": [asdict(s) for s in steps], "commands": [asdict(c) for c in commands],
+        "steps": [asdict(s) for s in steps],
+        "commands": [{**asdict(c), "outcome": c.outcome} for c in commands],
         "targets": [], "victims": [], "reservation": None, "explanation": "",
     }  # fmt: skip
     del out["inputs"]  # large and internal; the summary below is what a reader needs

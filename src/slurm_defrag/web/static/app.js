@@ -237,15 +237,17 @@ function planBody(p) {
   parts.push(p.steps.length ? table(["#", "action", "target", "state", "error", "finished"],
     p.steps.map((s) => el("tr", {data: {step: s.seq, state: s.state}},
       el("td", {text: s.seq}), el("td", {text: s.action}), el("td", {text: s.target}),
-      el("td", {}, el("span", {class: `badge ${s.state}`, text: s.state})),
+      // A dry-run step ran in the sandbox only: its "done" never happened in Slurm.
+      el("td", {}, el("span", {class: `badge ${s.state}`,
+        text: p.mode === "dry-run" && s.state === "done" ? "not executed (dry-run)" : s.state})),
       el("td", {text: s.error}), el("td", {text: time(s.finished_at)}))))
     : el("p", {class: "empty", text: "no steps"}));
   parts.push(el("h4", {text: "Slurm commands"}));
-  parts.push(p.commands.length ? table(["when", "command", "exit#", "output", "s#"],
+  parts.push(p.commands.length ? table(["when", "command", "exit", "output", "s#"],
     p.commands.map((c) => el("tr", {},
       el("td", {text: time(c.started_at) + (c.dry_run ? " (dry-run)" : "")}),
       el("td", {}, el("code", {text: c.argv.join(" ")})),
-      el("td", {class: "num", text: c.exit_code === null ? "none" : c.exit_code}),
+      el("td", {class: c.executed === false ? "" : "num", text: c.outcome}),
       el("td", {}, el("pre", {text: [c.stdout, c.stderr].filter(Boolean).join("\n")})),
       el("td", {class: "num", text: c.duration_s.toFixed(2)}))))
     : el("p", {class: "empty", text: "no Slurm commands"}));

@@ -1,0 +1,572 @@
+"""The checks of ``slurm-defrag doctor``: each one reads one thing and says one line.
+
+A check returns a :class:`Result` (``ok``, ``warn`` or ``fail``, one line, the fix when
+not ok) and never raises: whatever Slurm, a file or the database answers — down,
+refused, unreadable, hostile — becomes a ``fail`` line naming what was read. ``fail``
+means "do not turn enforce on yet"; ``warn`` means it is safe but something is missing
+or unverified. Slurm is reached only through the adapters (:mod:`slurm_defrag.slurm`).
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import TYPE_CHECKING, Literal
+
+from slurm_defrag.errors import DefragError
+from slurm_defrag.hooks_location import plugins_dir
+from slurm_defrag.slurm import controller
+from slurm_defrag.slurm.errors import SlurmError, SlurmUnavailableError
+
+if TYPE_CHECKING:
+    from slurm_defrag.domain.cluster import ClusterSnapshot
+    from slurm_defrag.service.settings import ServiceSettings
+    from slurm_defrag.slurm.cli import CliSlurm
+    from slurm_defrag.slurm.port import SlurmReader
+
+Status = Literal["ok", "warn", "fail"]
+
+TESTED_RELEASES = ((22, 5), (24, 11))
+"""Slurm releases the live tests run on (README "Slurm releases and backends tested")."""
+
+CLOCK_WARN_S = 2.0
+"""Skew beyond the measurement's own uncertainty that is worth a warning."""
+CLOCK_FAIL_S = 60.0
+"""Skew that fails: plan deadlines, reservation start times and job ages are compared
+across the two clocks (and munge refuses credentials at its TTL, 300 s by default)."""
+
+
+@dataclass(frozen=True)
+class Result:
+    name: str
+    status: Status
+    summary: str
+    fix: str = ""
+
+
+@dataclass
+class Env:
+    """What the checks read from, built once by the command (tests pass fakes)."""
+
+    settings: ServiceSettings
+    backend: SlurmReader
+    controller: CliSlurm
+    plugins_dir: Path | None = None
+    job_submit: str | None = None
+    """Where job_submit.lua is on the controller (default: next to SLURM_CONF)."""
+    clock: Callable[[], datetime] = field(default=lambda: datetime.now(UTC))
+    _conf: dict[str, str] | None = None
+    _snapshot: ClusterSnapshot | None = None
+
+    def conf(self) -> dict[str, str]:
+        if self._conf is None:
+            self._conf = controller.show_config(self.controller)
+        return self._conf
+
+    def snapshot(self) -> ClusterSnapshot:
+        if self._snapshot is None:
+            self._snapshot = self.backend.snapshot()
+        return self._snapshot
+
+
+def _one_line(value: object, limit: int = 300) -> str:
+    text = " ".join(str(value).split())
+    return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
+# -- Slurm -------------------------------------------------------------------------------
+
+
+def check_slurm(env: Env) -> Result:
+    """slurmctld answers; its release, and whether that release is tested."""
+    if env.backend.name == "rest":
+        version, where = _rest_release(env), "slurmrestd"
+    else:
+        version, where = env.conf()["SLURM_VERSION"], "scontrol show config"
+    major, minor = controller.release(version, where)
+    tested = ", ".join(f"{a}.{b:02d}" for a, b in TESTED_RELEASES)
+    if (major, minor) in TESTED_RELEASES:
+        return Result("slurm", "ok", f"slurmctld answers: Slurm {version} (a tested release)")
+    return Result(
+        "slurm",
+        "warn",
+        f"slurmctld answers: Slurm {version}, release {major}.{minor:02d} is not tested "
+        f"(tested: {tested})",
+        "expect differences in what Slurm prints; run doctor again after each upgrade and "
+        "report what fails",
+    )
+
+
+def _rest_release(env: Env) -> str:
+    from slurm_defrag.slurm.errors import SlurmParseError
+
+    rest = env.backend
+    v = rest.api_version()  # type: ignore[attr-defined]
+    data = rest.call("GET", f"/slurm/{v}/ping")  # type: ignore[attr-defined]
+    where = f"GET /slurm/{v}/ping"
+    meta = data.get("meta") if isinstance(data, dict) else None
+    plugin = (meta.get("Slurm") or meta.get("slurm")) if isinstance(meta, dict) else None
+    rel = plugin.get("release") if isinstance(plugin, dict) else None
+    if not isinstance(rel, str):
+        raise SlurmParseError(f"{where}: no meta.slurm.release")
+    pings = data.get("pings")
+    if isinstance(pings, list) and pings and isinstance(pings[0], dict):
+        state = pings[0].get("pinged")
+        if isinstance(state, str) and state.upper() != "UP":
+            raise SlurmUnavailableError(
+                f"Slurm unavailable: {where}: slurmctld pinged {_one_line(state, 20)}"
+            )
+    return rel
+
+
+def check_backend(env: Env) -> Result:
+    """The configured backend reads nodes and jobs."""
+    snap = env.snapshot()
+    extra = ""
+    if env.backend.name == "rest":
+        extra = f" (slurmrestd API {env.backend.api_version()})"  # type: ignore[attr-defined]
+    gpu_nodes = sum(1 for n in snap.nodes if n.gpu_count)
+    return Result(
+        "backend",
+        "ok",
+        f"{env.backend.name} backend{extra} reads {len(snap.nodes)} nodes ({gpu_nodes} with "
+        f"GPUs), {len(snap.jobs)} jobs, {len(snap.reservations)} reservations",
+    )
+
+
+# -- rights ------------------------------------------------------------------------------
+
+# (what slurm-defrag does, the Slurm call, needs Admin)
+_WRITES = (
+    ("requeue", "requeue jobs", False),
+    ("reservation", "create/delete reservations", False),
+    ("hand-over", "move the target job into its reservation", False),
+    ("drain", "drain/resume nodes (drain plans)", True),
+    ("packing", "node Weight/features (packing)", True),
+)
+
+
+def _slurm_user(conf: dict[str, str]) -> str:
+    return conf.get("SlurmUser", "").split("(", 1)[0].strip()
+
+
+def check_rights(env: Env) -> Result:
+    """Which of slurm-defrag's writes Slurm will refuse for the account it runs as."""
+    from slurm_defrag.policy.file import default_policy, load_policy
+
+    s = env.settings
+    conf = env.conf()
+    if env.backend.name == "rest":
+        user, uid = s.slurm.rest_user, None
+    else:
+        me = controller.identity(env.controller)
+        user, uid = me.user, me.uid
+    if uid == 0 or user == "root":
+        level, who = "administrator", f"{user} (root)"
+    elif user == _slurm_user(conf):
+        level, who = "administrator", f"{user} (SlurmUser)"
+    elif "slurmdbd" not in conf.get("AccountingStorageType", ""):
+        level, who = "none", f"{user} (no slurmdbd: AdminLevel cannot apply)"
+    else:
+        found = controller.admin_level(env.controller, user)
+        level = found or "none"
+        who = f"{user} (AdminLevel {found.capitalize() if found else 'none: not in sacctmgr'})"
+    policy = load_policy(s.policy) if s.policy else default_policy()
+    used = {"requeue", "reservation", "hand-over"}
+    if policy.drain.enabled:
+        used.add("drain")
+    if s.packing:
+        used.add("packing")
+    refused: dict[str, str] = {}
+    for key, what, admin in _WRITES:
+        if level == "none" or (admin and level != "administrator"):
+            refused[key] = what
+    if env.backend.name == "rest":
+        v = env.backend.api_version()  # type: ignore[attr-defined]
+        refused["requeue"] = "requeue jobs (slurmrestd has no requeue endpoint)"
+        if v < "v0.0.43":
+            refused["reservation"] = f"create reservations (slurmrestd {v} cannot)"
+        if v == "v0.0.38":
+            refused.setdefault("drain", "drain/resume nodes (slurmrestd v0.0.38 cannot)")
+            refused.setdefault("packing", "node Weight (slurmrestd v0.0.38 cannot)")
+    blocking = [
+        refused[k]
+        for k in ("requeue", "reservation", "hand-over", "packing")
+        if k in refused and k in used
+    ]
+    unused = sorted(k for k in refused if k not in used)
+    if blocking:
+        fix = (
+            'use the cli backend (backend = "cli")'
+            if env.backend.name == "rest"
+            else f"sacctmgr modify user {user} set AdminLevel="
+            + ("Admin" if "packing" in refused and "packing" in used else "Operator")
+            + " (or run as root/SlurmUser)"
+        )
+        if "packing" in refused and "packing" in used and env.backend.name != "rest":
+            fix += ", or packing = false"
+        also = [w for k, w in refused.items() if k in used and w not in blocking]
+        line = f"{who}: Slurm refuses: " + "; ".join(blocking)
+        if also:
+            line += "; also refused (plans using them are rolled back): " + "; ".join(also)
+        return Result("rights", "fail", line, fix)
+    if "drain" in refused and "drain" in used:
+        return Result(
+            "rights",
+            "warn",
+            f"{who}: may requeue and manage reservations; Slurm refuses: {refused['drain']}, "
+            "so plans that drain are rolled back",
+            f"sacctmgr modify user {user} set AdminLevel=Admin, or [drain] enabled = false "
+            "in the policy",
+        )
+    note = f" (refused, not used here: {', '.join(unused)})" if unused else ""
+    return Result("rights", "ok", f"{who}: may do every write this configuration uses{note}")
+
+
+# -- topology ----------------------------------------------------------------------------
+
+
+def nodes_without_topology(snap: ClusterSnapshot) -> list[str]:
+    """GPU nodes (2+ GPUs) whose NVLink topology is unknown in the snapshot.
+
+    The one place the topology check asks "known or not"; when per-node topology sources
+    are recorded in the snapshot, this is the function to switch to them.
+    """
+    return [n.name for n in snap.nodes if n.gpu_count > 1 and n.topology is None]
+
+
+def check_topology(env: Env) -> Result:
+    """Every multi-GPU node has a known NVLink topology, and from where."""
+    import hostlist
+
+    snap = env.snapshot()
+    s = env.settings.slurm
+    sources = []
+    if s.gres_conf is not None:
+        sources.append(f"gres_conf {s.gres_conf}")
+    if s.topology_templates:
+        sources.append(f"topology_templates ({len(s.topology_templates)} patterns)")
+    source = ", ".join(sources) or "no gres_conf, no topology_templates"
+    gpu_nodes = [n for n in snap.nodes if n.gpu_count > 1]
+    unknown = nodes_without_topology(snap)
+    if not unknown:
+        return Result(
+            "topology", "ok", f"all {len(gpu_nodes)} multi-GPU nodes have a topology ({source})"
+        )
+    return Result(
+        "topology",
+        "warn",
+        f"{len(unknown)} of {len(gpu_nodes)} multi-GPU nodes have an unknown topology "
+        f"(treated as PCIe-only, never defragmented for NVLink): "
+        f"{hostlist.collect_hostlist(unknown)} ({source})",
+        "add their Links= rows to the gres.conf named by [slurm] gres_conf, or a "
+        "[slurm] topology_templates entry (host list -> template)",
+    )
+
+
+# -- the Slurm-side hooks ----------------------------------------------------------------
+
+_DOFILE = re.compile(r"""dofile\s*\(?\s*["']([^"'\n]{1,512})["']""")
+
+
+def _reference(env: Env, name: str) -> str | None:
+    d = plugins_dir(env.plugins_dir)
+    if d is None:
+        return None
+    try:
+        return (d / name).read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError):
+        return None
+
+
+def _same(a: str, b: str) -> bool:
+    return a.replace("\r\n", "\n").rstrip() == b.replace("\r\n", "\n").rstrip()
+
+
+def check_job_submit(env: Env) -> Result:
+    """job_submit.lua configured, installed, this version's, and its table beside it."""
+    conf = env.conf()
+    plugins = [
+        p.strip().removeprefix("job_submit/") for p in conf.get("JobSubmitPlugins", "").split(",")
+    ]
+    install = "install slurm-plugins/job_submit.lua and defrag_nodes.lua (slurm-plugins/INSTALL.md)"
+    if "lua" not in plugins:
+        return Result(
+            "job_submit",
+            "fail",
+            "slurmctld runs no job_submit.lua: JobSubmitPlugins = "
+            + (_one_line(conf.get("JobSubmitPlugins"), 80) or "(null)"),
+            install + ", add JobSubmitPlugins=lua",
+        )
+    slurm_conf = conf.get("SLURM_CONF") or "/etc/slurm/slurm.conf"
+    path = env.job_submit or str(Path(slurm_conf).parent / "job_submit.lua")
+    try:
+        text = controller.read_file(env.controller, path)
+    except SlurmUnavailableError:
+        raise
+    except SlurmError as exc:
+        return Result(
+            "job_submit",
+            "fail",
+            f"JobSubmitPlugins = lua but {path} cannot be read: {_one_line(exc, 160)}",
+            install,
+        )
+    ours = _reference(env, "job_submit.lua")
+    if ours is None:
+        return Result(
+            "job_submit",
+            "warn",
+            f"{path} is installed, not compared: this version's slurm-plugins/ is not found",
+            "pass --plugins-dir DIR (the slurm-plugins/ of this release)",
+        )
+    script = path
+    if not _same(text, ours):
+        script = ""
+        for target in _DOFILE.findall(text)[:4]:  # a site's own script calling ours
+            try:
+                if target.startswith("/") and _same(
+                    controller.read_file(env.controller, target), ours
+                ):
+                    script = target
+                    break
+            except SlurmError:
+                continue
+        if not script:
+            return Result(
+                "job_submit",
+                "fail",
+                f"{path} is not this version's slurm-plugins/job_submit.lua (nor dofile()s it)",
+                "copy slurm-plugins/job_submit.lua of this version there and touch it "
+                "(slurm-plugins/INSTALL.md)",
+            )
+    table = str(Path(script).parent / "defrag_nodes.lua")
+    try:
+        tab = controller.read_file(env.controller, table)
+    except SlurmError as exc:
+        return Result(
+            "job_submit",
+            "fail",
+            f"{script} is current, but its table {table} cannot be read: {_one_line(exc, 120)}",
+            f"slurm-defrag plugins render --slurm-conf {slurm_conf} -o {table}",
+        )
+    if not re.search(r"^\s*version\s*=\s*1\s*,", tab, re.MULTILINE):
+        return Result(
+            "job_submit",
+            "fail",
+            f"{table} is not a version 1 table from `slurm-defrag plugins render`",
+            f"slurm-defrag plugins render --slurm-conf {slurm_conf} -o {table}",
+        )
+    via = "" if script == path else f" (called from {path})"
+    return Result("job_submit", "ok", f"{script}{via} is this version's, with its table {table}")
+
+
+def check_epilog(env: Env) -> Result:
+    """EpilogSlurmctld runs this version's epilog (it wakes the service when GPUs free)."""
+    conf = env.conf()
+    paths = [p.strip() for p in conf.get("EpilogSlurmctld", "").split(",") if p.strip()]
+    fix = (
+        "install slurm-plugins/epilog-slurmctld and set EpilogSlurmctld= "
+        "(slurm-plugins/INSTALL.md); without it cycles only run every interval_s"
+    )
+    if not paths:
+        return Result("epilog", "warn", "EpilogSlurmctld is not set: no cycle when GPUs free", fix)
+    ours = _reference(env, "epilog-slurmctld")
+    for p in paths[:4]:
+        try:
+            text = controller.read_file(env.controller, p)
+        except SlurmUnavailableError:
+            raise
+        except SlurmError as exc:
+            return Result(
+                "epilog",
+                "fail",
+                f"EpilogSlurmctld = {_one_line(p, 120)} cannot be read: {_one_line(exc, 120)}",
+                "install the file or fix EpilogSlurmctld= (slurmctld runs it after every job)",
+            )
+        if ours is not None and _same(text, ours):
+            return Result("epilog", "ok", f"{p} is this version's epilog-slurmctld")
+    if ours is None:
+        return Result(
+            "epilog",
+            "warn",
+            f"EpilogSlurmctld = {', '.join(paths)}, not compared: slurm-plugins/ not found",
+            "pass --plugins-dir DIR (the slurm-plugins/ of this release)",
+        )
+    return Result(
+        "epilog",
+        "warn",
+        f"EpilogSlurmctld = {_one_line(', '.join(paths), 120)} is not this version's "
+        "epilog-slurmctld (a wrapper calling it is fine)",
+        "copy slurm-plugins/epilog-slurmctld of this version (slurm-plugins/INSTALL.md)",
+    )
+
+
+# -- database, clock, switches -----------------------------------------------------------
+
+
+def check_database(env: Env) -> Result:
+    """The database opens and its schema is at this version's Alembic head."""
+    from slurm_defrag.store import migrate
+    from slurm_defrag.store.engine import check_reachable, display_url, make_engine, resolve_url
+
+    engine = make_engine(resolve_url(env.settings.db_url))
+    try:
+        shown = display_url(engine.url)
+        check_reachable(engine)
+        rev, head = migrate.current(engine), migrate.head()
+    finally:
+        engine.dispose()
+    upgrade = f"slurm-defrag db upgrade --db '{shown}'"
+    if rev == head:
+        return Result("database", "ok", f"{shown} is at revision {rev} (head)")
+    if rev is None:
+        return Result("database", "fail", f"{shown} has no slurm-defrag schema (base)", upgrade)
+    if not migrate.is_known(rev):
+        return Result(
+            "database",
+            "fail",
+            f"{shown} is at revision {_one_line(rev, 40)}, newer than this slurm-defrag "
+            f"(head {head})",
+            "upgrade slurm-defrag to the version that migrated it",
+        )
+    return Result("database", "fail", f"{shown} is at revision {rev}, head is {head}", upgrade)
+
+
+def check_clock(env: Env) -> Result:
+    """This host's clock against slurmctld's (sdiag's answer time)."""
+    before = env.clock()
+    theirs = controller.server_time(env.controller)
+    after = env.clock()
+    rtt = (after - before).total_seconds()
+    skew = (theirs - (before + (after - before) / 2)).total_seconds()
+    slack = 1.0 + rtt / 2  # sdiag gives whole seconds
+    excess = max(0.0, abs(skew) - slack)
+    where = "ahead of" if skew > 0 else "behind"
+    if excess <= CLOCK_WARN_S:
+        return Result(
+            "clock",
+            "ok",
+            f"slurmctld's clock agrees with this host's (within {slack + CLOCK_WARN_S:.0f} s)",
+        )
+    line = f"slurmctld's clock is {abs(skew):.0f} s {where} this host's"
+    fix = "run NTP (chrony/systemd-timesyncd) on both hosts"
+    return Result("clock", "fail" if excess > CLOCK_FAIL_S else "warn", line, fix)
+
+
+def check_kill_switch(env: Env) -> Result:
+    from slurm_defrag.actuator.killswitch import KillSwitch
+
+    path = env.settings.kill_switch_file
+    if path is None:
+        return Result(
+            "kill_switch",
+            "warn",
+            'no kill switch file configured: mode = "off" is the only way to stop action',
+            "set kill_switch_file (default /etc/slurm-defrag/STOP)",
+        )
+    why = KillSwitch(path).engaged()
+    if why:
+        return Result(
+            "kill_switch",
+            "warn",
+            f"{why}: the service reads and stores but takes no action",
+            f"rm {path} when it may act",
+        )
+    return Result("kill_switch", "ok", f"not engaged (create {path} to stop all action)")
+
+
+def check_mode(env: Env) -> Result:
+    mode = env.settings.mode
+    if mode == "enforce":
+        return Result("mode", "ok", "mode enforce: plans are applied to Slurm")
+    if mode == "dry-run":
+        return Result(
+            "mode",
+            "ok",
+            "mode dry-run: plans are made and recorded, nothing is changed in Slurm "
+            '(set mode = "enforce" to act)',
+        )
+    return Result(
+        "mode",
+        "warn",
+        "mode off: slurm-defrag reads and stores only, makes no plans",
+        'set mode = "dry-run" (then "enforce")',
+    )
+
+
+# -- running them ------------------------------------------------------------------------
+
+Check = Callable[[Env], Result]
+
+SLURM_CHECKS: Sequence[tuple[str, Check]] = (
+    ("slurm", check_slurm),
+    ("backend", check_backend),
+    ("rights", check_rights),
+    ("topology", check_topology),
+    ("job_submit", check_job_submit),
+    ("epilog", check_epilog),
+    ("clock", check_clock),
+)
+OTHER_CHECKS: Sequence[tuple[str, Check]] = (
+    ("database", check_database),
+    ("kill_switch", check_kill_switch),
+    ("mode", check_mode),
+)
+
+
+def _guarded(name: str, check: Check, env: Env) -> tuple[Result, bool]:
+    """The check's result, and whether Slurm did not answer."""
+    try:
+        return check(env), False
+    except DefragError as exc:
+        return (
+            Result(name, "fail", _one_line(exc), _fix_for(exc)),
+            isinstance(exc, SlurmUnavailableError),
+        )
+    except Exception as exc:  # a doctor reports; it must not die on what it reads
+        return (
+            Result(
+                name,
+                "fail",
+                f"could not check: {type(exc).__name__}: {_one_line(exc, 200)}",
+                "report this with the Slurm version",
+            ),
+            False,
+        )
+
+
+def _fix_for(exc: DefragError) -> str:
+    from slurm_defrag.slurm.errors import SlurmParseError, SlurmRejectedError
+
+    if isinstance(exc, SlurmUnavailableError):
+        return "start slurmctld / check the command prefix, munge and the network"
+    if isinstance(exc, SlurmRejectedError):
+        return "check the account's rights and the backend settings"
+    if isinstance(exc, SlurmParseError):
+        return "report this output with the Slurm version"
+    return "fix the setting the message names"
+
+
+def run_checks(env: Env) -> list[Result]:
+    """Every check, in order. When slurmctld does not answer, the checks that need it
+    say so instead of each waiting for their own timeout."""
+    results: list[Result] = []
+    down: str | None = None
+    for name, check in SLURM_CHECKS:
+        if down is not None:
+            results.append(Result(name, "fail", f"not checked: {down}", "see the slurm check"))
+            continue
+        r, unavailable = _guarded(name, check, env)
+        if unavailable and name in ("slurm", "backend"):
+            down = "Slurm is unreachable"
+        results.append(r)
+    results.extend(_guarded(name, check, env)[0] for name, check in OTHER_CHECKS)
+    return results
+
+
+def exit_code(results: Sequence[Result]) -> int:
+    """0 when nothing fails (enforce is safe to turn on), 1 otherwise."""
+    return 1 if any(r.status == "fail" for r in results) else 0

@@ -1,0 +1,487 @@
+"""``slurm-defrag doctor``: each check's green and red path, on the fake Slurm and a fake
+controller (a runner answering scontrol/sacctmgr/sdiag/id/head like Slurm 22.05 does)."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from builders import node, snapshot
+from cli_run import run_main
+from slurm_defrag.commands import doctor_checks as dc
+from slurm_defrag.service.settings import ServiceSettings
+from slurm_defrag.slurm.cli import CliSlurm
+from slurm_defrag.slurm.fake import FakeSlurm
+from slurm_defrag.store import migrate
+from slurm_defrag.store.engine import make_engine
+
+ROOT = Path(__file__).resolve().parents[2]
+PLUGINS = ROOT / "slurm-plugins"
+NOW = datetime(2026, 12, 2, 12, 0, tzinfo=UTC)
+TABLE = "-- generated\nreturn {\n  version = 1,\n  partitions = {},\n}\n"
+
+CONFIG = """Configuration data as of 2026-12-02T12:00:00
+AccountingStorageType   = accounting_storage/slurmdbd
+EpilogSlurmctld         = {epilog}
+JobSubmitPlugins        = {plugins}
+SlurmUser               = slurm(64030)
+SLURM_CONF              = /etc/slurm/slurm.conf
+SLURM_VERSION           = {version}
+"""
+
+
+@dataclass
+class Done:
+    returncode: int
+    stdout: str
+    stderr: str = ""
+
+
+@dataclass
+class Controller:
+    """Answers the commands doctor runs on the controller, like Slurm does."""
+
+    version: str = "22.05.8"
+    plugins: str = "lua"
+    epilog: str = "/etc/slurm/epilog-slurmctld"
+    uid: int = 0
+    user: str = "root"
+    level: str = "Administrator"
+    skew_s: float = 0.0
+    down: bool = False
+    config_text: str | None = None
+    files: dict[str, str] = field(default_factory=dict)
+    seen: list[tuple[str, ...]] = field(default_factory=list)
+
+    def __call__(self, argv: Sequence[str], timeout_s: float) -> Done:
+        args = tuple(argv)
+        self.seen.append(args)
+        if self.down and args[0] in ("scontrol", "sdiag", "sacctmgr"):
+            return Done(1, "", "slurm_load_ctl_conf error: Unable to contact slurm controller")
+        if args[:3] == ("scontrol", "show", "config"):
+            text = (
+                self.config_text
+                if self.config_text is not None
+                else CONFIG.format(
+                    epilog=self.epilog or "(null)",
+                    plugins=self.plugins or "(null)",
+                    version=self.version,
+                )
+            )
+            return Done(0, text)
+        if args[0] == "id":
+            return Done(0, f"uid={self.uid}({self.user}) gid=0(x) groups=0(x)\n")
+        if args[0] == "sacctmgr":
+            return Done(0, f"{self.level}\n" if self.level else "")
+        if args[0] == "sdiag":
+            t = int((NOW + timedelta(seconds=self.skew_s)).timestamp())
+            return Done(0, f"****\nsdiag output at Wed Dec 02 12:00:00 2026 ({t})\n")
+        if args[0] == "head":
+            path = args[-1]
+            if path in self.files:
+                return Done(0, self.files[path])
+            return Done(1, "", f"head: cannot open '{path}' for reading: No such file or directory")
+        raise AssertionError(f"unexpected command {args}")
+
+
+def installed() -> dict[str, str]:
+    return {
+        "/etc/slurm/job_submit.lua": (PLUGINS / "job_submit.lua").read_text(encoding="utf-8"),
+        "/etc/slurm/defrag_nodes.lua": TABLE,
+        "/etc/slurm/epilog-slurmctld": (PLUGINS / "epilog-slurmctld").read_text(encoding="utf-8"),
+    }
+
+
+def db_at_head(tmp_path: Path) -> str:
+    url = f"sqlite:///{tmp_path / 'defrag.db'}"
+    engine = make_engine(url)
+    migrate.upgrade(engine)
+    engine.dispose()
+    return url
+
+
+def make_env(
+    tmp_path: Path,
+    ctl: Controller | None = None,
+    *,
+    nodes: Sequence[Any] | None = None,
+    backend: Any = None,
+    **settings: Any,
+) -> dc.Env:
+    ctl = ctl or Controller(files=installed())
+    if "db_url" not in settings:
+        settings["db_url"] = db_at_head(tmp_path)
+    settings.setdefault("kill_switch_file", tmp_path / "STOP")
+    s = ServiceSettings(**settings)
+    snap = snapshot(nodes if nodes is not None else [node("node01"), node("node02")])
+    return dc.Env(
+        settings=s,
+        backend=backend or FakeSlurm(snap, clock=lambda: NOW),
+        controller=CliSlurm(s.slurm, runner=ctl),
+        plugins_dir=PLUGINS,
+        clock=lambda: NOW,
+    )
+
+
+def by_name(env: dc.Env) -> dict[str, dc.Result]:
+    return {r.name: r for r in dc.run_checks(env)}
+
+
+def test_all_green_is_exit_0(tmp_path: Path) -> None:
+    results = dc.run_checks(make_env(tmp_path))
+    assert [r.name for r in results] == [
+        "slurm",
+        "backend",
+        "rights",
+        "topology",
+        "job_submit",
+        "epilog",
+        "clock",
+        "database",
+        "kill_switch",
+        "mode",
+    ]
+    assert {r.name: r.status for r in results} == dict.fromkeys((r.name for r in results), "ok"), (
+        results
+    )
+    assert dc.exit_code(results) == 0
+
+
+def test_slurm_down_fails_and_skips_what_needs_it(tmp_path: Path) -> None:
+    ctl = Controller(down=True, files=installed())
+    r = by_name(make_env(tmp_path, ctl))
+    assert r["slurm"].status == "fail"
+    assert "unavailable" in r["slurm"].summary.lower()
+    for name in ("rights", "topology", "job_submit", "epilog", "clock"):
+        assert r[name].status == "fail", name
+        assert r[name].summary.startswith("not checked"), name
+    assert r["database"].status == "ok"
+    assert dc.exit_code(list(r.values())) == 1
+    # no check waited for its own timeout: only the one scontrol call was made to Slurm
+    assert [c for c in ctl.seen if c[0] in ("scontrol", "sdiag", "sacctmgr")] == [
+        ("scontrol", "show", "config")
+    ]
+
+
+def test_untested_release_warns_but_passes(tmp_path: Path) -> None:
+    r = by_name(make_env(tmp_path, Controller(version="23.11.4", files=installed())))
+    assert r["slurm"].status == "warn"
+    assert "23.11 is not tested (tested: 22.05, 24.11)" in r["slurm"].summary
+    assert dc.exit_code(list(r.values())) == 0
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "",
+        "\x1b[2J" * 50,
+        "SLURM_VERSION = banana\n",
+        "SLURM_VERSION = 22.05\nJobSubmitPlugins = " + "x" * 100_000 + "\n",
+        "SLURM_VERSION = 22.05\nEpilogSlurmctld = relative/path\nJobSubmitPlugins = lua\n",
+    ],
+)
+def test_hostile_controller_output_is_one_red_line(tmp_path: Path, text: str) -> None:
+    ctl = Controller(config_text=text, files=installed())
+    results = dc.run_checks(make_env(tmp_path, ctl))
+    assert dc.exit_code(results) == 1
+    for r in results:
+        assert "\n" not in r.summary, r
+        assert len(r.summary) < 600, r
+
+
+@pytest.mark.parametrize(
+    ("uid", "user", "level", "packing", "status", "words"),
+    [
+        (0, "root", "", False, "ok", "root (root)"),
+        (64030, "slurm", "", True, "ok", "(SlurmUser)"),
+        (2000, "defrag", "Administrator", True, "ok", "AdminLevel Administrator"),
+        (2000, "defrag", "Operator", False, "warn", "drain/resume nodes"),
+        (2000, "defrag", "Operator", True, "fail", "node Weight/features (packing)"),
+        (2000, "defrag", "None", False, "fail", "requeue jobs"),
+        (2000, "defrag", "", False, "fail", "not in sacctmgr"),
+    ],
+)
+def test_rights(
+    tmp_path: Path, uid: int, user: str, level: str, packing: bool, status: str, words: str
+) -> None:
+    ctl = Controller(uid=uid, user=user, level=level, files=installed())
+    r = dc.check_rights(make_env(tmp_path, ctl, packing=packing))
+    assert r.status == status, r
+    assert words in r.summary, r
+    if status != "ok":
+        assert "sacctmgr modify user" in r.fix
+
+
+def test_operator_without_drain_is_green(tmp_path: Path) -> None:
+    policy = tmp_path / "policy.toml"
+    policy.write_text("version = 1\n[drain]\nenabled = false\n", encoding="utf-8")
+    ctl = Controller(uid=2000, user="defrag", level="Operator", files=installed())
+    r = dc.check_rights(make_env(tmp_path, ctl, policy=policy))
+    assert r.status == "ok", r
+    assert "not used here: drain, packing" in r.summary, r
+
+
+class RestStub(FakeSlurm):
+    name = "rest"
+
+    def api_version(self) -> str:
+        return "v0.0.38"
+
+
+def test_rest_backend_cannot_requeue(tmp_path: Path) -> None:
+    env = make_env(tmp_path, backend=RestStub(snapshot([node("node01")])))
+    r = dc.check_rights(env)
+    assert r.status == "fail"
+    assert "no requeue endpoint" in r.summary
+    assert "cli backend" in r.fix
+
+
+def test_unknown_topology_is_named(tmp_path: Path) -> None:
+    nodes = [node("node01"), node("node02", None, gpu_count=8), node("node03", None, gpu_count=1)]
+    env = make_env(tmp_path, nodes=nodes)
+    assert dc.nodes_without_topology(env.snapshot()) == ["node02"]
+    r = dc.check_topology(env)
+    assert r.status == "warn"
+    assert "1 of 2 multi-GPU nodes" in r.summary
+    assert "node02" in r.summary
+    assert "gres_conf" in r.fix
+    assert "topology_templates" in r.fix
+
+
+def test_job_submit_not_configured(tmp_path: Path) -> None:
+    r = dc.check_job_submit(make_env(tmp_path, Controller(plugins="", files=installed())))
+    assert r.status == "fail"
+    assert "JobSubmitPlugins = (null)" in r.summary
+
+
+def test_job_submit_file_missing(tmp_path: Path) -> None:
+    files = installed()
+    del files["/etc/slurm/job_submit.lua"]
+    r = dc.check_job_submit(make_env(tmp_path, Controller(files=files)))
+    assert r.status == "fail"
+    assert "cannot be read" in r.summary
+    assert "No such file" in r.summary
+
+
+def test_job_submit_outdated(tmp_path: Path) -> None:
+    files = installed()
+    files["/etc/slurm/job_submit.lua"] = "-- an older hook\nfunction slurm_job_submit() end\n"
+    r = dc.check_job_submit(make_env(tmp_path, Controller(files=files)))
+    assert r.status == "fail"
+    assert "not this version's" in r.summary
+
+
+def test_job_submit_wrapper_calling_ours(tmp_path: Path) -> None:
+    files = installed()
+    ours = files.pop("/etc/slurm/job_submit.lua")
+    files["/etc/slurm/job_submit.lua"] = 'dofile("/etc/slurm/slurm-defrag/job_submit.lua")\n'
+    files["/etc/slurm/slurm-defrag/job_submit.lua"] = ours
+    files["/etc/slurm/slurm-defrag/defrag_nodes.lua"] = TABLE
+    r = dc.check_job_submit(make_env(tmp_path, Controller(files=files)))
+    assert r.status == "ok", r
+    assert "called from /etc/slurm/job_submit.lua" in r.summary, r
+
+
+def test_job_submit_table_missing(tmp_path: Path) -> None:
+    files = installed()
+    del files["/etc/slurm/defrag_nodes.lua"]
+    r = dc.check_job_submit(make_env(tmp_path, Controller(files=files)))
+    assert r.status == "fail"
+    assert "defrag_nodes.lua" in r.summary
+    assert "plugins render" in r.fix
+
+
+def test_job_submit_path_override(tmp_path: Path) -> None:
+    env = make_env(tmp_path)
+    env.job_submit = "/nonexistent/job_submit.lua"
+    r = dc.check_job_submit(env)
+    assert r.status == "fail"
+    assert "/nonexistent/job_submit.lua cannot be read" in r.summary
+
+
+def test_list_settings_of_24_11(tmp_path: Path) -> None:
+    """24.11 prints ``EpilogSlurmctld[0] = PATH`` (one line per item)."""
+    text = CONFIG.format(epilog="(null)", plugins="lua", version="24.11.5").replace(
+        "EpilogSlurmctld         = (null)\n",
+        "EpilogSlurmctld[0]      = /etc/slurm/other\nEpilogSlurmctld[1]      = "
+        "/etc/slurm/epilog-slurmctld\n",
+    )
+    files = installed()
+    files["/etc/slurm/other"] = "#!/bin/sh\n"
+    env = make_env(tmp_path, Controller(config_text=text, files=files))
+    assert env.conf()["EpilogSlurmctld"] == "/etc/slurm/other,/etc/slurm/epilog-slurmctld"
+    r = dc.check_epilog(env)
+    assert r.status == "ok", r
+    assert r.summary.startswith("/etc/slurm/epilog-slurmctld is this version's")
+
+
+def test_epilog_paths(tmp_path: Path) -> None:
+    assert (
+        dc.check_epilog(make_env(tmp_path, Controller(epilog="", files=installed()))).status
+        == "warn"
+    )
+    files = installed()
+    del files["/etc/slurm/epilog-slurmctld"]
+    r = dc.check_epilog(make_env(tmp_path, Controller(files=files)))
+    assert r.status == "fail"
+    assert "cannot be read" in r.summary
+    files["/etc/slurm/epilog-slurmctld"] = "#!/bin/sh\nexit 0\n"
+    r = dc.check_epilog(make_env(tmp_path, Controller(files=files)))
+    assert r.status == "warn"
+    assert "not this version's" in r.summary
+
+
+def test_database_states(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    empty = f"sqlite:///{tmp_path / 'empty.db'}"
+    r = dc.check_database(make_env(tmp_path, db_url=empty))
+    assert r.status == "fail"
+    assert "no slurm-defrag schema" in r.summary
+    assert "db upgrade" in r.fix
+    url = db_at_head(tmp_path)
+    monkeypatch.setattr(migrate, "REVISIONS", (*migrate.REVISIONS, "9999"))
+    r = dc.check_database(make_env(tmp_path, db_url=url))
+    assert r.status == "fail"
+    assert "head is 9999" in r.summary
+    monkeypatch.setattr(migrate, "REVISIONS", ("0000",))
+    r = dc.check_database(make_env(tmp_path, db_url=url))
+    assert r.status == "fail"
+    assert "newer than this slurm-defrag" in r.summary
+    monkeypatch.undo()
+    r = by_name(make_env(tmp_path, db_url=f"sqlite:///{tmp_path}/no/such/dir/x.db"))["database"]
+    assert r.status == "fail"
+    assert "does not exist" in r.summary
+
+
+def test_unreachable_database_is_red(tmp_path: Path) -> None:
+    bad = tmp_path / "not-a-db"
+    bad.write_bytes(b"this is not sqlite" * 100)
+    results = dc.run_checks(make_env(tmp_path, db_url=f"sqlite:///{bad}"))
+    r = {x.name: x for x in results}["database"]
+    assert r.status == "fail"
+    assert "cannot open database" in r.summary
+
+
+@pytest.mark.parametrize(
+    ("skew", "status"), [(0.0, "ok"), (-2.0, "ok"), (10.0, "warn"), (-300.0, "fail")]
+)
+def test_clock(tmp_path: Path, skew: float, status: str) -> None:
+    r = dc.check_clock(make_env(tmp_path, Controller(skew_s=skew, files=installed())))
+    assert r.status == status, r
+    if status != "ok":
+        assert ("ahead of" if skew > 0 else "behind") in r.summary
+
+
+def test_kill_switch_and_mode(tmp_path: Path) -> None:
+    (tmp_path / "STOP").touch()
+    r = by_name(make_env(tmp_path, mode="off"))
+    assert r["kill_switch"].status == "warn"
+    assert "takes no action" in r["kill_switch"].summary
+    assert r["mode"].status == "warn"
+    assert (
+        by_name(make_env(tmp_path, mode="enforce", kill_switch_file=tmp_path / "GO"))["mode"].status
+        == "ok"
+    )
+
+
+# -- through the command line ------------------------------------------------------------
+
+
+def test_cli_unreachable_slurm_is_exit_1_with_json(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    cfg = tmp_path / "service.toml"
+    cfg.write_text(
+        f'db_url = "{db_at_head(tmp_path)}"\n'
+        f'[slurm]\ncommand_prefix = ["{tmp_path}/no-such-cmd"]\n',
+        encoding="utf-8",
+    )
+    capsys.readouterr()
+    code = run_main("doctor", "--config", str(cfg), "--json")
+    out = capsys.readouterr().out
+    assert code == 1
+    doc = json.loads(out)
+    assert doc["ok"] is False
+    assert doc["exit_code"] == 1
+    checks = {c["name"]: c for c in doc["checks"]}
+    assert checks["slurm"]["status"] == "fail"
+    assert "not found" in checks["slurm"]["summary"]
+    assert checks["database"]["status"] == "ok"
+
+
+def test_cli_text_output_is_one_line_per_check(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    cfg = tmp_path / "service.toml"
+    cfg.write_text(
+        f'db_url = "{db_at_head(tmp_path)}"\n[slurm]\ncommand_prefix = ["{tmp_path}/nope"]\n',
+        encoding="utf-8",
+    )
+    capsys.readouterr()
+    assert run_main("doctor", "--config", str(cfg)) == 1
+    lines = capsys.readouterr().out.splitlines()
+    assert len(lines) == 11
+    assert lines[0].startswith("FAIL slurm")
+    assert "not ready for enforce" in lines[-1]
+
+
+def test_cli_bad_config_is_bad_input(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    cfg = tmp_path / "service.toml"
+    cfg.write_text('mode = "sometimes"\n', encoding="utf-8")
+    assert run_main("doctor", "--config", str(cfg)) == 3
+    assert "mode" in capsys.readouterr().err
+
+
+def test_cli_usage_error_is_2() -> None:
+    assert run_main("doctor", "--no-such-option") == 2
+
+
+def test_runner_argv_are_lists(tmp_path: Path) -> None:
+    ctl = Controller(files=installed())
+    dc.run_checks(make_env(tmp_path, ctl))
+    assert all(isinstance(a, str) for call in ctl.seen for a in call)
+    assert ("head", "-c", "1000001", "--", "/etc/slurm/job_submit.lua") in ctl.seen
+    assert subprocess  # argv lists only: nothing here builds a shell string
+
+
+class RestPing(RestStub):
+    """A rest backend whose ping answers ``ping``."""
+
+    def __init__(self, ping: Any, version: str = "v0.0.42") -> None:
+        super().__init__(snapshot([node("node01")]))
+        self.ping, self.version = ping, version
+
+    def api_version(self) -> str:
+        return self.version
+
+    def call(self, method: str, path: str, body: Any = None) -> Any:
+        assert (method, path) == ("GET", f"/slurm/{self.version}/ping")
+        return self.ping
+
+
+@pytest.mark.parametrize(
+    ("ping", "status", "words"),
+    [
+        ({"meta": {"Slurm": {"release": "22.05.8"}}, "pings": [{"pinged": "UP"}]}, "ok", "22.05.8"),
+        ({"meta": {"slurm": {"release": "24.11.5"}}, "pings": [{"pinged": "UP"}]}, "ok", "24.11.5"),
+        (
+            {"meta": {"slurm": {"release": "24.11.5"}}, "pings": [{"pinged": "DOWN"}]},
+            "fail",
+            "pinged DOWN",
+        ),
+        ({"meta": {"slurm": {"release": 2411}}}, "fail", "no meta.slurm.release"),
+        ([1, 2, 3], "fail", "no meta.slurm.release"),
+        ({"meta": {"slurm": {"release": "\x1b[31mbanana"}}}, "fail", "no release"),
+    ],
+)
+def test_rest_ping(tmp_path: Path, ping: Any, status: str, words: str) -> None:
+    env = make_env(tmp_path, backend=RestPing(ping))
+    r = {x.name: x for x in dc.run_checks(env)}["slurm"]
+    assert r.status == status, r
+    assert words in r.summary, r
