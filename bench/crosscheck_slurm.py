@@ -419,7 +419,10 @@ def compare(trace: list[TraceJob], observed: list[Observed], run: dict[str, Any]
 
 def run_nodes(run: dict[str, Any]) -> list[NodeSpec]:
     fields = set(NodeSpec.__match_args__)
-    return [NodeSpec(**{k: v for k, v in x.items() if k in fields}) for x in run["nodes"]]
+    return [
+        NodeSpec(**{k: frozenset(v) if k == "features" else v for k, v in x.items() if k in fields})
+        for x in run["nodes"]
+    ]
 
 
 def run_trace(trace: list[TraceJob], seed: int, retries: int = 3) -> list[Observed]:
@@ -476,7 +479,8 @@ def crosscheck(n: int, seed: int, run_s: tuple[int, int], load: float, save: Pat
         "bf_interval": scheduler_parameter("bf_interval", 30.0),
         "bf_resolution": scheduler_parameter("bf_resolution", BF_RESOLUTION),
         "leaves": leaf_switches_from(ctld("scontrol", "show", "topology", check=False)),
-        "nodes": [asdict(x) for x in cluster_nodes()],
+        # features are a set: stored sorted, read back as a frozenset (run_nodes)
+        "nodes": [{**asdict(x), "features": sorted(x.features)} for x in cluster_nodes()],
         "trace": [asdict(j) for j in trace],
         "observed": [asdict(o) for o in observed],
     }

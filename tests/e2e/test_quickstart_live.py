@@ -107,6 +107,11 @@ def test_quickstart_runs_verbatim_on_a_fresh_login_node(login_node: str, tmp_pat
     for node in ("node01", "node02", "node03", "node04"):
         assert node in out, f"frag/plan did not show {node}:\n{out}"
     assert "Traceback" not in out + proc.stderr
+    # doctor: Slurm, backend and rights green as root; every node's topology known, found
+    # through Slurm's own config location (nothing on the page names gres.conf)
+    for check in ("slurm", "backend", "rights", "database", "clock"):
+        assert re.search(rf"^ok +{check} ", out, re.M), f"doctor {check} not ok:\n{out}"
+    assert re.search(r"^ok +topology .*gres\.conf: node\[01-04\]", out, re.M), out
     # serve --once stored a cycle's snapshot in the default database
     copy = tmp_path / "defrag.db"
     subprocess.run(

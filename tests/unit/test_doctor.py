@@ -243,16 +243,19 @@ def test_rest_backend_cannot_requeue(tmp_path: Path) -> None:
     assert "cli backend" in r.fix
 
 
+class CliNamed(FakeSlurm):
+    name = "cli"
+
+
 def test_unknown_topology_is_named(tmp_path: Path) -> None:
     nodes = [node("node01"), node("node02", None, gpu_count=8), node("node03", None, gpu_count=1)]
-    env = make_env(tmp_path, nodes=nodes)
-    assert dc.nodes_without_topology(env.snapshot()) == ["node02"]
+    # a live read (source cli): a node no source covered is unknown, not PCIe
+    env = make_env(tmp_path, backend=CliNamed(snapshot(nodes)))
     r = dc.check_topology(env)
     assert r.status == "warn"
-    assert "1 of 2 multi-GPU nodes" in r.summary
-    assert "node02" in r.summary
-    assert "gres_conf" in r.fix
-    assert "topology_templates" in r.fix
+    assert "NVLink topology unknown for node02 " in r.summary
+    for setting in ("gres_conf", "topology_map", "topology_dir"):
+        assert setting in r.fix
 
 
 def test_job_submit_not_configured(tmp_path: Path) -> None:

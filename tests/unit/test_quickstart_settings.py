@@ -39,6 +39,18 @@ CASES: dict[str, tuple[str, str | None, Any, object]] = {
         lambda s: str(s.gres_conf),
         "/etc/slurm/gres.conf",
     ),
+    "SLURM_DEFRAG_SLURM_TOPOLOGY_MAP": (
+        "/etc/slurm-defrag/topology.yaml",
+        "[slurm] topology_map",
+        lambda s: str(s.topology_map),
+        "/etc/slurm-defrag/topology.yaml",
+    ),
+    "SLURM_DEFRAG_SLURM_TOPOLOGY_DIR": (
+        "/var/lib/slurm-defrag/topology",
+        "[slurm] topology_dir",
+        lambda s: str(s.topology_dir),
+        "/var/lib/slurm-defrag/topology",
+    ),
     "SLURM_DEFRAG_SLURM_TOPOLOGY_TEMPLATES": (
         '{"gpu[01-02]": "nvswitch-8"}',
         "[slurm] topology_templates",

@@ -229,41 +229,24 @@ def check_rights(env: Env) -> Result:
 # -- topology ----------------------------------------------------------------------------
 
 
-def nodes_without_topology(snap: ClusterSnapshot) -> list[str]:
-    """GPU nodes (2+ GPUs) whose NVLink topology is unknown in the snapshot.
-
-    The one place the topology check asks "known or not"; when per-node topology sources
-    are recorded in the snapshot, this is the function to switch to them.
-    """
-    return [n.name for n in snap.nodes if n.gpu_count > 1 and n.topology is None]
-
-
 def check_topology(env: Env) -> Result:
-    """Every multi-GPU node has a known NVLink topology, and from where."""
-    import hostlist
+    """Every GPU node has a known NVLink topology, and from where (per source)."""
+    from slurm_defrag.slurm.topology_sources import topology_report
 
     snap = env.snapshot()
-    s = env.settings.slurm
-    sources = []
-    if s.gres_conf is not None:
-        sources.append(f"gres_conf {s.gres_conf}")
-    if s.topology_templates:
-        sources.append(f"topology_templates ({len(s.topology_templates)} patterns)")
-    source = ", ".join(sources) or "no gres_conf, no topology_templates"
-    gpu_nodes = [n for n in snap.nodes if n.gpu_count > 1]
-    unknown = nodes_without_topology(snap)
-    if not unknown:
-        return Result(
-            "topology", "ok", f"all {len(gpu_nodes)} multi-GPU nodes have a topology ({source})"
-        )
+    report = topology_report(snap)
+    unknown = report.pop("unknown", None)
+    where = "; ".join(f"{src}: {hosts}" for src, hosts in sorted(report.items())) or "none"
+    if unknown is None:
+        return Result("topology", "ok", f"every GPU node's NVLink topology is known ({where})")
     return Result(
         "topology",
         "warn",
-        f"{len(unknown)} of {len(gpu_nodes)} multi-GPU nodes have an unknown topology "
-        f"(treated as PCIe-only, never defragmented for NVLink): "
-        f"{hostlist.collect_hostlist(unknown)} ({source})",
-        "add their Links= rows to the gres.conf named by [slurm] gres_conf, or a "
-        "[slurm] topology_templates entry (host list -> template)",
+        f"NVLink topology unknown for {unknown} (treated as having no NVLink, never "
+        f"defragmented for NVLink jobs); known: {where}",
+        "give their Links= in the gres.conf beside slurm.conf or [slurm] gres_conf, a "
+        "[slurm] topology_map, or collect them into [slurm] topology_dir "
+        "(slurm-defrag topology collect; docs/topology.md)",
     )
 
 

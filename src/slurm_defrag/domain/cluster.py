@@ -521,8 +521,9 @@ class ClusterSnapshot(_Frozen):
         return _pcie_default(node.gpu_count)
 
     def topology_unknown(self, node: Node) -> bool:
-        """True for a GPU node of a live snapshot that no topology source covered."""
-        return node.gpu_count > 0 and node.topology is None and self.source in LIVE_SOURCES
+        """True for a multi-GPU node of a live snapshot that no topology source covered
+        (one GPU is a block of one whatever its wiring: nothing to know)."""
+        return node.gpu_count > 1 and node.topology is None and self.source in LIVE_SOURCES
 
     @cached_property
     def unknown_topology_nodes(self) -> tuple[str, ...]:
