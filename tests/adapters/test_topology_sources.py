@@ -173,12 +173,32 @@ def test_bad_collector_file(tmp_path: Path, over: dict[str, Any], message: str) 
     assert str(exc.value).startswith(f"{path}: {message}")
 
 
-def test_collector_file_not_json_and_directory_missing(tmp_path: Path) -> None:
+def test_a_bad_collector_file_leaves_its_node_unknown_not_the_read_failed(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    import os
+
+    collector(tmp_path, "node02", PAIRS8)
     (tmp_path / "node01.json").write_text("{", encoding="utf-8")
-    with pytest.raises(InputError, match=r"node01\.json: not JSON \(line 1"):
-        read_topology_dir(tmp_path)
+    os.mkfifo(tmp_path / "node03.json")  # would block an open() forever
+    assert set(read_topology_dir(tmp_path)) == {"node02"}
+    assert "node01.json: not JSON (line 1" in caplog.text
+    assert "node03.json: not a regular file" in caplog.text
     with pytest.raises(InputError, match="cannot read topology_dir"):
         read_topology_dir(tmp_path / "nope")
+
+
+def test_a_gpu_count_mismatch_is_a_config_error_only_where_the_admin_named_it() -> None:
+    from builders import node
+    from slurm_defrag.slurm.assemble import _checked
+    from slurm_defrag.slurm.topology_sources import Found
+
+    n8 = node("node01", gpu_count=8)
+    four = Found(from_links_matrix(["-1,1,1,1", "1,-1,1,1", "1,1,-1,1", "1,1,1,-1"], "x"), "map")
+    with pytest.raises(InputError, match="node01 \\(from map\\): 4 GPUs, Slurm reports 8"):
+        _checked(n8, four)
+    reported = Found(four.topology, "collector", data=True)
+    assert _checked(n8, reported) is None  # left unknown, with a warning
 
 
 def test_collector_directory_ignores_other_files(tmp_path: Path) -> None:
@@ -303,3 +323,13 @@ def test_an_unreadable_config_location_leaves_nodes_unknown_with_a_warning(
     snap = cli(runner).snapshot()
     assert len(snap.unknown_topology_nodes) == 8
     assert "scontrol show config: no SLURM_CONF line" in caplog.text
+
+
+def test_a_bad_discovered_gres_conf_is_no_source_with_a_warning(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    from slurm_defrag.slurm.topology_sources import GresConfText, discovered_topologies
+
+    bad = GresConfText("gres.conf beside slurm.conf", "NodeName=n1 Name=gpu Links=0,1\n")
+    assert discovered_topologies(bad) == {}
+    assert "gres.conf beside slurm.conf: Links=" in caplog.text

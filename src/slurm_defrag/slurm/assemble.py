@@ -9,6 +9,7 @@ active reservations (22.05 and pyslurm do not put them on the node), and a stabl
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
@@ -30,8 +31,10 @@ from slurm_defrag.slurm.errors import SlurmParseError
 from slurm_defrag.slurm.mapping import natural_key
 from slurm_defrag.slurm.settings import SlurmSettings
 from slurm_defrag.slurm.topology_block import topology_conf_domains
-from slurm_defrag.slurm.topology_sources import GresConfText, resolve
+from slurm_defrag.slurm.topology_sources import Found, GresConfText, resolve
 from slurm_defrag.snapshot_file import format_validation_error
+
+log = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True)
@@ -68,14 +71,9 @@ def assemble(
     nodes = []
     for node in sorted(parts.nodes, key=lambda n: natural_key(n.name)):
         updates: dict[str, object] = {}
-        found = topo_of.get(node.name)
-        if found is not None and node.gpu_count:
+        found = _checked(node, topo_of.get(node.name))
+        if found is not None:
             topo = found.topology
-            if topo.gpu_count != node.gpu_count:
-                raise InputError(
-                    f"topology of {node.name} (from {found.source}): {topo.name!r} has "
-                    f"{topo.gpu_count} GPUs, Slurm reports {node.gpu_count}"
-                )
             if custom.get(topo.name, topo) != topo:
                 # Graph-derived names are unique per graph; only a clash would get here.
                 raise InputError(f"topology {topo.name!r}: two different matrices, one name")
@@ -102,6 +100,22 @@ def assemble(
         )
     except ValidationError as exc:
         raise SlurmParseError(format_validation_error(where, exc)) from None
+
+
+def _checked(node: Node, found: Found | None) -> Found | None:
+    """``found`` if its GPU count is the one Slurm reports. A mismatch from what the admin
+    named is a config error; from a node's report or Slurm's own gres.conf (a GPU fell off
+    the bus, a stale collector file) it leaves this node unknown, with a warning."""
+    if found is None or not node.gpu_count:
+        return None
+    have = found.topology.gpu_count
+    if have == node.gpu_count:
+        return found
+    what = f"topology of {node.name} (from {found.source}): {have} GPUs, Slurm reports"
+    if not found.data:
+        raise InputError(f"{what} {node.gpu_count} (check the setting that names it)")
+    log.warning("%s %d; left unknown", what, node.gpu_count)
+    return None
 
 
 def _with(node: Node, updates: dict[str, object]) -> Node:

@@ -14,6 +14,7 @@ act on such clusters.
 
 from __future__ import annotations
 
+import json
 import math
 from collections.abc import Callable, Sequence
 from datetime import UTC, datetime
@@ -106,10 +107,12 @@ class RestSlurm:
 
     def _decode(self, resp: httpx.Response, what: str) -> Any:
         try:
-            data = resp.json()
+            # A byte that is not UTF-8 (a job name as its owner typed it) becomes U+FFFD in
+            # that field only, as in the cli backend's runner, instead of failing the read.
+            data = json.loads(resp.content.decode("utf-8", errors="replace"))
         except (ValueError, RecursionError):
-            # Not JSON, not UTF-8 (both ValueErrors), an integer of over 4,300 digits
-            # (ValueError), or nested deeper than the parser recurses.
+            # Not JSON, an integer of over 4,300 digits (ValueError), or nested deeper
+            # than the parser recurses.
             data = None
         if resp.status_code in (401, 403):
             raise SlurmRejectedError(

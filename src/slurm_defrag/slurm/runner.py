@@ -33,10 +33,17 @@ Runner = Callable[[Sequence[str], float], CommandResult]
 
 
 def subprocess_runner(argv: Sequence[str], timeout_s: float) -> CommandResult:
+    # Slurm prints what users typed (job names, comments, work directories) byte for byte,
+    # and an admin's gres.conf may carry a Latin-1 comment: a strict decode would make one
+    # such byte fail every read. A bad byte becomes U+FFFD instead: not a delimiter or an
+    # escape in any format we parse (a backslash escape would break the JSON), and only
+    # the field that held it changes.
     return subprocess.run(
         list(argv),
         capture_output=True,
         text=True,
+        encoding="utf-8",
+        errors="replace",
         timeout=timeout_s,
         check=False,
         env={**os.environ, "TZ": "UTC"},

@@ -11,13 +11,21 @@ Sources, first one that covers a node wins (docs/service.md, "Topology sources")
 
 A GPU node none of them covers keeps ``topology: null`` and is *unknown*: views say so and
 the planner treats it as having no NVLink (it never targets it for an NVLink job), instead
-of silently calling it PCIe. Every bad file is one :class:`InputError` naming the file and
-the field.
+of silently calling it PCIe.
+
+What the admin names (``gres_conf``, ``topology_map``, ``topology_templates``) is config: a
+bad file is one :class:`InputError` naming the file and the field, and the read stops.
+What nodes report or Slurm's own config holds (the collector's files, the discovered
+gres.conf) is data: a bad entry leaves those nodes unknown with a warning naming the file,
+so one GPU fallen off the bus or one stray file in the collector's directory never stops
+the read of the whole cluster.
 """
 
 from __future__ import annotations
 
 import json
+import logging
+import stat
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -36,13 +44,18 @@ COLLECTOR_FORMAT = "slurm-defrag-topology/1"
 MAX_FILE_BYTES = 4 << 20
 """Refuse larger map / collector files: a topology description is a few kB."""
 
+log = logging.getLogger(__name__)
+
 
 @dataclass(frozen=True)
 class Found:
-    """One node's topology and the source that gave it."""
+    """One node's topology and the source that gave it; ``data``: reported by the node or
+    Slurm's own config (a GPU count that disagrees with Slurm leaves the node unknown with
+    a warning), not named by the admin (then it is a config error)."""
 
     topology: GpuTopology
     source: TopologySource
+    data: bool = False
 
 
 @dataclass(frozen=True)
@@ -59,20 +72,20 @@ def resolve(settings: SlurmSettings, discovered: GresConfText | None = None) -> 
     ``discovered`` is the gres.conf the backend found through Slurm's config location; it
     is only used when the ``gres_conf`` setting is not set.
     """
-    layers: list[tuple[TopologySource, Mapping[str, GpuTopology]]] = []
+    layers: list[tuple[TopologySource, Mapping[str, GpuTopology], bool]] = []
     if settings.gres_conf is not None:
-        layers.append(("gres.conf", read_gres_conf(settings.gres_conf)))
+        layers.append(("gres.conf", read_gres_conf(settings.gres_conf), False))
     elif discovered is not None:
-        layers.append(("gres.conf", gres_conf_topologies(discovered)))
+        layers.append(("gres.conf", discovered_topologies(discovered), True))
     if settings.topology_map is not None:
-        layers.append(("map", read_topology_map(settings.topology_map)))
+        layers.append(("map", read_topology_map(settings.topology_map), False))
     if settings.topology_dir is not None:
-        layers.append(("collector", read_topology_dir(settings.topology_dir)))
-    layers.append(("template", template_topologies(settings.topology_templates)))
+        layers.append(("collector", read_topology_dir(settings.topology_dir), True))
+    layers.append(("template", template_topologies(settings.topology_templates), False))
     out: dict[str, Found] = {}
-    for source, topologies in layers:
+    for source, topologies, data in layers:
         for node, topo in topologies.items():
-            out.setdefault(node, Found(topo, source))
+            out.setdefault(node, Found(topo, source, data))
     return out
 
 
@@ -82,6 +95,15 @@ def node_topologies(settings: SlurmSettings) -> dict[str, GpuTopology]:
 
 
 # -- the readers -------------------------------------------------------------------------
+
+
+def discovered_topologies(conf: GresConfText) -> dict[str, GpuTopology]:
+    """The discovered gres.conf's Links=; a bad one is no source (with a warning)."""
+    try:
+        return gres_conf_topologies(conf)
+    except InputError as exc:
+        log.warning("topology: %s; its nodes stay unknown", exc)
+        return {}
 
 
 def gres_conf_topologies(conf: GresConfText) -> dict[str, GpuTopology]:
@@ -151,7 +173,17 @@ def read_topology_dir(directory: Path) -> dict[str, GpuTopology]:
         raise InputError(f"{directory}: cannot read topology_dir: {exc.strerror}") from None
     out: dict[str, GpuTopology] = {}
     for path in files:
-        node, topo = read_collector_file(path)
+        try:
+            if not stat.S_ISREG(path.stat().st_mode):
+                # a FIFO would block the read forever, a device worse
+                raise InputError(f"{path}: not a regular file")
+            node, topo = read_collector_file(path)
+        except OSError as exc:
+            log.warning("topology: %s: cannot read: %s; skipped", path, exc.strerror)
+            continue
+        except InputError as exc:
+            log.warning("topology: %s; skipped, that node stays unknown", exc)
+            continue
         out[node] = topo
     return out
 
