@@ -7,6 +7,7 @@ slurmd of Slurm 24.11.5, two blocks b1=node[01-02], b2=node[03-04], BlockSizes=2
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from pathlib import Path
 from types import SimpleNamespace
 
@@ -254,3 +255,25 @@ def test_topology_conf_gives_every_backend_the_domains(
     assert snap.node_by_name["node02"].nvlink_domain == "b1"
     assert snap.node_by_name["node05"].nvlink_domain is None
     assert ["scontrol", "show", "topology"] not in runner.calls
+
+
+def test_the_controller_config_is_read_again_after_its_ttl(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A long-running service notices a switch to topology/block (slurmctld restarted)."""
+    import subprocess
+
+    from slurm_defrag.slurm import cli as cli_module
+    from slurm_defrag.slurm.cli import CliSlurm
+
+    configs = iter(["TopologyPlugin = topology/tree\n", "TopologyPlugin = topology/block\n"] * 2)
+
+    def runner(argv: Sequence[str], timeout_s: float) -> subprocess.CompletedProcess[str]:
+        assert list(argv) == ["scontrol", "show", "config"]
+        return subprocess.CompletedProcess(list(argv), 0, next(configs), "")
+
+    backend = CliSlurm(runner=runner)
+    assert backend.topology_plugin() == "topology/tree"
+    assert backend.topology_plugin() == "topology/tree"  # within the TTL: not read again
+    monkeypatch.setattr(cli_module, "CONFIG_TTL_S", 0.0)
+    assert backend.topology_plugin() == "topology/block"

@@ -488,3 +488,14 @@ def test_rest_ping(tmp_path: Path, ping: Any, status: str, words: str) -> None:
     r = {x.name: x for x in dc.run_checks(env)}["slurm"]
     assert r.status == status, r
     assert words in r.summary, r
+
+
+def test_topology_block_without_domains_is_named(tmp_path: Path) -> None:
+    text = CONFIG.format(epilog="(null)", plugins="lua", version="24.11.5")
+    ctl = Controller(config_text=text + "TopologyPlugin          = topology/block\n")
+    env = make_env(tmp_path, ctl)
+    r = dc.check_topology(env)
+    assert r.status == "warn"
+    assert "topology/block" in r.summary
+    assert "no NVLink domains" in r.summary
+    assert "topology_conf" in r.fix

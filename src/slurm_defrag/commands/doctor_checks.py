@@ -237,6 +237,18 @@ def check_topology(env: Env) -> Result:
     report = topology_report(snap)
     unknown = report.pop("unknown", None)
     where = "; ".join(f"{src}: {hosts}" for src, hosts in sorted(report.items())) or "none"
+    if env.conf().get("TopologyPlugin") == "topology/block" and not snap.nvlink_domains:
+        # rest and pyslurm cannot see blocks: without topology_conf a multi-node NVLink
+        # job would be planned as if any nodes could form its domain
+        return Result(
+            "topology",
+            "warn",
+            f"Slurm runs topology/block but the {env.settings.slurm.backend} backend read "
+            f"no NVLink domains (node topology: {where}"
+            + (f"; unknown: {unknown})" if unknown else ")"),
+            "set [slurm] topology_conf to the controller's topology.conf, or use the cli "
+            "backend (it reads scontrol show topology)",
+        )
     if unknown is None:
         return Result("topology", "ok", f"every GPU node's NVLink topology is known ({where})")
     return Result(

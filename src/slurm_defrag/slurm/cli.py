@@ -53,6 +53,7 @@ import json
 import logging
 import math
 import re
+import time
 from collections.abc import Callable, Sequence
 from datetime import UTC, datetime
 from typing import Any
@@ -67,6 +68,8 @@ from slurm_defrag.slurm.settings import SlurmSettings
 from slurm_defrag.slurm.topology_sources import GresConfText
 
 log = logging.getLogger(__name__)
+CONFIG_TTL_S = 600.0
+"""How long a read of ``scontrol show config`` is trusted (one command per 10 minutes)."""
 
 JSON_SCONTROL_SINCE = (23, 2)
 """First release with ``scontrol show ... --json``."""
@@ -98,6 +101,7 @@ class CliSlurm:
         self._topology_plugin: str | None = None
         self._conf_dir: str | None = None
         self._config_text: str | None = None
+        self._config_read_at: float = 0.0
 
     # -- plumbing ----------------------------------------------------------------------
 
@@ -174,16 +178,27 @@ class CliSlurm:
         )
 
     def show_config(self) -> str:
-        """``scontrol show config``, read once per backend: the topology plugin and the
-        config directory come from it, and neither changes without a slurmctld restart."""
-        if self._config_text is None:
-            self._config_text = self.run("scontrol", "show", "config")
+        """``scontrol show config``, re-read every :data:`CONFIG_TTL_S`: the topology plugin
+        and the config directory come from it. They change only with a slurmctld restart,
+        which a long-running service must still notice (a switch to topology/block would
+        otherwise go unseen, and multi-node NVLink jobs be planned across racks)."""
+        now = time.monotonic()
+        if self._config_text is None or now - self._config_read_at >= CONFIG_TTL_S:
+            text = self.run("scontrol", "show", "config")
+            if text != self._config_text:
+                self._topology_plugin = None
+                self._conf_dir = None
+            self._config_text, self._config_read_at = text, now
         return self._config_text
 
+    def _config_stale(self) -> bool:
+        return time.monotonic() - self._config_read_at >= CONFIG_TTL_S
+
     def topology_plugin(self) -> str:
-        """``TopologyPlugin`` of ``scontrol show config`` (cached, like the version)."""
+        """``TopologyPlugin`` of ``scontrol show config`` (as fresh as :meth:`show_config`)."""
+        config = self.show_config()  # a changed config clears the value below
         if self._topology_plugin is None:
-            self._topology_plugin = topology_block.topology_plugin(self.show_config()) or ""
+            self._topology_plugin = topology_block.topology_plugin(config) or ""
         return self._topology_plugin
 
     def _nvlink_domains(self) -> tuple[NvlinkDomain, ...]:
@@ -213,7 +228,7 @@ class CliSlurm:
         s = self.settings
         if s.gres_conf is not None or not s.discover_gres_conf:
             return None
-        if self._conf_dir is None:
+        if self._conf_dir is None or self._config_stale():
             try:
                 self._conf_dir = slurm_conf_dir(self.show_config())
             except (SlurmParseError, SlurmRejectedError) as exc:
