@@ -408,3 +408,24 @@ def test_render_topology_map(tmp_path: Path) -> None:
     )
     assert result.exit_code != 0
     assert "unknown topology template 'no-such-template'" in str(result.exception or result.output)
+
+
+def test_render_finds_the_gres_conf_beside_slurm_conf(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """As the service does: no --gres-conf, no setting -> Slurm's own gres.conf."""
+    monkeypatch.delenv("SLURM_DEFRAG_SLURM_GRES_CONF", raising=False)
+    conf = compose_conf(tmp_path)
+    (conf.parent / "gres.conf").write_text(
+        (COMPOSE / "gres.conf").read_text(encoding="utf-8"), encoding="utf-8"
+    )
+
+    def render(*extra: str) -> str:
+        result = CliRunner().invoke(
+            app, ["plugins", "render", "--slurm-conf", str(conf), "--no-touch", *extra]
+        )
+        assert result.exit_code == 0, result.output
+        return result.stdout
+
+    assert render() == render("--gres-conf", str(conf.parent / "gres.conf"))
+    assert "nvlink" in render()

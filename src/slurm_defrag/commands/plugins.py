@@ -331,7 +331,7 @@ def render(
         typer.Option(
             "--gres-conf",
             help="gres.conf with Links= rows "
-            "(default: the service's SLURM_DEFRAG_SLURM_GRES_CONF).",
+            "(default: SLURM_DEFRAG_SLURM_GRES_CONF, else the gres.conf beside --slurm-conf).",
         ),
     ] = None,
     topology_map: Annotated[
@@ -388,6 +388,10 @@ def render(
 
     templates = _read_topology_map(topology_map) if topology_map is not None else None
     settings = load_settings(gres_conf=gres_conf, topology_templates=templates)
+    beside = slurm_conf.parent / "gres.conf"
+    if settings.gres_conf is None and settings.discover_gres_conf and beside.is_file():
+        # as the service finds it: the gres.conf beside slurm.conf (Slurm's own place)
+        settings = settings.model_copy(update={"gres_conf": beside})
     conf = parse_slurm_conf(slurm_conf)
     options = RenderOptions(
         pack_feature=None if no_pack else pack_feature,
