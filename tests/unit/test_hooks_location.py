@@ -1,5 +1,5 @@
-"""This release's slurm-plugins/ is found from a checkout, an installed wheel, or the
-working directory (CI installs the wheel, not editable, and runs from the clone)."""
+"""This release's slurm-plugins/ is found from a checkout or an installed wheel (CI installs
+the wheel, not editable), never from the working directory."""
 
 from __future__ import annotations
 
@@ -20,9 +20,11 @@ def _hooks(at: Path) -> Path:
 
 @pytest.fixture
 def nowhere(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Path:
-    """No checkout around the module, an empty prefix, an empty working directory."""
-    monkeypatch.setattr(hooks_location, "__file__", str(tmp_path / "x" / "y" / "loc.py"))
+    """No checkout around the module, an empty prefix and user base, an empty working
+    directory."""
+    monkeypatch.setattr(hooks_location, "__file__", str(tmp_path / "lib" / "x" / "y" / "loc.py"))
     monkeypatch.setattr(sys, "prefix", str(tmp_path / "prefix"))
+    monkeypatch.setattr(hooks_location.site, "getuserbase", lambda: str(tmp_path / "user"))
     monkeypatch.chdir(tmp_path)
     return tmp_path
 
@@ -38,9 +40,14 @@ def test_an_installed_wheel_finds_its_share_directory(nowhere: Path) -> None:
     assert plugins_dir() == want
 
 
-def test_the_working_directory_checkout_is_the_last_resort(nowhere: Path) -> None:
-    want = _hooks(nowhere / "slurm-plugins")
+def test_a_user_install_finds_its_share_directory(nowhere: Path) -> None:
+    want = _hooks(nowhere / "user" / SHARE)
     assert plugins_dir() == want
+
+
+def test_the_working_directory_is_never_trusted(nowhere: Path) -> None:
+    _hooks(nowhere / "slurm-plugins")  # e.g. a user's copy where doctor happens to run
+    assert plugins_dir() is None
 
 
 def test_none_when_nothing_holds_the_hooks(nowhere: Path) -> None:

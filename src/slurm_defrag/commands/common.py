@@ -32,3 +32,16 @@ def load_or_read_snapshot(path: Path | None) -> ClusterSnapshot:
     from slurm_defrag.slurm.settings import load_settings
 
     return open_backend(load_settings()).snapshot()
+
+
+def command_words(value: str, option: str = "--command-prefix") -> list[str]:
+    """A shell-quoted option value as argv words (split here, never run by a shell);
+    an unbalanced quote is one error line naming the option, not a traceback."""
+    import shlex
+
+    from slurm_defrag.errors import InputError
+
+    try:
+        return shlex.split(value)
+    except ValueError as exc:
+        raise InputError(f"{option}: {exc} in {value!r}") from None

@@ -10,14 +10,13 @@ through the cli backend's runner) and prints their lines. Exit 0 when no check f
 from __future__ import annotations
 
 import json
-import shlex
 import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Literal
 
 import typer
 
-from slurm_defrag.commands.common import JsonOpt
+from slurm_defrag.commands.common import JsonOpt, command_words
 
 if TYPE_CHECKING:
     from slurm_defrag.commands.doctor_checks import Result
@@ -98,7 +97,7 @@ def doctor(
     if backend is not None:
         updates["backend"] = backend
     if command_prefix is not None:
-        updates["command_prefix"] = shlex.split(command_prefix)
+        updates["command_prefix"] = command_words(command_prefix)
     if timeout is not None:
         updates["command_timeout_s"] = updates["rest_timeout_s"] = timeout
     if updates:

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import shlex
 import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Literal
@@ -11,7 +10,7 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
-from slurm_defrag.commands.common import JsonOpt
+from slurm_defrag.commands.common import JsonOpt, command_words
 
 if TYPE_CHECKING:  # pydantic models: imported when used, to keep startup fast
     from slurm_defrag.domain.cluster import ClusterSnapshot, Node
@@ -66,7 +65,7 @@ def snapshot(
         gres_conf=gres_conf,
         topology_map=topology_map,
         topology_dir=topology_dir,
-        command_prefix=shlex.split(command_prefix) if command_prefix is not None else None,
+        command_prefix=command_words(command_prefix) if command_prefix is not None else None,
         rest_url=rest_url,
         rest_socket=rest_socket,
         rest_token_file=token_file,

@@ -107,6 +107,8 @@ def show(
             data = json.loads(_read(file))
         except json.JSONDecodeError as exc:
             raise InputError(f"{file}: not JSON: {exc.msg} at line {exc.lineno}") from None
+        except (ValueError, RecursionError):  # a 5,000-digit number, nesting too deep
+            raise InputError(f"{file}: not JSON (number too long or nested too deep)") from None
         if not isinstance(data, dict) or data.get("format") != "slurm-defrag-topology/1":
             raise InputError(f"{file}: format is not slurm-defrag-topology/1")
         links = data.get("links")
