@@ -123,7 +123,7 @@ def test_all_green_as_root(hooks: Any, tmp_path: Path) -> None:
     assert "root (root)" in checks["rights"]["summary"]
     assert "is this version's" in checks["job_submit"]["summary"]
     assert "is this version's" in checks["epilog"]["summary"]
-    assert "all 4 multi-GPU nodes have a topology" in checks["topology"]["summary"]
+    assert "topology is known (gres.conf: node[01-04])" in checks["topology"]["summary"]
 
 
 def test_operator_refusals_are_named(hooks: Any, tmp_path: Path) -> None:
