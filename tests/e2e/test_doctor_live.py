@@ -38,7 +38,7 @@ from live_cluster import (
 )
 
 from infra import require
-from plugins.conftest import installed  # noqa: F401  (the fixture, used by name below)
+from plugins.conftest import hooks_installed
 
 pytestmark = pytest.mark.slurm
 
@@ -107,11 +107,12 @@ def test_missing_hook_on_a_cluster_without_one(tmp_path: Path) -> None:
     assert checks["slurm"]["status"] == "ok"
 
 
-@pytest.fixture
-def hooks(installed: Any) -> Any:  # noqa: F811
-    """The hooks installed (tests/plugins/conftest.py), under a name that does not
-    shadow the imported fixture."""
-    return installed
+@pytest.fixture(scope="module")
+def hooks(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
+    """The hooks installed as tests/plugins/ installs them, for this module only: removed
+    before the next module's tests (job_submit.lua would tag their jobs' comments)."""
+    with hooks_installed(tmp_path_factory) as done:
+        yield done
 
 
 def test_all_green_as_root(hooks: Any, tmp_path: Path) -> None:

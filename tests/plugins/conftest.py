@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import subprocess
 from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
@@ -28,7 +29,18 @@ FILES = ("job_submit.lua", "epilog-slurmctld", "defrag_nodes.lua", "defrag-epilo
 
 @pytest.fixture(scope="package")
 def installed(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Installed]:
-    """The hooks installed in the live cluster for this package's tests, then removed.
+    """The hooks installed in the live cluster for this package's tests, then removed."""
+    with hooks_installed(tmp_path_factory) as done:
+        yield done
+
+
+@contextmanager
+def hooks_installed(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Installed]:
+    """Install the hooks in the live cluster; remove them when the block ends.
+
+    Other packages' tests use this (not the fixture: a package-scoped fixture imported
+    elsewhere is torn down only at the end of *that* package, so job_submit.lua would
+    still rewrite every later test's jobs).
 
     Whatever happens, the cluster must come back able to start: slurm.conf is restored
     from a copy kept on this host (docker cp works on a stopped container too) before any
