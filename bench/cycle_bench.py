@@ -24,6 +24,7 @@ from pathlib import Path
 from planner_bench import busy_cluster
 from slurm_defrag.actuator.killswitch import KillSwitch
 from slurm_defrag.policy.file import default_policy
+from slurm_defrag.service.collector import tune_for_large_heap
 from slurm_defrag.service.loop import Cycle, CycleDeps, CycleRules
 from slurm_defrag.slurm.fake import FakeSlurm
 from slurm_defrag.store import migrate
@@ -57,6 +58,7 @@ def main() -> None:
     ap.add_argument("--steady", type=int, default=5, help="unchanged cycles after the first")
     ap.add_argument("--url", default=None, help="database URL (default: SQLite, temp dir)")
     args = ap.parse_args()
+    tune_for_large_heap()  # as `slurm-defrag serve` does
     snap, _ = busy_cluster(args.nodes, args.pending, 1, target_prefix="9")
     with tempfile.TemporaryDirectory() as tmp:
         url = args.url or f"sqlite:///{Path(tmp) / 'defrag.db'}"

@@ -20,9 +20,12 @@ from slurm_defrag.slurm.settings import SlurmSettings
 NOW = datetime(2026, 11, 29, 15, 14, 13, tzinfo=UTC)
 
 
-@pytest.fixture
-def fake(recordings: SimpleNamespace) -> FakeSlurm:
-    return FakeSlurm(recordings.rest("24.11").snapshot(), clock=lambda: NOW)
+@pytest.fixture(params=[False, True], ids=["uncached", "cached"])
+def fake(recordings: SimpleNamespace, request: pytest.FixtureRequest) -> FakeSlurm:
+    # cached = the dry-run sandbox's mode: every write test must hold there too
+    return FakeSlurm(
+        recordings.rest("24.11").snapshot(), clock=lambda: NOW, cache_reads=request.param
+    )
 
 
 def test_every_backend_implements_both_ports(recordings: SimpleNamespace, fake: FakeSlurm) -> None:
@@ -99,6 +102,32 @@ def test_fake_update_job(fake: FakeSlurm) -> None:
     fake.update_job("9", AdminComment="defrag:nvlink=0", Priority="7")
     job = fake.snapshot().job_by_id["9"]
     assert (job.admin_comment, job.priority) == ("defrag:nvlink=0", 7)
+
+
+def test_fake_cached_reads_equal_fresh_ones_after_every_write(
+    recordings: SimpleNamespace,
+) -> None:
+    seed = recordings.rest("24.11").snapshot()
+    cached = FakeSlurm(seed, clock=lambda: NOW, cache_reads=True)
+    fresh = FakeSlurm(seed, clock=lambda: NOW)
+    assert cached.snapshot() == fresh.snapshot()
+    writes: list[tuple[str, tuple[object, ...], dict[str, str]]] = [
+        (
+            "create_reservation",
+            ("slurm-defrag-p1", ["node05", "node06"], ["root"], [], None, 60),
+            {},
+        ),
+        ("requeue", ("8", "slurm-defrag:plan-1"), {}),
+        ("update_node", ("node05",), {"Weight": "7"}),
+        ("update_job", ("9",), {"AdminComment": "defrag:nvlink=0"}),
+        ("update_node", ("node01",), {"State": "DRAIN", "Reason": "x"}),
+        ("delete_reservation", ("slurm-defrag-p1",), {}),
+        ("delete_reservation", ("defrag-demo",), {}),
+    ]
+    for name, args, kwargs in writes:
+        for backend in (cached, fresh):
+            getattr(backend, name)(*args, **kwargs)
+        assert cached.snapshot() == fresh.snapshot(), name
 
 
 def test_fake_snapshot_round_trips(recordings: SimpleNamespace) -> None:

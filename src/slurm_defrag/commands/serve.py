@@ -30,12 +30,13 @@ def serve(config: ConfigOpt = None, mode: ModeOpt = None, once: OnceOpt = False)
     """Run the defragmentation service: read, store, plan and (mode=enforce) act."""
     from slurm_defrag import wiring
     from slurm_defrag.errors import InputError
-    from slurm_defrag.service import logs, settings
+    from slurm_defrag.service import collector, logs, settings
 
     if mode is not None and mode not in ("off", "dry-run", "enforce"):
         raise InputError(f"--mode must be off, dry-run or enforce, not {mode!r}")
     s = settings.load(config, mode=mode)
     logs.setup(s.log_level, s.log_json)
+    collector.tune_for_large_heap()
     service, store = wiring.build(s)
     log = logging.getLogger("slurm_defrag.service")
     if once:
