@@ -15,7 +15,7 @@
 # Environment: SLURM_SUITE=bookworm (Slurm 22.05, default) | trixie (Slurm 24.11);
 # CLUSTER_PREFIX (slurmdefrag: containers <prefix>-<suite>-<service>, compose project
 # <prefix>-<suite>; the test suite uses its own, slurmdefrag-test); DEBIAN_MIRROR;
-# SLURMRESTD_PORT (6820); POSTGRES_PORT (55432); UP_TIMEOUT (300 s);
+# SLURMRESTD_PORT (6820); POSTGRES_PORT (55432); UP_TIMEOUT (300 s); COMPOSE_OVERRIDE;
 # DEFRAG_MODE (dry-run|enforce) and DEFRAG_INTERVAL_S for `defrag up`: remembered per
 # cluster (.cluster/<project>.env), so a restart after a crash keeps the mode it had.
 set -euo pipefail
@@ -42,7 +42,11 @@ UP_TIMEOUT=${UP_TIMEOUT:-300}
 
 log() { echo "[cluster $(date +%T)] $*" >&2; }
 die() { log "ERROR: $*"; exit 1; }
-compose() { (cd "$ROOT" && "$COMPOSE" -p "$PROJECT" -f docker-compose.yml "$@"); }
+# COMPOSE_OVERRIDE: one more compose file on top (bench/slurm_scale_bench.py: 128 nodes).
+compose() {
+    (cd "$ROOT" && "$COMPOSE" -p "$PROJECT" -f docker-compose.yml \
+        ${COMPOSE_OVERRIDE:+-f "$COMPOSE_OVERRIDE"} "$@")
+}
 ctld() { "$DOCKER" exec -i "$CTLD" "$@"; }
 
 ensure_tools() {
