@@ -12,7 +12,8 @@
 #   scripts/cluster.sh token [USER] [LIFESPAN]   print a JWT for slurmrestd (default root)
 #   scripts/cluster.sh api       print the slurmrestd API version in use (e.g. v0.0.38)
 #
-# Environment: SLURM_SUITE=bookworm (Slurm 22.05, default) | trixie (Slurm 24.11);
+# Environment: SLURM_SUITE=bookworm (Slurm 22.05, default) | trixie (Slurm 24.11) |
+# forky (Slurm 26.05);
 # CLUSTER_PREFIX (slurmdefrag: containers <prefix>-<suite>-<service>, compose project
 # <prefix>-<suite>; the test suite uses its own, slurmdefrag-test); DEBIAN_MIRROR;
 # SLURMRESTD_PORT (6820); POSTGRES_PORT (55432); UP_TIMEOUT (300 s);
