@@ -194,10 +194,10 @@ def test_cli_and_rest_snapshots_are_equal(recordings: SimpleNamespace, version: 
 @pytest.mark.parametrize("version", ["22.05", "24.11", "26.05"])
 def test_text_fallback_equals_json(recordings: SimpleNamespace, version: str) -> None:
     """scontrol text alone gives the same snapshot (24.11: minus PreemptMode, which its
-    JSON lacks and its text has)."""
+    JSON lacks and its text has; 26.05's data_parser v0.0.45 has it again)."""
     json_snap = read(recordings, "cli", version)
     text_snap = read(recordings, "cli-text", version)
-    if version != "22.05":
+    if version == "24.11":
         text_snap = text_snap.model_copy(update={"partitions": json_snap.partitions})
     assert text_snap == json_snap
 
@@ -212,3 +212,13 @@ def test_pyslurm_mapping_equals_rest_except_unreported_fields(
     assert [p.preempt_mode for p in py.partitions] == ["REQUEUE", "OFF"]
     py = py.model_copy(update={"source": "rest", "partitions": rest.partitions})
     assert py == rest
+
+
+@pytest.mark.parametrize("backend", ["cli", "rest"])
+def test_26_05_json_reports_partition_preempt_mode(
+    recordings: SimpleNamespace, backend: str
+) -> None:
+    """data_parser v0.0.45 (Slurm 26.05) has ``preempt_mode`` again (v0.0.42 had none):
+    ``["REQUEUE"]`` and ``["DISABLED"]``, the text's REQUEUE and OFF."""
+    snap = read(recordings, backend, "26.05")
+    assert [p.preempt_mode for p in snap.partitions] == ["REQUEUE", "OFF"]
