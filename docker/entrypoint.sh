@@ -152,8 +152,17 @@ slurmrestd)
     # 1) unix socket, rest_auth/local, as root: `curl --unix-socket
     #    /run/slurmrestd/slurmrestd.sock http://x/slurm/<ver>/jobs` inside this container
     #    acts as root without a token. slurmrestd refuses root unless told not to check.
-    SLURMRESTD_SECURITY=$rest_security,disable_user_check \
-        /usr/sbin/slurmrestd -s "$(rest_plugins)" -a rest_auth/local unix:/run/slurmrestd/slurmrestd.sock &
+    #    Slurm 26.05 refuses disable_user_check (fatal: "should only be used for
+    #    development"): there the socket's slurmrestd runs as the user `slurmrestd` and
+    #    local auth accepts only that UID (`runuser -u slurmrestd -- curl --unix-socket ...`).
+    if dpkg --compare-versions "$(dpkg-query -W -f='${Version}' slurmrestd)" lt 26; then
+        SLURMRESTD_SECURITY=$rest_security,disable_user_check \
+            /usr/sbin/slurmrestd -s "$(rest_plugins)" -a rest_auth/local unix:/run/slurmrestd/slurmrestd.sock &
+    else
+        chown slurmrestd: /run/slurmrestd
+        SLURMRESTD_SECURITY=$rest_security setpriv --reuid=slurmrestd --regid=slurmrestd --init-groups \
+            /usr/sbin/slurmrestd -s "$(rest_plugins)" -a rest_auth/local unix:/run/slurmrestd/slurmrestd.sock &
+    fi
     # 2) TCP :6820, rest_auth/jwt, as the unprivileged user `slurmrestd` (slurmrestd
     #    refuses to listen as root or as SlurmUser). Clients send X-SLURM-USER-NAME and
     #    X-SLURM-USER-TOKEN (from `scontrol token`). SLURM_JWT=daemon makes it talk to

@@ -12,7 +12,8 @@
 #   scripts/cluster.sh token [USER] [LIFESPAN]   print a JWT for slurmrestd (default root)
 #   scripts/cluster.sh api       print the slurmrestd API version in use (e.g. v0.0.38)
 #
-# Environment: SLURM_SUITE=bookworm (Slurm 22.05, default) | trixie (Slurm 24.11);
+# Environment: SLURM_SUITE=bookworm (Slurm 22.05, default) | trixie (Slurm 24.11) |
+# forky (Slurm 26.05);
 # CLUSTER_PREFIX (slurmdefrag: containers <prefix>-<suite>-<service>, compose project
 # <prefix>-<suite>; the test suite uses its own, slurmdefrag-test); DEBIAN_MIRROR;
 # SLURMRESTD_PORT (6820); POSTGRES_PORT (55432); UP_TIMEOUT (300 s); COMPOSE_OVERRIDE;
@@ -80,12 +81,25 @@ ensure_base_image() {
     "$DOCKER" image inspect "$BASE_IMAGE" >/dev/null 2>&1 && return 0
     local dir
     dir=$(mktemp -d /tmp/slurm-defrag-base.XXXXXX)
-    log "debootstrap $SLURM_SUITE -> $BASE_IMAGE (from $DEBIAN_MIRROR)"
-    debootstrap --variant=minbase "$SLURM_SUITE" "$dir" "$DEBIAN_MIRROR" >"$dir.log" 2>&1 \
+    # a suite newer than this host's debootstrap (forky on a bookworm host) bootstraps
+    # with the sid script, which every debootstrap has and which fits any current suite
+    local script=
+    [ -e "/usr/share/debootstrap/scripts/$SLURM_SUITE" ] \
+        || script=/usr/share/debootstrap/scripts/sid
+    log "debootstrap $SLURM_SUITE -> $BASE_IMAGE (from $DEBIAN_MIRROR${script:+, script $script})"
+    debootstrap --variant=minbase "$SLURM_SUITE" "$dir" "$DEBIAN_MIRROR" $script >"$dir.log" 2>&1 \
         || { tail -20 "$dir.log" >&2; die "debootstrap failed (full log: $dir.log)"; }
-    # point-release fixes (e.g. Slurm 22.05.8-4+deb12uN) come from the security suite
-    echo "deb ${DEBIAN_MIRROR%/debian}/debian-security $SLURM_SUITE-security main" \
-        >>"$dir/etc/apt/sources.list"
+    # point-release fixes (e.g. Slurm 22.05.8-4+deb12uN) come from the security suite;
+    # unstable has none
+    case $SLURM_SUITE in
+    sid|unstable) ;;
+    *) echo "deb ${DEBIAN_MIRROR%/debian}/debian-security $SLURM_SUITE-security main" \
+        >>"$dir/etc/apt/sources.list" ;;
+    esac
+    # A mirror that is a frozen snapshot serves Release files past their Valid-Until
+    # (forky's were 27 days expired): apt would refuse them. The check guards against
+    # replayed old indexes, which a throwaway test image need not fear.
+    echo 'Acquire::Check-Valid-Until "false";' >"$dir/etc/apt/apt.conf.d/99no-check-valid-until"
     rm -rf "$dir"/var/cache/apt/archives/*.deb "$dir"/var/lib/apt/lists/*
     tar -C "$dir" -c . | "$DOCKER" import \
         --change 'ENV PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin' \
@@ -151,7 +165,7 @@ defrag_up() {
 api_version() {
     local tok v
     tok=$(token root 600)
-    for v in v0.0.42 v0.0.41 v0.0.40 v0.0.39 v0.0.38; do
+    for v in v0.0.45 v0.0.44 v0.0.43 v0.0.42 v0.0.41 v0.0.40 v0.0.39 v0.0.38; do
         if curl -sf -o /dev/null -H "X-SLURM-USER-NAME: root" -H "X-SLURM-USER-TOKEN: $tok" \
             "http://127.0.0.1:$SLURMRESTD_PORT/slurm/$v/ping"; then
             echo "$v"; return 0

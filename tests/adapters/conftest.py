@@ -1,7 +1,8 @@
-"""Backends wired to recorded Slurm output (tests/fixtures/slurm-22.05 and slurm-24.11).
+"""Backends wired to recorded Slurm output (tests/fixtures/slurm-22.05, -24.11, -26.05).
 
-The recordings are one cluster state seen by Slurm 22.05 and 24.11 (see the README in
-shared/slurm-recordings). Each backend gets its transport replaced at the boundary, never
+The recordings are one cluster state seen by Slurm 22.05, 24.11 (see the README in
+shared/slurm-recordings) and 26.05 (tests/fixtures/slurm-26.05/README.md, made by
+scripts/record_slurm.sh). Each backend gets its transport replaced at the boundary, never
 its parsing: the cli backend a runner that replays ``<command>.json|.txt`` files, the rest
 backend an httpx.MockTransport serving ``slurmrestd_GET_...json``, the pyslurm backend
 stand-in objects built from the ``pyslurm-24.11_*.json`` dumps.
@@ -26,12 +27,13 @@ from slurm_defrag.slurm.rest import RestSlurm
 from slurm_defrag.slurm.settings import SlurmSettings
 
 FIXTURES = Path(__file__).resolve().parent.parent / "fixtures"
-VERSIONS = ("22.05", "24.11")
-API = {"22.05": "v0.0.38", "24.11": "v0.0.42"}
+VERSIONS = ("22.05", "24.11", "26.05")
+API = {"22.05": "v0.0.38", "24.11": "v0.0.42", "26.05": "v0.0.45"}
 # A moment just after each recording was taken (both ran on a UTC clock).
 TAKEN_AT = {
     "22.05": datetime(2026, 11, 29, 15, 13, 33, tzinfo=UTC),
     "24.11": datetime(2026, 11, 29, 15, 14, 13, tzinfo=UTC),
+    "26.05": datetime(2026, 12, 3, 7, 36, 40, tzinfo=UTC),
 }
 
 
@@ -66,7 +68,7 @@ class ReplayRunner:
                 return subprocess.CompletedProcess(argv, v[0], v[1], v[2])
             return subprocess.CompletedProcess(argv, 0, v, "")
         if argv == ["scontrol", "--version"]:
-            micro = {"22.05": 8, "24.11": 5}[self.version]
+            micro = {"22.05": 8, "24.11": 5, "26.05": 5}[self.version]
             return subprocess.CompletedProcess(argv, 0, f"slurm-wlm {self.version}.{micro}\n", "")
         if (
             argv == ["scontrol", "show", "config"]

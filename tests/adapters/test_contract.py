@@ -80,6 +80,10 @@ CASES = [
     ("cli-text", "24.11"),
     ("fake", "24.11"),
     ("pyslurm", "24.11"),
+    ("cli", "26.05"),
+    ("rest", "26.05"),
+    ("cli-text", "26.05"),
+    ("fake", "26.05"),
 ]
 
 
@@ -178,7 +182,7 @@ def test_jobs_states_requests_and_topology(snap: ClusterSnapshot) -> None:
         assert snap.topology_of(node).max_block == 8
 
 
-@pytest.mark.parametrize("version", ["22.05", "24.11"])
+@pytest.mark.parametrize("version", ["22.05", "24.11", "26.05"])
 def test_cli_and_rest_snapshots_are_equal(recordings: SimpleNamespace, version: str) -> None:
     cli = recordings.cli(version).snapshot()
     rest = recordings.rest(version).snapshot()
@@ -187,10 +191,10 @@ def test_cli_and_rest_snapshots_are_equal(recordings: SimpleNamespace, version: 
     assert cli.model_copy(update={"source": "x"}) == rest.model_copy(update={"source": "x"})
 
 
-@pytest.mark.parametrize("version", ["22.05", "24.11"])
+@pytest.mark.parametrize("version", ["22.05", "24.11", "26.05"])
 def test_text_fallback_equals_json(recordings: SimpleNamespace, version: str) -> None:
     """scontrol text alone gives the same snapshot (24.11: minus PreemptMode, which its
-    JSON lacks and its text has)."""
+    JSON lacks and its text has; 26.05's data_parser v0.0.45 has it again)."""
     json_snap = read(recordings, "cli", version)
     text_snap = read(recordings, "cli-text", version)
     if version == "24.11":
@@ -208,3 +212,13 @@ def test_pyslurm_mapping_equals_rest_except_unreported_fields(
     assert [p.preempt_mode for p in py.partitions] == ["REQUEUE", "OFF"]
     py = py.model_copy(update={"source": "rest", "partitions": rest.partitions})
     assert py == rest
+
+
+@pytest.mark.parametrize("backend", ["cli", "rest"])
+def test_26_05_json_reports_partition_preempt_mode(
+    recordings: SimpleNamespace, backend: str
+) -> None:
+    """data_parser v0.0.45 (Slurm 26.05) has ``preempt_mode`` again (v0.0.42 had none):
+    ``["REQUEUE"]`` and ``["DISABLED"]``, the text's REQUEUE and OFF."""
+    snap = read(recordings, backend, "26.05")
+    assert [p.preempt_mode for p in snap.partitions] == ["REQUEUE", "OFF"]

@@ -189,7 +189,7 @@ def test_rest_discovers_newest_served_version(recordings: SimpleNamespace) -> No
 
     backend = recordings.rest("24.11", httpx.MockTransport(handler))
     assert backend.api_version() == "v0.0.42"
-    assert seen == ["/slurm/v0.0.44/ping", "/slurm/v0.0.43/ping", "/slurm/v0.0.42/ping"]
+    assert seen == [f"/slurm/v0.0.4{i}/ping" for i in (5, 4, 3, 2)]
 
 
 def test_rest_sends_jwt_headers(recordings: SimpleNamespace, tmp_path) -> None:  # type: ignore[no-untyped-def]

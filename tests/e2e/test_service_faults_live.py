@@ -94,6 +94,9 @@ SUBSET = {
 }
 """Cases run on suites other than bookworm (unless FAULTS_FULL=1)."""
 
+NEWSUITE_CASE = ("requeue", "requeue")
+"""The kill -9 case of ``-m newsuite``: crashed right after the requeue acted."""
+
 FULL = SUITE == "bookworm" or os.environ.get("FAULTS_FULL") == "1"
 
 # Fast settings: a cycle every 2 s, a dead holder replaced after 4 s, plans given 240 s.
@@ -111,7 +114,9 @@ def _cases() -> Iterator[object]:
         # The subset is chosen at collection, not skipped: a skip would read as "could not
         # run" in CI's summary, while this is a deliberate, documented choice of cases.
         if FULL or (kind, spec) in SUBSET:
-            yield pytest.param(kind, spec, id=f"{kind}-{spec}")
+            # newsuite: the one kill -9 case a new Slurm suite runs
+            marks = [pytest.mark.newsuite] if (kind, spec) == NEWSUITE_CASE else []
+            yield pytest.param(kind, spec, id=f"{kind}-{spec}", marks=marks)
 
 
 @dataclass

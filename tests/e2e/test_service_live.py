@@ -321,6 +321,7 @@ def test_dry_run_changes_nothing_and_stores_the_plan(scenario: Scenario) -> None
     assert "dry-run plan" in svc.logs()
 
 
+@pytest.mark.newsuite  # the one enforce end-to-end of a new suite
 def test_enforce_frees_the_block_survives_a_crash_and_one_instance_acts(
     scenario: Scenario,
 ) -> None:

@@ -37,7 +37,8 @@ from slurm_defrag.slurm.cli import CliSlurm
 from slurm_defrag.slurm.rest import RestSlurm
 from slurm_defrag.slurm.settings import SlurmSettings
 
-pytestmark = pytest.mark.slurm
+# newsuite: the cli/rest parity checks are part of what every new Slurm suite runs
+pytestmark = [pytest.mark.slurm, pytest.mark.newsuite]
 
 ROOT = Path(__file__).resolve().parents[2]
 SUITE = os.environ.get("SLURM_SUITE", "bookworm")

@@ -2,8 +2,9 @@
 
 The API version is discovered once, newest first, with ``GET /slurm/<v>/ping`` (a 404
 means this slurmrestd does not serve that version): Slurm 22.05 serves v0.0.36-38, 24.11
-v0.0.40-42. Responses are mapped by :mod:`slurm_defrag.slurm.openapi`, the same code the
-cli backend uses for ``--json`` output.
+v0.0.40-42, 26.05 v0.0.42-45 (recorded: tests/fixtures/slurm-26.05). Responses are
+mapped by :mod:`slurm_defrag.slurm.openapi`, the same code the cli backend uses for
+``--json`` output.
 
 Writes go through the endpoints the discovered version has. slurmrestd has no requeue
 endpoint at all, creates reservations only from v0.0.43 (Slurm 25.05), and updates nodes
@@ -35,7 +36,16 @@ from slurm_defrag.slurm.errors import (
 from slurm_defrag.slurm.mapping import Doc
 from slurm_defrag.slurm.settings import SlurmSettings
 
-API_VERSIONS = ("v0.0.44", "v0.0.43", "v0.0.42", "v0.0.41", "v0.0.40", "v0.0.39", "v0.0.38")
+API_VERSIONS = (
+    "v0.0.45",
+    "v0.0.44",
+    "v0.0.43",
+    "v0.0.42",
+    "v0.0.41",
+    "v0.0.40",
+    "v0.0.39",
+    "v0.0.38",
+)
 """Tried newest first. v0.0.36/37 (Slurm 21.08) answer in the v0.0.38 shape but are not
 probed: 22.05 serves v0.0.38 alongside them."""
 

@@ -52,6 +52,7 @@ _FREE_TEXT = frozenset(
         "SystemComment",
         "OS",
         "Command",
+        "SubmitLine",
         "WorkDir",
         "StdErr",
         "StdIn",
@@ -178,6 +179,9 @@ def _memory(r: Record, key: str, where: str, path: str) -> int | None:
 # that line may carry. A key on a line that is not listed for that line is part of the
 # value before it (``MailUser=a Comment=b``: a mail address with a space).
 _LINES: tuple[tuple[tuple[str, ...], tuple[str, ...]], ...] = (
+    # 26.05: the job's SLUID on the line after JobId (its place before HetJobIdSet is
+    # assumed: no heterogeneous job was recorded)
+    (("SLUID",), ()),
     (("HetJobIdSet",), ()),
     (("UserId",), ("GroupId", "MCS_label")),
     (("Priority",), ("Nice", "Account", "QOS", "WCKey")),
@@ -209,8 +213,10 @@ _LINES: tuple[tuple[tuple[str, ...], tuple[str, ...]], ...] = (
     (("ClusterFeatures",), ()),
     (("Prefer",), ()),
     (("Reservation",), ()),
-    (("OverSubscribe",), ("Contiguous", "Licenses", "Network")),
+    # 26.05 adds Exclusive and LicensesAlloc to this line
+    (("OverSubscribe",), ("Exclusive", "Contiguous", "Licenses", "LicensesAlloc", "Network")),
     (("Command",), ()),
+    (("SubmitLine",), ()),  # 26.05: the submitting command line, as its owner typed it
     (("WorkDir",), ()),
     (("AdminComment",), ()),
     (("SystemComment",), ()),
@@ -255,6 +261,7 @@ _NODES_SLOT = _SLOT["Nodes"]
 _REST_OF_LINE = frozenset(
     {
         "Command",
+        "SubmitLine",
         "WorkDir",
         "AdminComment",
         "SystemComment",
@@ -299,7 +306,10 @@ _FIRST_LINE = re.compile(
 _RECORD_START = re.compile(r"^JobId=", re.MULTILINE)
 _LINE_KEY = re.compile(r"^ {3}( {2})?([A-Za-z][\w/:.]*)=")
 _END = "\n   \n\n"
-"""How a record ends: the last line_end, then "\n\n"."""
+"""How a record ends up to 24.11: the last line_end, then "\n\n"."""
+_END_26 = "\n\n"
+"""How it ends from 26.05 (recorded 26.05.5): the last line, then "\n\n"; a value's own
+"\n\n" cannot pass for it, as the next line then starts no record or repeats a JobId."""
 # Values that change between two reads a moment apart; masked when a record is compared
 # with its -o line (only the non-blank run after "Key=": never a space or a newline).
 _MOVING = re.compile(
@@ -350,6 +360,8 @@ def _job_record(chunk: str) -> JobRecord:
         body = chunk[: -len(_END)]
     elif chunk.endswith(_END[:-2]):  # cut at "\n\n" (tests) or the last record of a file
         body = chunk[: -len(_END) + 2]
+    elif chunk.endswith(_END_26):
+        body = chunk[: -len(_END_26)]
     else:
         r.problems.append("the record does not end as Slurm ends one")
     first, _, rest = body.partition("\n")
@@ -399,6 +411,15 @@ def _job_record(chunk: str) -> JobRecord:
     return r
 
 
+def _exclusive(r: Record) -> bool:
+    """``--exclusive``: 26.05 prints ``Exclusive=NODE`` (``NO`` otherwise) and
+    ``OverSubscribe=NO`` for every job that does not share (recorded 26.05.5); before
+    26.05 there is no ``Exclusive=`` and an exclusive job shows ``OverSubscribe=NO``."""
+    if "Exclusive" in r.fields:
+        return _val(r, "Exclusive") not in ("", "NO")
+    return _val(r, "OverSubscribe") == "NO"
+
+
 def _template_line(line: str, key: str) -> dict[str, str]:
     """``Key=value Key2=value2`` of one known line; only that line's keys split it."""
     if key in _REST_OF_LINE:
@@ -418,6 +439,10 @@ def _template_line(line: str, key: str) -> dict[str, str]:
 def one_line(r: JobRecord) -> str:
     """The record as ``scontrol show job -d -o`` prints it, if no value holds a newline."""
     body = r.text[:-2] if r.text.endswith("\n\n") else r.text
+    if not r.text.endswith((_END, _END[:-2])):
+        # 26.05 layout (no blank last line): -o joins a "     Nodes=" detail line with
+        # one space too, where 22.05/24.11 keep its indentation
+        body = body.replace("\n     ", "\n   ")
     return body.replace("\n   ", " ")
 
 
@@ -500,7 +525,7 @@ def _job(r: Record, where: str, path: str) -> Job | None:
         per_task=_val(r, "TresPerTask"),
         nodes=_int(r, "NumNodes", where, path),
         tasks=_int(r, "NumTasks", where, path),
-        exclusive=_val(r, "OverSubscribe") == "NO",
+        exclusive=_exclusive(r),
         comment=comment,
         admin_comment=admin_comment,
     )
