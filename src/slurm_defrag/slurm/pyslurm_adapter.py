@@ -269,6 +269,13 @@ def reservation(d: m.Doc, now: datetime) -> Reservation:
     )
 
 
+def objects(loaded: Any) -> Iterable[Any]:
+    """The objects of a loaded collection: pyslurm 25.11's ``Jobs``/``Nodes``/... are maps
+    (iterating one yields ids), a plain list of objects is taken as it is."""
+    values = getattr(loaded, "values", None)
+    return values() if callable(values) else loaded  # type: ignore[no-any-return]
+
+
 def parts_from(
     nodes: Iterable[Any],
     jobs: Iterable[Any],
@@ -279,7 +286,7 @@ def parts_from(
     """Map loaded pyslurm objects (anything with ``to_dict()``) to snapshot parts."""
     mapped_jobs: list[Job] = []
     cluster: str | None = None
-    for i, obj in enumerate(jobs):
+    for i, obj in enumerate(objects(jobs)):
         d = m.Doc(obj.to_dict(), WHERE, f"jobs[{i}]")
         cluster = cluster or d.text("cluster") or None
         j = job(d, _layout(obj.get_resource_layout_per_node() or {}, f"jobs[{i}]"))
@@ -291,7 +298,7 @@ def parts_from(
             for name, idx in j.gpus.items():
                 used.setdefault(name, set()).update(idx)
     mapped_nodes = []
-    for i, obj in enumerate(nodes):
+    for i, obj in enumerate(objects(nodes)):
         d = m.Doc(obj.to_dict(), WHERE, f"nodes[{i}]")
         cluster = cluster or d.text("cluster") or None
         mapped_nodes.append(node(d, frozenset(used.get(d.text("name"), ()))))
@@ -300,11 +307,11 @@ def parts_from(
         jobs=mapped_jobs,
         partitions=[
             partition(m.Doc(o.to_dict(), WHERE, f"partitions[{i}]"))
-            for i, o in enumerate(partitions)
+            for i, o in enumerate(objects(partitions))
         ],
         reservations=[
             reservation(m.Doc(o.to_dict(), WHERE, f"reservations[{i}]"), now)
-            for i, o in enumerate(reservations)
+            for i, o in enumerate(objects(reservations))
         ],
         cluster=cluster,
     )
