@@ -13,6 +13,18 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 
 SLURM_SUITES=${SLURM_SUITES:-"bookworm trixie"}
+# Suites that run only SMOKE_TESTS below (e.g. SLURM_SMOKE_SUITES=s2511, Slurm 25.11 built
+# from source, with the pyslurm backend): none by default, each costs a cluster start and, the
+# first time on a machine, the Slurm compile (docs/benchmarks.md).
+SLURM_SMOKE_SUITES=${SLURM_SMOKE_SUITES:-}
+# What a smoke suite runs: the adapters' live parity (cli = rest; = pyslurm where the
+# service image has it), one enforce end-to-end, one kill -9.
+SMOKE_TESTS=(
+    tests/e2e/test_snapshot_live.py
+    tests/e2e/test_pyslurm_live.py
+    "tests/e2e/test_service_live.py::test_enforce_frees_the_block_survives_a_crash_and_one_instance_acts"
+    "tests/e2e/test_service_faults_live.py::test_kill_after_step_then_restart_completes_or_rolls_back[requeue-requeue]"
+)
 export PYTHONDONTWRITEBYTECODE=1
 
 step() { printf '\n=== %s (%s)\n' "$*" "$(date +%H:%M:%S)"; }
@@ -97,7 +109,7 @@ if [ -x scripts/cluster.sh ]; then
     export CLUSTER_PREFIX=${TEST_CLUSTER_PREFIX:-slurmdefrag-test}
     export SLURMRESTD_PORT=${TEST_SLURMRESTD_PORT:-6830}
     export POSTGRES_PORT=${TEST_POSTGRES_PORT:-55452}
-    for suite in $SLURM_SUITES; do
+    for suite in $SLURM_SUITES $SLURM_SMOKE_SUITES; do
         step "Slurm cluster: $suite"
         export SLURM_SUITE=$suite
         start=$(date +%s)
@@ -106,7 +118,11 @@ if [ -x scripts/cluster.sh ]; then
         scripts/cluster.sh up
         echo "cluster $suite up in $(( $(date +%s) - start )) s"
         rc=0
-        run_pytest -q -m slurm || rc=$?
+        if [[ " $SLURM_SUITES " == *" $suite "* ]]; then
+            run_pytest -q -m slurm || rc=$?
+        else
+            run_pytest -q -m slurm "${SMOKE_TESTS[@]}" || rc=$?
+        fi
         scripts/cluster.sh down || true
         [ "$rc" -eq 0 ] || exit "$rc"
     done
