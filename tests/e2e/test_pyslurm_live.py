@@ -44,7 +44,11 @@ def read_all() -> list[dict[str, Any]]:
     ]  # fmt: skip
     proc = subprocess.run(argv, capture_output=True, text=True, timeout=180, check=False)
     assert proc.returncode == 0, proc.stderr[-2000:]
-    snaps = [json.loads(line) for line in proc.stdout.splitlines() if line.strip()]
+    snaps, text, decoder = [], proc.stdout.strip(), json.JSONDecoder()
+    while text:  # four (indented) JSON documents one after another
+        doc, end = decoder.raw_decode(text)
+        snaps.append(doc)
+        text = text[end:].lstrip()
     assert [s["source"] for s in snaps] == ["cli", "rest", "pyslurm", "cli"]
     for s in snaps:
         del s["source"], s["taken_at"]
