@@ -1,10 +1,11 @@
 """The ``pyslurm`` backend (optional extra ``slurm-defrag[pyslurm]``).
 
-**Untested against a live Slurm.** It is written to the pyslurm 25.11 API (``Nodes.load()``,
-``Jobs.load()``, ``Job.get_resource_layout_per_node()``, ``Reservations.load()``,
-``Partitions.load()``; writes via ``Job.requeue()``, ``Job.modify()``, ``Node.modify()``,
-``Reservation.create()/delete()``), and its mapping is tested only on the recorded
-pyslurm 24.11 dumps (``to_dict()`` of each object) through small stand-in objects.
+Written to the pyslurm 25.11 API (``Nodes.load()``, ``Jobs.load()``,
+``Job.get_resource_layout_per_node()``, ``Reservations.load()``, ``Partitions.load()``; writes
+via ``Job.requeue()``, ``Job.modify()``, ``Node.modify()``, ``Reservation.create()/delete()``)
+and run live with pyslurm 25.11.2 on Slurm 25.11.7 (compose suite s2511: snapshot equal to the
+cli and rest ones, tests/e2e/test_pyslurm_live.py). The mapping is tested offline on the
+recorded pyslurm 24.11 and 25.11 dumps (``to_dict()`` of each object) through stand-ins.
 pyslurm X.Y builds only against Slurm X.Y, so install the pyslurm matching your Slurm.
 
 pyslurm's ``Node`` has no per-GPU indices (``allocated_gres`` holds counts, and is even
@@ -331,7 +332,7 @@ def import_pyslurm() -> Any:
 
 
 class PyslurmSlurm:
-    """Reader and writer over pyslurm (untested live, see module docstring)."""
+    """Reader and writer over pyslurm (see the module docstring for what ran live)."""
 
     name = "pyslurm"
 
