@@ -37,13 +37,16 @@ wait_node_dns() {
     done
 }
 
-# slurmrestd's OpenAPI plugins (22.05: openapi/v0.0.36-38 + dbv0.0.36-38; 24.11:
+# slurmrestd's OpenAPI plugins (22.05: openapi/v0.0.36-38 + dbv0.0.36-38; 24.11 and 25.11:
 # openapi/slurmctld + openapi/slurmdbd). The slurmdbd ones are fatal without slurmdbd,
-# so they are left out when slurm.conf has no accounting_storage/slurmdbd.
+# so they are left out when slurm.conf has no accounting_storage/slurmdbd. Plugin
+# directory: /usr/lib/<triplet>/slurm-wlm for the Debian packages, /usr/lib/slurm for a
+# build from source (docker/Dockerfile.source).
 rest_plugins() {
     local f n out=() dbd=no
     grep -q '^AccountingStorageType=accounting_storage/slurmdbd' /etc/slurm/slurm.conf && dbd=yes
-    for f in /usr/lib/*/slurm-wlm/openapi_*.so; do
+    for f in /usr/lib/*/slurm-wlm/openapi_*.so /usr/lib/slurm/openapi_*.so; do
+        [ -e "$f" ] || continue   # the glob of the directory this install does not have
         n=$(basename "$f" .so); n=${n#openapi_}
         case "$dbd:$n" in no:db*|no:slurmdbd) continue ;; esac
         out+=("openapi/${n//_/.}")

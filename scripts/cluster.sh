@@ -13,7 +13,10 @@
 #   scripts/cluster.sh api       print the slurmrestd API version in use (e.g. v0.0.38)
 #
 # Environment: SLURM_SUITE=bookworm (Slurm 22.05, default) | trixie (Slurm 24.11) |
-# forky (Slurm 26.05);
+# forky (Slurm 26.05) |
+# s2511 (Slurm 25.11.7 built from source on trixie, docker/Dockerfile.source; its tarball is
+# taken from SLURM_VENDOR_DIR, default shared/vendor/slurm beside the repository, or with
+# SLURM_TARBALL_URL + SLURM_SHA256 downloaded by the build at a site with internet);
 # CLUSTER_PREFIX (slurmdefrag: containers <prefix>-<suite>-<service>, compose project
 # <prefix>-<suite>; the test suite uses its own, slurmdefrag-test); DEBIAN_MIRROR;
 # SLURMRESTD_PORT (6820); POSTGRES_PORT (55432); UP_TIMEOUT (300 s); COMPOSE_OVERRIDE;
@@ -29,7 +32,22 @@ COMPOSE=/usr/bin/docker-compose
 
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 export SLURM_SUITE=${SLURM_SUITE:-bookworm}
-export BASE_IMAGE=slurm-defrag-base:$SLURM_SUITE
+# A suite is a Debian release plus where its Slurm comes from: that release's packages, or
+# (s2511) a release tarball compiled on it. The service image of a source suite also gets
+# pyslurm from PyPI, compiled against that Slurm (pyslurm X.Y builds only against Slurm X.Y).
+case $SLURM_SUITE in
+s2511)
+    DEBIAN_SUITE=trixie SLURM_FROM=source SLURM_SOURCE_VERSION=25.11.7
+    PYSLURM_REQUIREMENT='pyslurm==25.11.*' ;;
+*)  DEBIAN_SUITE=$SLURM_SUITE SLURM_FROM=debian SLURM_SOURCE_VERSION= PYSLURM_REQUIREMENT= ;;
+esac
+export DEBIAN_SUITE SLURM_FROM PYSLURM_REQUIREMENT
+export BASE_IMAGE=slurm-defrag-base:$DEBIAN_SUITE
+if [ "$SLURM_FROM" = source ]; then
+    export SLURM_BASE_IMAGE=slurm-defrag/slurm-source:$SLURM_SOURCE_VERSION
+else
+    export SLURM_BASE_IMAGE=$BASE_IMAGE
+fi
 export SLURMRESTD_PORT=${SLURMRESTD_PORT:-6820}
 export POSTGRES_PORT=${POSTGRES_PORT:-55432}
 DEBIAN_MIRROR=${DEBIAN_MIRROR:-http://deb.debian.org/debian}
@@ -84,16 +102,16 @@ ensure_base_image() {
     # a suite newer than this host's debootstrap (forky on a bookworm host) bootstraps
     # with the sid script, which every debootstrap has and which fits any current suite
     local script=
-    [ -e "/usr/share/debootstrap/scripts/$SLURM_SUITE" ] \
+    [ -e "/usr/share/debootstrap/scripts/$DEBIAN_SUITE" ] \
         || script=/usr/share/debootstrap/scripts/sid
-    log "debootstrap $SLURM_SUITE -> $BASE_IMAGE (from $DEBIAN_MIRROR${script:+, script $script})"
-    debootstrap --variant=minbase "$SLURM_SUITE" "$dir" "$DEBIAN_MIRROR" $script >"$dir.log" 2>&1 \
+    log "debootstrap $DEBIAN_SUITE -> $BASE_IMAGE (from $DEBIAN_MIRROR${script:+, script $script})"
+    debootstrap --variant=minbase "$DEBIAN_SUITE" "$dir" "$DEBIAN_MIRROR" $script >"$dir.log" 2>&1 \
         || { tail -20 "$dir.log" >&2; die "debootstrap failed (full log: $dir.log)"; }
     # point-release fixes (e.g. Slurm 22.05.8-4+deb12uN) come from the security suite;
     # unstable has none
-    case $SLURM_SUITE in
+    case $DEBIAN_SUITE in
     sid|unstable) ;;
-    *) echo "deb ${DEBIAN_MIRROR%/debian}/debian-security $SLURM_SUITE-security main" \
+    *) echo "deb ${DEBIAN_MIRROR%/debian}/debian-security $DEBIAN_SUITE-security main" \
         >>"$dir/etc/apt/sources.list" ;;
     esac
     # A mirror that is a frozen snapshot serves Release files past their Valid-Until
@@ -107,9 +125,35 @@ ensure_base_image() {
     rm -rf "$dir" "$dir.log"
 }
 
+# A source suite's Slurm: compiled once (docker/Dockerfile.source; the layers stay cached
+# until the tarball, its checksum or the configure options change). The tarball is checked
+# against SHA256SUMS of the vendor directory here and against SLURM_SHA256 in the build.
+build_source_slurm() {
+    local vendor=${SLURM_VENDOR_DIR:-$ROOT/../shared/vendor/slurm} name
+    local args=(--build-arg "BASE_IMAGE=$BASE_IMAGE" --build-arg "SLURM_VERSION=$SLURM_SOURCE_VERSION")
+    local ctx=$ROOT/docker/vendor
+    [ -d "$vendor" ] || vendor=/work/shared/vendor/slurm
+    find "$ctx" -name 'slurm-*.tar.*' -delete
+    if [ -n "${SLURM_TARBALL_URL:-}" ]; then
+        [ -n "${SLURM_SHA256:-}" ] || die "SLURM_TARBALL_URL needs SLURM_SHA256 (the tarball's sha256)"
+        args+=(--build-arg "SLURM_TARBALL_URL=$SLURM_TARBALL_URL" --build-arg "SLURM_SHA256=$SLURM_SHA256")
+    else
+        name=slurm-$SLURM_SOURCE_VERSION.tar.xz
+        [ -f "$vendor/$name" ] || die "no $name in $vendor (set SLURM_VENDOR_DIR, or SLURM_TARBALL_URL + SLURM_SHA256)"
+        (cd "$vendor" && grep " $name\$" SHA256SUMS | sha256sum -c --quiet -) \
+            || die "$vendor/$name does not match $vendor/SHA256SUMS"
+        args+=(--build-arg "SLURM_SHA256=$(awk -v n="$name" '$2 == n {print $1}' "$vendor/SHA256SUMS")")
+        cp "$vendor/$name" "$ctx/"
+    fi
+    log "building Slurm $SLURM_SOURCE_VERSION from source -> $SLURM_BASE_IMAGE (cached after the first time)"
+    "$DOCKER" build -q -f "$ROOT/docker/Dockerfile.source" "${args[@]}" -t "$SLURM_BASE_IMAGE" "$ROOT/docker" >/dev/null
+    find "$ctx" -name 'slurm-*.tar.*' -delete
+}
+
 build() {
     ensure_tools; ensure_dockerd; ensure_base_image
-    log "building images (BASE_IMAGE=$BASE_IMAGE)"
+    [ "$SLURM_FROM" = source ] && build_source_slurm
+    log "building images (BASE_IMAGE=$BASE_IMAGE, Slurm from $SLURM_FROM: $SLURM_BASE_IMAGE)"
     # Two distinct images: slurm-defrag/slurm (every Slurm service shares it) and
     # slurm-defrag/postgres, built side by side; `up` then finds them and builds nothing.
     compose build --parallel slurmctld postgres

@@ -13,6 +13,9 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 
 SLURM_SUITES=${SLURM_SUITES:-"bookworm trixie"}
+# bookworm (22.05) and trixie (24.11) run every live test. Other suites, when listed
+# (SLURM_SUITES="bookworm trixie s2511 forky": Slurm 25.11 from source with pyslurm, Slurm
+# 26.05), run the new-suite core only (marker newsuite, see below).
 export PYTHONDONTWRITEBYTECODE=1
 
 step() { printf '\n=== %s (%s)\n' "$*" "$(date +%H:%M:%S)"; }
@@ -106,9 +109,9 @@ if [ -x scripts/cluster.sh ]; then
         scripts/cluster.sh up
         echo "cluster $suite up in $(( $(date +%s) - start )) s"
         rc=0
-        # bookworm and trixie run every live test; any other suite (forky, Slurm 26.05:
-        # SLURM_SUITES="bookworm trixie forky") only the new-suite core, marker newsuite:
-        # cli/rest parity, one enforce end-to-end, one kill -9 fault case
+        # bookworm and trixie run every live test; any other suite only the new-suite core,
+        # marker newsuite: cli/rest(/pyslurm) parity, one enforce end-to-end, one kill -9
+        # fault case
         case $suite in
         bookworm | trixie) selection=slurm ;;
         *) selection="slurm and newsuite" ;;

@@ -34,6 +34,8 @@ TAKEN_AT = {
     "22.05": datetime(2026, 11, 29, 15, 13, 33, tzinfo=UTC),
     "24.11": datetime(2026, 11, 29, 15, 14, 13, tzinfo=UTC),
     "26.05": datetime(2026, 12, 3, 7, 36, 40, tzinfo=UTC),
+    # the compose s2511 cluster (tests/fixtures/slurm-25.11/README.md): pyslurm dumps only
+    "25.11": datetime(2026, 12, 3, 8, 21, 0, tzinfo=UTC),
 }
 
 

@@ -1,10 +1,11 @@
 """The ``pyslurm`` backend (optional extra ``slurm-defrag[pyslurm]``).
 
-**Untested against a live Slurm.** It is written to the pyslurm 25.11 API (``Nodes.load()``,
-``Jobs.load()``, ``Job.get_resource_layout_per_node()``, ``Reservations.load()``,
-``Partitions.load()``; writes via ``Job.requeue()``, ``Job.modify()``, ``Node.modify()``,
-``Reservation.create()/delete()``), and its mapping is tested only on the recorded
-pyslurm 24.11 dumps (``to_dict()`` of each object) through small stand-in objects.
+Written to the pyslurm 25.11 API (``Nodes.load()``, ``Jobs.load()``,
+``Job.get_resource_layout_per_node()``, ``Reservations.load()``, ``Partitions.load()``; writes
+via ``Job.requeue()``, ``Job.modify()``, ``Node.modify()``, ``Reservation.create()/delete()``)
+and run live with pyslurm 25.11.2 on Slurm 25.11.7 (compose suite s2511: snapshot equal to the
+cli and rest ones, tests/e2e/test_pyslurm_live.py). The mapping is tested offline on the
+recorded pyslurm 24.11 and 25.11 dumps (``to_dict()`` of each object) through stand-ins.
 pyslurm X.Y builds only against Slurm X.Y, so install the pyslurm matching your Slurm.
 
 pyslurm's ``Node`` has no per-GPU indices (``allocated_gres`` holds counts, and is even
@@ -269,6 +270,13 @@ def reservation(d: m.Doc, now: datetime) -> Reservation:
     )
 
 
+def objects(loaded: Any) -> Iterable[Any]:
+    """The objects of a loaded collection: pyslurm 25.11's ``Jobs``/``Nodes``/... are maps
+    (iterating one yields ids), a plain list of objects is taken as it is."""
+    values = getattr(loaded, "values", None)
+    return values() if callable(values) else loaded  # type: ignore[no-any-return]
+
+
 def parts_from(
     nodes: Iterable[Any],
     jobs: Iterable[Any],
@@ -279,7 +287,7 @@ def parts_from(
     """Map loaded pyslurm objects (anything with ``to_dict()``) to snapshot parts."""
     mapped_jobs: list[Job] = []
     cluster: str | None = None
-    for i, obj in enumerate(jobs):
+    for i, obj in enumerate(objects(jobs)):
         d = m.Doc(obj.to_dict(), WHERE, f"jobs[{i}]")
         cluster = cluster or d.text("cluster") or None
         j = job(d, _layout(obj.get_resource_layout_per_node() or {}, f"jobs[{i}]"))
@@ -291,7 +299,7 @@ def parts_from(
             for name, idx in j.gpus.items():
                 used.setdefault(name, set()).update(idx)
     mapped_nodes = []
-    for i, obj in enumerate(nodes):
+    for i, obj in enumerate(objects(nodes)):
         d = m.Doc(obj.to_dict(), WHERE, f"nodes[{i}]")
         cluster = cluster or d.text("cluster") or None
         mapped_nodes.append(node(d, frozenset(used.get(d.text("name"), ()))))
@@ -300,11 +308,11 @@ def parts_from(
         jobs=mapped_jobs,
         partitions=[
             partition(m.Doc(o.to_dict(), WHERE, f"partitions[{i}]"))
-            for i, o in enumerate(partitions)
+            for i, o in enumerate(objects(partitions))
         ],
         reservations=[
             reservation(m.Doc(o.to_dict(), WHERE, f"reservations[{i}]"), now)
-            for i, o in enumerate(reservations)
+            for i, o in enumerate(objects(reservations))
         ],
         cluster=cluster,
     )
@@ -324,7 +332,7 @@ def import_pyslurm() -> Any:
 
 
 class PyslurmSlurm:
-    """Reader and writer over pyslurm (untested live, see module docstring)."""
+    """Reader and writer over pyslurm (see the module docstring for what ran live)."""
 
     name = "pyslurm"
 
