@@ -29,6 +29,7 @@ import random
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -43,9 +44,17 @@ HOSTS = ("node01", "node02", "node03", "node04")
 SCALE_DIR = ROOT / ".cluster" / "scale"
 FIRST_PORT = 17001
 
+
 # GPU model, per-GPU Links= rows (NVSwitch: all pairs; h100 here: bridged pairs only)
-_ALL = [",".join("-1" if i == j else "12" for j in range(8)) for i in range(8)]
-_PAIRS = [",".join("-1" if i == j else ("12" if i // 2 == j // 2 else "0") for j in range(8)) for i in range(8)]  # fmt: skip
+def _links(linked: Callable[[int, int], bool]) -> list[str]:
+    return [
+        ",".join("-1" if i == j else ("12" if linked(i, j) else "0") for j in range(8))
+        for i in range(8)
+    ]
+
+
+_ALL = _links(lambda i, j: True)
+_PAIRS = _links(lambda i, j: i // 2 == j // 2)
 
 
 def _env() -> dict[str, str]:
