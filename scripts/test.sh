@@ -12,10 +12,9 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-SLURM_SUITES=${SLURM_SUITES:-"bookworm trixie"}
-# bookworm (22.05) and trixie (24.11) run every live test. Other suites, when listed
-# (SLURM_SUITES="bookworm trixie s2511 forky": Slurm 25.11 from source with pyslurm, Slurm
-# 26.05), run the new-suite core only (marker newsuite, see below).
+SLURM_SUITES=${SLURM_SUITES:-"bookworm trixie s2511 forky"}
+# bookworm (22.05) and trixie (24.11) run every live test; s2511 (25.11 built from source,
+# with pyslurm) and forky (26.05) the new-suite core only (marker newsuite, see below).
 export PYTHONDONTWRITEBYTECODE=1
 
 step() { printf '\n=== %s (%s)\n' "$*" "$(date +%H:%M:%S)"; }
