@@ -7,6 +7,7 @@
 #   scripts/cluster.sh exec CMD  run CMD in the slurmctld container (sbatch, scontrol, ...)
 #   scripts/cluster.sh logs [SERVICE...]
 #   scripts/cluster.sh build     (re)build the base image if missing, then the images
+#   scripts/cluster.sh tools     only install docker/debootstrap if missing and start dockerd
 #   scripts/cluster.sh defrag up|stop|logs   the slurm-defrag service container (compose
 #                                profile "defrag"; `up` does not start it)
 #   scripts/cluster.sh token [USER] [LIFESPAN]   print a JWT for slurmrestd (default root)
@@ -268,6 +269,7 @@ up)
     ;;
 down)     ensure_dockerd; remove_defrag; compose down -v --remove-orphans; rm -f "$DEFRAG_STATE" ;;
 build)    build ;;
+tools)    ensure_tools; ensure_dockerd ;;
 status)   compose ps; ctld sinfo -N -o '%N %t %G %P' || true ;;
 logs)     compose logs --no-color "$@" ;;
 exec)     [ $# -gt 0 ] || die "usage: $0 exec CMD..."
@@ -282,5 +284,5 @@ defrag)   case ${1:-up} in
           esac ;;
 token)    token "$@" ;;
 api)      api_version ;;
-*)        die "unknown command '$cmd' (up|down|status|exec|logs|build|defrag|token|api)" ;;
+*)        die "unknown command '$cmd' (up|down|status|exec|logs|build|tools|defrag|token|api)" ;;
 esac

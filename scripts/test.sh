@@ -5,6 +5,7 @@
 #   2. static checks: ruff, mypy --strict, import contracts (lint-imports, docs/architecture.md),
 #   3. unit, property, solver, adapter and store tests (no services),
 #   4. PostgreSQL (Debian package, throwaway cluster) for the store tests on a real server,
+#      (3 and 4 run while every suite's Slurm images are built in the background),
 #   5. for each Slurm release in SLURM_SUITES: the suite's own compose Slurm cluster
 #      (prefix slurmdefrag-test, ports 6830/55452: never a cluster a user started), the
 #      live tests, teardown.
@@ -81,6 +82,36 @@ step "mypy --strict"
 step "import contracts"
 .venv/bin/lint-imports
 
+PREBUILD_PID=
+cleanup() {
+    if [ -n "$PREBUILD_PID" ]; then kill -- "-$PREBUILD_PID" 2>/dev/null || true; fi
+    if [ -n "${SLURM_DEFRAG_TEST_PG_URL:-}" ]; then scripts/postgres.sh stop >/dev/null 2>&1 || true; fi
+}
+trap cleanup EXIT
+
+# The Slurm images of every suite, built in the background beside the tests without
+# services (single-threaded): on a cold machine that is about 20 minutes (debootstrap of
+# three Debian releases, Slurm 25.11 and pyslurm compiled), which would otherwise come
+# after them. The builds are niced (docker/Dockerfile.source, docker/defrag/Dockerfile).
+# Docker and debootstrap are installed first, in the foreground: apt must not run twice
+# at once (postgres.sh installs PostgreSQL meanwhile). A failed build is only reported
+# here: `cluster.sh up` builds again and fails the run with its own message.
+if [ -x scripts/cluster.sh ] && [ -n "$SLURM_SUITES" ]; then
+    step "Slurm images of $SLURM_SUITES: building in the background"
+    scripts/cluster.sh tools
+    PREBUILD_LOG=$REPORTS/prebuild.log
+    set -m  # the builds get their own process group, so cleanup stops all of them
+    (
+        for suite in $SLURM_SUITES; do
+            t0=$(date +%s)
+            SLURM_SUITE=$suite scripts/cluster.sh build || exit 1
+            echo "images of $suite built in $(( $(date +%s) - t0 )) s"
+        done
+    ) >"$PREBUILD_LOG" 2>&1 &
+    PREBUILD_PID=$!
+    set +m
+fi
+
 step "tests without services"
 run_pytest -q -m "not slurm and not postgres"
 
@@ -88,8 +119,18 @@ if [ -x scripts/postgres.sh ]; then
     step "PostgreSQL"
     SLURM_DEFRAG_TEST_PG_URL=$(scripts/postgres.sh start)
     export SLURM_DEFRAG_TEST_PG_URL
-    trap 'scripts/postgres.sh stop >/dev/null 2>&1 || true' EXIT
     run_pytest -q -m postgres
+fi
+
+if [ -n "$PREBUILD_PID" ]; then
+    step "waiting for the Slurm images"
+    rc=0; wait "$PREBUILD_PID" || rc=$?
+    PREBUILD_PID=
+    grep -E "built in [0-9]+ s" "$PREBUILD_LOG" || true
+    if [ "$rc" -ne 0 ]; then
+        tail -n 30 "$PREBUILD_LOG"
+        echo "building the images in the background failed ($rc): cluster.sh up builds again"
+    fi
 fi
 
 if [ -x scripts/cluster.sh ]; then

@@ -15,6 +15,7 @@ from slurm_defrag.slurm.cli import CliSlurm
 from slurm_defrag.slurm.errors import SlurmRejectedError
 from slurm_defrag.slurm.fake import FakeSlurm
 from slurm_defrag.slurm.port import SlurmReader, SlurmWriter
+from slurm_defrag.slurm.pyslurm_adapter import PyslurmSlurm
 from slurm_defrag.slurm.settings import SlurmSettings
 
 NOW = datetime(2026, 11, 29, 15, 14, 13, tzinfo=UTC)
@@ -253,3 +254,22 @@ def test_pyslurm_writes_use_the_25_11_api(recordings: SimpleNamespace) -> None:
         ("modify", "9", "{'admin_comment': 'defrag:nvlink=1'}"),
         ("node", "node07", "{'state': 'RESUME'}"),
     ]
+
+
+def test_pyslurm_clears_a_field_through_scontrol(recordings: SimpleNamespace) -> None:
+    """pyslurm turns "" into NULL ("unchanged"): detaching a job from its reservation would
+    do nothing (live on 25.11.7 the delete then failed "in use"). scontrol does it."""
+    modified: list[object] = []
+    module = recordings.pyslurm_module()
+    module.Job = lambda job_id: SimpleNamespace(modify=modified.append)
+    module.JobSubmitDescription = lambda **kw: SimpleNamespace(**kw)
+    rec = Recorder()
+    backend = PyslurmSlurm(
+        SlurmSettings(backend="pyslurm"),
+        module=module,
+        clearing_writer=CliSlurm(SlurmSettings(), runner=rec),
+    )
+    backend.update_job("9", ReservationName="")
+    backend.update_job("9", ReservationName="defrag-1")
+    assert rec.calls == [["scontrol", "update", "JobId=9", "ReservationName="]]
+    assert [vars(d) for d in modified] == [{"reservations": "defrag-1"}]

@@ -33,6 +33,8 @@ DOCKER = shutil.which("docker", path="/usr/bin:/usr/local/bin") or "/usr/bin/doc
 REST_URL = f"http://127.0.0.1:{os.environ.get('SLURMRESTD_PORT', '6820')}"
 GRES_CONF = ROOT / "docker" / "slurm" / "gres.conf"
 CLUSTER = "defrag"  # ClusterName in docker/slurm/slurm.conf
+PYSLURM_SUITES = ("s2511",)
+"""Suites whose service image carries pyslurm (built against that suite's Slurm)."""
 
 
 def container(service: str) -> str:

@@ -15,7 +15,15 @@ import time
 from typing import Any
 
 import pytest
-from live_cluster import CTLD, DOCKER, SUITE, cluster_is_up, exclusive_cluster, token
+from live_cluster import (
+    CTLD,
+    DOCKER,
+    PYSLURM_SUITES,
+    SUITE,
+    cluster_is_up,
+    exclusive_cluster,
+    token,
+)
 
 from infra import require
 
@@ -23,7 +31,6 @@ from infra import require
 # where the service image has no pyslurm)
 pytestmark = [pytest.mark.slurm, pytest.mark.newsuite]
 
-PYSLURM_SUITES = ("s2511",)
 # cli, rest (slurmrestd by its compose name, a root JWT), pyslurm, cli again
 READ = r"""
 set -e

@@ -45,6 +45,8 @@ from live_cluster import (
     CTLD,
     DOCKER,
     GRES_CONF,
+    PYSLURM_SUITES,
+    SUITE,
     cluster_is_up,
     ctld,
     exclusive_cluster,
@@ -379,6 +381,44 @@ def test_enforce_frees_the_block_survives_a_crash_and_one_instance_acts(
         f"\nservice live: T blocked -> running in {blocked_to_running:.1f} s "
         f"(includes the crash, the 8 s lease expiry and the restart)"
     )
+
+
+@pytest.mark.newsuite  # on a suite whose image has pyslurm
+def test_enforce_through_pyslurm_completes_the_plan(fresh: Scenario) -> None:
+    """The whole plan read and written through the pyslurm backend: snapshot, reservation
+    create/delete, requeue, the target's ReservationName (no squeue/scontrol in between)."""
+    if SUITE not in PYSLURM_SUITES:
+        pytest.skip(f"the service image of suite {SUITE} has no pyslurm")
+    sc = fresh
+    with exclusive_cluster():
+        _require_idle()
+        _fragment(sc)
+        t_id, v_id = sc.jobs["T"], sc.jobs["V"]
+        service = _service(sc, "pyslurm", mode="enforce", **FAST, slurm__backend="pyslurm")
+        try:
+            _wait("T running", lambda: _show(t_id).get("JobState") == "RUNNING", 150)
+            job = _show(t_id)
+            assert job["NodeList"] == "node01"
+            assert "IDX:5-7" in job["_text"], job["_text"]  # exactly the planned GPUs
+            _wait("plan done", lambda: [p[2] for p in _plans(sc)] == ["done"], 60)
+            ((_, mode, _, _, plan),) = _plans(sc)
+            assert mode == "enforce"
+            assert [v.job_id for v in plan.victims] == [v_id]
+            assert plan.reservation not in ctld("scontrol", "show", "reservation")
+        except AssertionError as exc:
+            raise AssertionError(f"{exc}\n{service.logs()[-4000:]}") from None
+        finally:
+            code = service.stop()
+        log = service.logs()
+        assert code == 0, log[-3000:]
+        assert "backend pyslurm" in log, log[-3000:]
+        assert _show(v_id).get("Restarts") == "1"
+        _wait(
+            "all jobs COMPLETED",
+            lambda: all(_show(j).get("JobState") == "COMPLETED" for j in sc.ids()),
+            420,
+            5,
+        )
 
 
 def test_time_from_blocked_to_running(fresh: Scenario) -> None:

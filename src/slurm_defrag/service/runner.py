@@ -111,8 +111,9 @@ class Service:
         if self.http is not None:
             self.http.start()
         log.info(
-            "serving: mode=%s, every %g s, plan TTL %g s, holder %s",
+            "serving: mode=%s, backend %s, every %g s, plan TTL %g s, holder %s",
             s.mode,
+            s.slurm.backend,
             s.interval_s,
             s.plan_ttl_s,
             s.holder_id,

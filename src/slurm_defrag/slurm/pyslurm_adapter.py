@@ -8,6 +8,12 @@ cli and rest ones, tests/e2e/test_pyslurm_live.py). The mapping is tested offlin
 recorded pyslurm 24.11 and 25.11 dumps (``to_dict()`` of each object) through stand-ins.
 pyslurm X.Y builds only against Slurm X.Y, so install the pyslurm matching your Slurm.
 
+pyslurm cannot clear a field: its string setter turns "" into NULL, which Slurm reads as
+"unchanged" (pyslurm/utils/cstr.pyx ``fmalloc``). Detaching a job from its reservation
+(``ReservationName=""``, the step before the reservation is deleted) would silently do
+nothing, and the delete then fails with "Requested reservation is in use" (seen live on
+25.11.7). Such an update goes through ``scontrol`` (the cli backend, same settings) instead.
+
 pyslurm's ``Node`` has no per-GPU indices (``allocated_gres`` holds counts, and is even
 empty on 24.11): a node's busy GPUs are the union of the running jobs' layouts.
 """
@@ -15,6 +21,7 @@ empty on 24.11): a node's busy GPUs are the union of the running jobs' layouts.
 from __future__ import annotations
 
 import importlib
+import logging
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from datetime import UTC, datetime, timedelta
 from typing import Any
@@ -33,7 +40,10 @@ from slurm_defrag.slurm import host, ids
 from slurm_defrag.slurm import mapping as m
 from slurm_defrag.slurm.assemble import Parts, assemble
 from slurm_defrag.slurm.errors import SlurmRejectedError, from_failure
+from slurm_defrag.slurm.port import SlurmWriter
 from slurm_defrag.slurm.settings import SlurmSettings
+
+log = logging.getLogger(__name__)
 
 WHERE = "pyslurm"
 
@@ -341,10 +351,20 @@ class PyslurmSlurm:
         settings: SlurmSettings | None = None,
         module: Any = None,
         clock: Callable[[], datetime] | None = None,
+        clearing_writer: SlurmWriter | None = None,
     ) -> None:
         self.settings = settings or SlurmSettings(backend="pyslurm")
         self._module = module
         self._clock = clock or (lambda: datetime.now(UTC))
+        self._clearing_writer = clearing_writer
+
+    def _clearer(self) -> SlurmWriter:
+        """The writer of updates that clear a field (see the module docstring)."""
+        if self._clearing_writer is None:
+            from slurm_defrag.slurm.cli import CliSlurm
+
+            self._clearing_writer = CliSlurm(self.settings)
+        return self._clearing_writer
 
     @property
     def ps(self) -> Any:
@@ -427,6 +447,10 @@ class PyslurmSlurm:
 
     def update_job(self, job_id: str, **fields: str) -> None:
         number = _numeric(job_id)
+        if any(value == "" for value in fields.values()):
+            log.info("update job %s through scontrol: pyslurm cannot clear a field", job_id)
+            self._clearer().update_job(job_id, **fields)
+            return
         changes: dict[str, Any] = {}
         for key, value in fields.items():
             attr = _JOB_FIELDS.get(key)
