@@ -44,6 +44,21 @@ def test_nested_environment(monkeypatch: pytest.MonkeyPatch) -> None:
     assert settings.load().slurm.backend == "rest"
 
 
+def test_the_environment_wins_over_the_files_slurm_table(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Defect: with a ``[slurm]`` table in the file (the compose service.toml has one),
+    ``SLURM_DEFRAG_SLURM_BACKEND`` was ignored; the other keys of the table stay."""
+    cfg = tmp_path / "service.toml"
+    cfg.write_text('[slurm]\nbackend = "cli"\ncommand_timeout_s = 7\n')
+    assert settings.load(cfg).slurm.backend == "cli"
+    monkeypatch.setenv("SLURM_DEFRAG_SLURM_BACKEND", "pyslurm")
+    loaded = settings.load(cfg).slurm
+    assert (loaded.backend, loaded.command_timeout_s) == ("pyslurm", 7)
+    monkeypatch.setenv("SLURM_DEFRAG_SLURM__BACKEND", "rest")  # the nested form is stronger
+    assert settings.load(cfg).slurm.backend == "rest"
+
+
 def test_every_bad_key_is_reported(tmp_path: Path) -> None:
     cfg = tmp_path / "bad.toml"
     cfg.write_text('mode = "yes"\ninterval_s = -1\nintervall = 3\n')

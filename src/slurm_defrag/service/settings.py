@@ -24,6 +24,7 @@ from typing import Annotated, Any, Literal
 from pydantic import Field, IPvAnyNetwork, ValidationError, ValidationInfo, field_validator
 from pydantic_settings import (
     BaseSettings,
+    EnvSettingsSource,
     InitSettingsSource,
     PydanticBaseSettingsSource,
     SettingsConfigDict,
@@ -167,11 +168,29 @@ class ServiceSettings(BaseSettings):
         file_secret_settings: PydanticBaseSettingsSource,
     ) -> tuple[PydanticBaseSettingsSource, ...]:
         # Precedence, strongest first: constructor (CLI options), environment, TOML file.
-        sources: list[PydanticBaseSettingsSource] = [init_settings, env_settings]
+        # The Slurm settings' own variables (SLURM_DEFRAG_SLURM_BACKEND, what the commands
+        # read) count as environment too: without their source a [slurm] table in the file
+        # would hide them (the nested model is then built from the file's table alone).
+        sources: list[PydanticBaseSettingsSource] = [
+            init_settings,
+            env_settings,
+            _SlurmOwnEnvironment(settings_cls),
+        ]
         file_data = _config_file_data()
         if file_data is not None:
             sources.append(InitSettingsSource(settings_cls, init_kwargs=file_data))
         return tuple(sources)
+
+
+class _SlurmOwnEnvironment(PydanticBaseSettingsSource):
+    """``SLURM_DEFRAG_SLURM_<KEY>`` as ``{"slurm": {...}}`` (merged into the file's table)."""
+
+    def get_field_value(self, field: Any, field_name: str) -> tuple[Any, str, bool]:
+        return None, field_name, False  # unused: __call__ reads the whole model at once
+
+    def __call__(self) -> dict[str, Any]:
+        found = EnvSettingsSource(SlurmSettings)()
+        return {"slurm": found} if found else {}
 
 
 def config_file() -> tuple[Path, str] | None:
