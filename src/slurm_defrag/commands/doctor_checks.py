@@ -29,8 +29,14 @@ if TYPE_CHECKING:
 
 Status = Literal["ok", "warn", "fail"]
 
-TESTED_RELEASES = ((22, 5), (24, 11))
-"""Slurm releases the live tests run on (README "Slurm releases and backends tested")."""
+TESTED_RELEASES = {
+    (22, 5): "every live test",
+    (24, 11): "every live test",
+    (25, 11): "the core live suite",
+    (26, 5): "the core live suite",
+}
+"""Slurm releases the live tests run on, and how much of them (README "Slurm releases and
+backends tested": the core suite is the backends' parity, one enforce plan, one fault)."""
 
 CLOCK_WARN_S = 2.0
 """Skew beyond the measurement's own uncertainty that is worth a warning."""
@@ -88,8 +94,10 @@ def check_slurm(env: Env) -> Result:
         version, where = env.conf()["SLURM_VERSION"], "scontrol show config"
     major, minor = controller.release(version, where)
     tested = ", ".join(f"{a}.{b:02d}" for a, b in TESTED_RELEASES)
-    if (major, minor) in TESTED_RELEASES:
-        return Result("slurm", "ok", f"slurmctld answers: Slurm {version} (a tested release)")
+    if (how := TESTED_RELEASES.get((major, minor))) is not None:
+        return Result(
+            "slurm", "ok", f"slurmctld answers: Slurm {version} (a tested release: {how})"
+        )
     return Result(
         "slurm",
         "warn",
