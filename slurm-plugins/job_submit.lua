@@ -555,6 +555,16 @@ function D.plan(f, opts)
       plan.prefer = pack.shard_feature
     end
   end
+  -- A one-node job asking for no GPU at all (CPUs only) prefers pack.cpu_feature: the
+  -- nodes where its CPUs strand the fewest free GPUs (a GPU node's CPUs taken by CPU-only
+  -- work leave its GPUs unusable; measured in docs/benchmarks.md, Protocol A).
+  if pack and pack.cpu_feature and opts.submit and err == nil
+    and (req == nil or req.gpn == 0) and not shards
+    and (given(f("min_nodes")) or 1) == 1
+    and f("shared") ~= JOB_SHARED_NONE
+    and (f("prefer") == nil or f("prefer") == "") then
+    plan.prefer = pack.cpu_feature
+  end
   if protect then table.insert(tokens, "defrag:protect") end
 
   if #tokens > 0 then

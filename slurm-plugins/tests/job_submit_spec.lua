@@ -269,6 +269,30 @@ describe("packing hint", function()
     assert.are.equal("fast_disk", jd.prefer)
   end)
 
+  it("gives a one-node CPU-only job the CPU fit class, when the table has one", function()
+    local _, jd = H.submit({})
+    assert.is_nil(jd.prefer) -- the fixture's pack section has no cpu_feature
+    local path = H.tmpfile([[return { version = 1, default_partition = "p",
+      partitions = { p = { types = { { gpus = 8, nodes = 1, models = {} } } } },
+      pack = { fit_prefix = "defrag_fit", fit_sizes = { 1, 2 },
+        shard_feature = "defrag_fitshard", cpu_feature = "defrag_fitcpu" } }]])
+    H.load(path)
+    os.remove(path)
+    _, jd = H.submit({})
+    assert.are.equal("defrag_fitcpu", jd.prefer)
+    assert.is_nil(jd.admin_comment) -- nothing recorded for a job without GPUs
+    _, jd = H.submit({ tres_per_node = "gres/shard:300" })
+    assert.are.equal("defrag_fitshard", jd.prefer)
+    _, jd = H.submit({ tres_per_node = "gres:gpu:2" })
+    assert.are.equal("defrag_fit2", jd.prefer)
+    _, jd = H.submit({ min_nodes = 2, max_nodes = 2 })
+    assert.is_nil(jd.prefer)
+    _, jd = H.submit({ shared = 0 })
+    assert.is_nil(jd.prefer)
+    _, jd = H.submit({ prefer = "fast_disk" })
+    assert.are.equal("fast_disk", jd.prefer)
+  end)
+
   it("is off when the table has no pack section", function()
     local path = H.tmpfile([[return { version = 1, default_partition = "p",
       partitions = { p = { types = { { gpus = 8, nodes = 1, models = {} } } } } }]])

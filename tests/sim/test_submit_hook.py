@@ -31,7 +31,8 @@ def test_fit_classes_by_gpu_count_and_shards() -> None:
     assert hook.prefer(_job(4, 1000)) == "defrag_fit4"
     assert hook.prefer(_job(3, 1000)) is None  # not a class
     assert hook.prefer(_job(1, 300)) == "defrag_fitshard"
-    assert hook.prefer(JobSpec("cpu", 1000, 10)) is None
+    assert hook.prefer(JobSpec("cpu", 1000, 10)) == "defrag_fitcpu"  # CPUs only
+    assert _hook("weight-tiers").prefer(JobSpec("cpu", 1000, 10)) is None
 
 
 def test_shard_sizes_round_up_to_the_next_class() -> None:

@@ -86,6 +86,22 @@ def test_fgd_features_need_a_mix_and_tag_least_rise() -> None:
     assert table["shard_sizes"] == [500]
 
 
+def test_cpu_only_jobs_prefer_the_nodes_with_fewest_free_gpus() -> None:
+    """CPU-only work on a node with free GPUs strands them (the largest single cause of
+    the gap to FGD in Protocol A): its class is the nodes with the fewest whole free GPUs."""
+    f = compute_levers(_snap(), LeverSettings("fit-features")).features
+    assert [n for n in "abcd" if "defrag_fitcpu" in f[n]] == ["c"]  # 1 free GPU, the fewest
+    mix = Mix((TaskClass(2, 1, 1000, 0.5), TaskClass(30, 0, 0, 0.5)))
+    s = LeverSettings("fgd-features", mix=mix)
+    assert s.classes["defrag_fitcpu"] == TaskClass(30, 0, 0, 1.0)
+    out = compute_levers(_snap(), s).features
+    # 30 CPUs fit only where 30 are free: the idle node a (32 free), stranding its GPUs
+    assert [n for n in "abcd" if "defrag_fitcpu" in out[n]] == ["a"]
+    table = pack_table(s)
+    assert table is not None
+    assert table["cpu_feature"] == "defrag_fitcpu"
+
+
 def test_unavailable_nodes_get_no_features() -> None:
     snap = ClusterSnapshot(
         taken_at=EPOCH,

@@ -21,13 +21,19 @@ Levers (:data:`LEVERS`):
 * ``fit-features`` — per request class (k whole GPUs for k in ``FIT_SIZES``; a shared
   GPU, i.e. shards) the nodes where such a request fits with the least GPU capacity left
   free get the feature ``defrag_fit<k>`` (``defrag_fitshard``); job_submit.lua turns a
-  one-node k-GPU request into ``--prefer=defrag_fit<k>``. Weights are left alone.
+  one-node k-GPU request into ``--prefer=defrag_fit<k>``. A job asking for no GPU (CPUs
+  only) has its class too, ``defrag_fitcpu``: the nodes with the fewest whole free GPUs
+  (its CPUs there strand no GPU). Weights are left alone.
 * ``fit-tiers`` — both.
 * ``fgd-features`` — the fit classes chosen by FGD instead of leftover capacity: per
   class (k whole GPUs, or a share of S shards for each share size of the workload mix)
   the nodes where one request of the class (the mix's typical CPU count for it) raises
   FGD fragmentation least, in steps of ``RISE_STEP`` milli-GPUs
-  (:mod:`~slurm_defrag.planner.fit_classes`); needs ``LeverSettings.mix``.
+  (:mod:`~slurm_defrag.planner.fit_classes`); needs ``LeverSettings.mix``. CPU-only jobs
+  (``defrag_fitcpu``) count most: in Protocol A, packing every GPU job the FGD way but
+  leaving CPU-only jobs to first fit leaves 7.7 % of the GPUs unallocated, worse than
+  first fit everywhere (5.5 %): their CPUs strand the GPUs beside them
+  (bench/sim_lever_ceiling.py).
 * ``fgd-tiers`` — ``fgd-features`` and ``weight-tiers``: Slurm's choice among the tagged
   nodes is then the partly used node with the least free capacity, then node order —
   the tie-breaks of the simulator's ``packing`` policy, executed by cons_tres.
@@ -59,6 +65,7 @@ LEVERS = (
 )
 FIT_PREFIX = "defrag_fit"
 SHARD_FEATURE = FIT_PREFIX + "shard"
+CPU_FEATURE = FIT_PREFIX + "cpu"
 FIT_SIZES = (1, 2, 4, 8)
 TIER_SPAN = 4096
 """Weight = original x TIER_SPAN + tier: the admin's order first, ours within it."""
@@ -114,6 +121,9 @@ class LeverSettings:
             milli = s * MILLI // SHARDS_PER_GPU
             of_s = [t for t in self.mix.types if t.gpus == 1 and t.milli == milli]
             out[f"{SHARD_FEATURE}{s}"] = TaskClass(_median_cpus(of_s), 1, milli, 1.0)
+        cpu_only = [t for t in self.mix.types if t.gpus == 0]
+        if cpu_only:
+            out[CPU_FEATURE] = TaskClass(_median_cpus(cpu_only), 0, 0, 1.0)
         return out
 
     @property
@@ -161,7 +171,8 @@ def pack_table(settings: LeverSettings) -> dict[str, object] | None:
     """The ``pack`` entry of defrag_nodes.lua for the fit-class features (None: none).
 
     job_submit.lua gives a one-node job of k GPUs, k in ``fit_sizes``, the
-    ``--prefer=<fit_prefix><k>``, and a job asking only for shards ``--prefer=<shard>``.
+    ``--prefer=<fit_prefix><k>``, a job asking only for shards ``--prefer=<shard>``, and
+    a one-node job asking for no GPU ``--prefer=<cpu_feature>``.
     """
     if not settings.features:
         return None
@@ -169,6 +180,7 @@ def pack_table(settings: LeverSettings) -> dict[str, object] | None:
         "fit_prefix": FIT_PREFIX,
         "fit_sizes": list(settings.fit_sizes),
         "shard_feature": SHARD_FEATURE,
+        "cpu_feature": CPU_FEATURE,
     }
     if settings.fgd:
         # a job of S shards prefers defrag_fitshard<T>, T the smallest size >= S
@@ -244,6 +256,18 @@ def _fit_sets(free: Mapping[str, _Free], sizes: tuple[int, ...]) -> dict[str, se
         elif shard_key == shard_best:
             shard.add(name)
     out[SHARD_FEATURE] = shard
+    # CPUs only: where its CPUs strand the fewest whole GPUs; partly used before idle.
+    cpu_best: tuple[int, bool] | None = None
+    cpu: set[str] = set()
+    for name, f in free.items():
+        if f.cpus == 0:
+            continue
+        cpu_key = (f.whole, f.idle)
+        if cpu_best is None or cpu_key < cpu_best:
+            cpu_best, cpu = cpu_key, {name}
+        elif cpu_key == cpu_best:
+            cpu.add(name)
+    out[CPU_FEATURE] = cpu
     return out
 
 
