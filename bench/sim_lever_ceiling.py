@@ -14,6 +14,11 @@ can be split into its causes:
   (the levers steer GPU requests only): what steering CPU-only jobs is worth.
 * ``packing/gpu-first-fit`` — the reverse: packing for CPU-only jobs only.
 
+With ``--levers fit-features,fgd-tiers --every 30`` it runs those slurm-mode levers
+instead and counts, per kind of job (CPU only, shard, whole GPUs), how often the job had
+a ``--prefer``, and how often no preferred node could take it (Slurm's fallback to any
+node): where the features fail to steer.
+
 Not a product policy: registered here only, for this measurement.
 """
 
@@ -21,18 +26,22 @@ from __future__ import annotations
 
 import argparse
 import time
+from collections import Counter
+from typing import ClassVar
 
 import numpy as np
 from rich.console import Console
+from rich.table import Table
 
 import repo_traces  # noqa: F401  (sets SLURM_DEFRAG_TRACES for a checkout)
 from slurm_defrag import suite
 from slurm_defrag.sim import gpus, report
 from slurm_defrag.sim.cluster import BoolArray, ClusterState
+from slurm_defrag.sim.levers import SLURM_POLICY, mode_policies
 from slurm_defrag.sim.model import JobSpec, Placement
 from slurm_defrag.sim.policies.packing import Packing
 from slurm_defrag.sim.policies.registry import POLICIES
-from slurm_defrag.sim.policies.slurm_select import first_in_order
+from slurm_defrag.sim.policies.slurm_select import SlurmSelect, first_in_order
 
 
 class PackingLowestGpu(Packing):
@@ -65,13 +74,36 @@ class PackingGpuFirstFit(PackingCpuFirstFit):
     packs_cpu_only = True
 
 
+class CountingSelect(SlurmSelect):
+    """Slurm's selection, counting where --prefer steered and where it fell back."""
+
+    counts: ClassVar[Counter[tuple[str, str]]] = Counter()
+
+    def choose(
+        self, state: ClusterState, job: JobSpec, feasible: BoolArray, rng: np.random.Generator
+    ) -> Placement | None:
+        kind = "cpu only" if job.num_gpu == 0 else "shard" if job.shared else "whole GPUs"
+        if not job.prefer:
+            self.counts[(kind, "no prefer")] += 1
+        elif first_in_order(state, feasible & state.feature_mask(job.prefer)) is None:
+            self.counts[(kind, "fell back")] += 1
+        else:
+            self.counts[(kind, "steered")] += 1
+        return super().choose(state, job, feasible, rng)
+
+
 DIAGNOSTIC = (PackingLowestGpu, PackingCpuFirstFit, PackingGpuFirstFit)
 
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[1])
     ap.add_argument("--seeds", type=int, default=1)
+    ap.add_argument("--levers", default="", help="comma list: count slurm-mode levers")
+    ap.add_argument("--every", type=int, default=30, help="arrivals per lever cycle")
     args = ap.parse_args()
+    if args.levers:
+        count_levers(args.levers.split(","), args.every, args.seeds)
+        return
     for policy in DIAGNOSTIC:
         POLICIES[policy.name] = policy
     s = suite.Suite(
@@ -86,6 +118,29 @@ def main() -> None:
     console = Console(width=160)
     console.print(report.table_a(runs, "Protocol A — openb default, lever ceiling", False))
     console.print(f"{len(runs)} runs in {time.perf_counter() - t0:.0f} s")
+
+
+def count_levers(levers: list[str], every: int, seeds: int) -> None:
+    POLICIES[SLURM_POLICY] = CountingSelect
+    console = Console(width=160)
+    for name in mode_policies(levers, [every]):
+        CountingSelect.counts.clear()
+        s = suite.Suite(
+            overlay="none",
+            nvlink_jobs=False,
+            seeds=tuple(range(42, 42 + seeds)),
+            policies=(name,),
+            defrag=("none",),
+        )
+        runs = suite.protocol_a(s)
+        console.print(report.table_a(runs, f"Protocol A — {name}", False))
+        table = Table("job kind", "no prefer", "steered", "fell back")
+        for kind in ("cpu only", "shard", "whole GPUs"):
+            c = CountingSelect.counts
+            table.add_row(
+                kind, *(str(c[(kind, what)]) for what in ("no prefer", "steered", "fell back"))
+            )
+        console.print(table)
 
 
 if __name__ == "__main__":

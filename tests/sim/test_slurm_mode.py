@@ -103,3 +103,8 @@ def test_policy_names() -> None:
         parse_mode("slurm+nothing")
     with pytest.raises(ValueError, match="/N"):
         parse_mode("slurm+weight-tiers/0")
+    wide = parse_mode("slurm+fgd-tiers@16/30")
+    assert wide is not None
+    assert (wide.lever.lever, wide.lever.min_members, wide.every) == ("fgd-tiers", 16, 30)
+    with pytest.raises(ValueError, match="@M"):
+        parse_mode("slurm+fit-tiers@0/30")

@@ -119,3 +119,11 @@ def test_unavailable_nodes_get_no_features() -> None:
     f = compute_levers(snap, LeverSettings("fit-features")).features
     assert f["a"] == frozenset()
     assert "defrag_fit1" in f["b"]
+
+
+def test_min_members_widens_each_class_to_the_best_n_nodes() -> None:
+    """One tightest node fills with a cycle's first arrival; at least N keep room."""
+    one = compute_levers(_snap(), LeverSettings("fit-features")).features
+    two = compute_levers(_snap(), LeverSettings("fit-features", min_members=2)).features
+    assert [n for n in "abcd" if "defrag_fit1" in one[n]] == ["c"]
+    assert [n for n in "abcd" if "defrag_fit1" in two[n]] == ["b", "c", "d"]  # tie kept

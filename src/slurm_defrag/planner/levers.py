@@ -89,6 +89,10 @@ class LeverSettings:
     fit_sizes: tuple[int, ...] = FIT_SIZES
     mix: Mix | None = None
     """``fgd-*``: the workload's request classes (the FGD measure's distribution)."""
+    min_members: int = 1
+    """Each class's feature goes to at least this many nodes (the best ones; ties kept),
+    so that one cycle's arrivals and jobs larger than the class's typical request still
+    find a preferred node. 1: the best nodes only."""
 
     def __post_init__(self) -> None:
         if self.lever not in LEVERS:
@@ -223,51 +227,47 @@ def _tier(f: _Free) -> int:
     return IDLE_TIER if f.idle else min(IDLE_TIER - 1, f.milli // TIER_STEP)
 
 
-def _fit_sets(free: Mapping[str, _Free], sizes: tuple[int, ...]) -> dict[str, set[str]]:
+def _best(keys: Mapping[str, tuple[object, ...]], at_least: int) -> set[str]:
+    """The nodes with the best key, widened to the best ``at_least`` nodes (ties kept).
+
+    A set of one node fills with the cycle's first arrival, and a job that does not fit
+    its class's tightest node (more CPUs than the class's typical request) falls back to
+    Slurm's plain order: measured in Protocol A, most jobs then fell back.
+    """
+    if not keys:
+        return set()
+    ordered = sorted(keys.values())
+    cut = ordered[min(max(1, at_least), len(ordered)) - 1]
+    return {name for name, key in keys.items() if key <= cut}
+
+
+def _fit_sets(free: Mapping[str, _Free], settings: LeverSettings) -> dict[str, set[str]]:
     """Feature -> nodes where that class fits leaving the least free capacity.
 
     Partly used nodes before idle ones (keep whole nodes whole); among them the least
     capacity left after the request, in whole GPUs: ties are many, so a cycle's feature
     set has room for several arrivals. A node with no free CPU fits nothing.
     """
+    n = settings.min_members
     out: dict[str, set[str]] = {}
-    for k in sizes:
-        best: tuple[bool, int] | None = None
-        members: set[str] = set()
-        for name, f in free.items():
-            if f.whole < k or f.cpus == 0:
-                continue
-            key = (f.idle, (f.milli - k * MILLI) // MILLI)
-            if best is None or key < best:
-                best, members = key, {name}
-            elif key == best:
-                members.add(name)
-        out[f"{FIT_PREFIX}{k}"] = members
+    for k in settings.fit_sizes:
+        keys = {
+            name: (f.idle, (f.milli - k * MILLI) // MILLI)
+            for name, f in free.items()
+            if f.whole >= k and f.cpus != 0
+        }
+        out[f"{FIT_PREFIX}{k}"] = _best(keys, n)
     # Shards: a partly used GPU with the least room first; else the fullest node with a
     # free GPU (opening a GPU there rather than on an emptier node).
-    shard_best: tuple[int, bool, int] | None = None
-    shard: set[str] = set()
-    for name, f in free.items():
-        if f.cpus == 0 or (f.whole == 0 and f.best_share == MILLI):
-            continue
-        shard_key = (f.best_share, f.idle, f.milli // MILLI)
-        if shard_best is None or shard_key < shard_best:
-            shard_best, shard = shard_key, {name}
-        elif shard_key == shard_best:
-            shard.add(name)
-    out[SHARD_FEATURE] = shard
+    shard = {
+        name: (f.best_share, f.idle, f.milli // MILLI)
+        for name, f in free.items()
+        if f.cpus != 0 and not (f.whole == 0 and f.best_share == MILLI)
+    }
+    out[SHARD_FEATURE] = _best(shard, n)
     # CPUs only: where its CPUs strand the fewest whole GPUs; partly used before idle.
-    cpu_best: tuple[int, bool] | None = None
-    cpu: set[str] = set()
-    for name, f in free.items():
-        if f.cpus == 0:
-            continue
-        cpu_key = (f.whole, f.idle)
-        if cpu_best is None or cpu_key < cpu_best:
-            cpu_best, cpu = cpu_key, {name}
-        elif cpu_key == cpu_best:
-            cpu.add(name)
-    out[CPU_FEATURE] = cpu
+    cpu = {name: (f.whole, f.idle) for name, f in free.items() if f.cpus != 0}
+    out[CPU_FEATURE] = _best(cpu, n)
     return out
 
 
@@ -276,18 +276,12 @@ def _fgd_sets(free: Mapping[str, _Free], settings: LeverSettings) -> dict[str, s
     assert settings.mix is not None
     out: dict[str, set[str]] = {}
     for feature, req in settings.classes.items():
-        best = math.inf
-        members: set[str] = set()
+        keys: dict[str, tuple[object, ...]] = {}
         for name, f in free.items():
             r = rise(f.vector, req, settings.mix)
-            if r is None:
-                continue
-            step = math.floor(r / RISE_STEP + 1e-9)
-            if step < best:
-                best, members = step, {name}
-            elif step == best:
-                members.add(name)
-        out[feature] = members
+            if r is not None:
+                keys[name] = (math.floor(r / RISE_STEP + 1e-9),)
+        out[feature] = _best(keys, settings.min_members)
     return out
 
 
@@ -318,7 +312,7 @@ def compute_levers(
     features: dict[str, frozenset[str]] = {}
     if settings.features:
         tagged: dict[str, set[str]] = {n.name: set() for n in nodes}
-        sets = _fgd_sets(free, settings) if settings.fgd else _fit_sets(free, settings.fit_sizes)
+        sets = _fgd_sets(free, settings) if settings.fgd else _fit_sets(free, settings)
         for feature, members in sets.items():
             for name in members:
                 tagged[name].add(feature)

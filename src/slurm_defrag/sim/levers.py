@@ -14,6 +14,8 @@ The snapshot is the light variant of :mod:`~slurm_defrag.sim.snapshot_view`: nod
 Policy names select a configuration (:func:`parse_mode`): ``slurm`` is Slurm alone;
 ``slurm+<lever>`` adds a lever from :data:`~slurm_defrag.planner.levers.LEVERS`, and
 ``slurm+<lever>/<N>`` applies it every N arrivals (Protocol A, which has no clock;
+``slurm+<lever>@<M>/<N>``: each class's feature on at least M nodes,
+``LeverSettings.min_members``;
 default :data:`DEFAULT_EVERY`). In Protocol B the cycle is ``EngineConfig.lever_interval``
 seconds, the service's 60 s.
 """
@@ -52,6 +54,9 @@ def parse_mode(policy: str) -> SlurmMode | None:
     if not rest:
         return SlurmMode(LeverSettings("none"))
     lever, _, every = rest.partition("/")
+    lever, _, members = lever.partition("@")
+    if members and (not members.isdigit() or int(members) < 1):
+        raise ValueError(f"policy {policy!r}: @M must be a whole number of nodes >= 1")
     if lever not in LEVERS:
         raise ValueError(f"policy {policy!r}: lever {lever!r}; choose from {', '.join(LEVERS)}")
     mix = Mix((TaskClass(1, 1, MILLI, 1.0),))  # placeholder until with_mix() sets the real one
@@ -60,7 +65,8 @@ def parse_mode(policy: str) -> SlurmMode | None:
         if not every.isdigit() or int(every) < 1:
             raise ValueError(f"policy {policy!r}: /N must be a whole number of arrivals >= 1")
         n = int(every)
-    return SlurmMode(LeverSettings(lever, mix=mix if lever.startswith("fgd-") else None), n)
+    mix_or_none = mix if lever.startswith("fgd-") else None
+    return SlurmMode(LeverSettings(lever, mix=mix_or_none, min_members=int(members or 1)), n)
 
 
 def mode_policies(levers: Sequence[str], every: Sequence[int] = (DEFAULT_EVERY,)) -> list[str]:
