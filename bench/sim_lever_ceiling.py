@@ -16,8 +16,9 @@ can be split into its causes:
 
 With ``--levers fit-features,fgd-tiers --every 30`` it runs those slurm-mode levers
 instead and counts, per kind of job (CPU only, shard, whole GPUs), how often the job had
-a ``--prefer``, and how often no preferred node could take it (Slurm's fallback to any
-node): where the features fail to steer.
+a ``--prefer``, and how often no preferred node could take it although another node
+could (Slurm's fallback to any node): where the features fail to steer. Jobs that fit
+nowhere (Protocol A's failed arrivals) are counted apart.
 
 Not a product policy: registered here only, for this measurement.
 """
@@ -83,7 +84,9 @@ class CountingSelect(SlurmSelect):
         self, state: ClusterState, job: JobSpec, feasible: BoolArray, rng: np.random.Generator
     ) -> Placement | None:
         kind = "cpu only" if job.num_gpu == 0 else "shard" if job.shared else "whole GPUs"
-        if not job.prefer:
+        if not feasible.any():
+            self.counts[(kind, "fits nowhere")] += 1
+        elif not job.prefer:
             self.counts[(kind, "no prefer")] += 1
         elif first_in_order(state, feasible & state.feature_mask(job.prefer)) is None:
             self.counts[(kind, "fell back")] += 1
@@ -134,11 +137,15 @@ def count_levers(levers: list[str], every: int, seeds: int) -> None:
         )
         runs = suite.protocol_a(s)
         console.print(report.table_a(runs, f"Protocol A — {name}", False))
-        table = Table("job kind", "no prefer", "steered", "fell back")
+        table = Table("job kind", "fits nowhere", "no prefer", "steered", "fell back")
         for kind in ("cpu only", "shard", "whole GPUs"):
             c = CountingSelect.counts
             table.add_row(
-                kind, *(str(c[(kind, what)]) for what in ("no prefer", "steered", "fell back"))
+                kind,
+                *(
+                    str(c[(kind, what)])
+                    for what in ("fits nowhere", "no prefer", "steered", "fell back")
+                ),
             )
         console.print(table)
 

@@ -555,6 +555,19 @@ function D.plan(f, opts)
       plan.prefer = pack.shard_feature
     end
   end
+  -- CPU-aware classes (pack.cpu_buckets, ascending): a GPU or shard class gets the
+  -- suffix c<B>, B the smallest bucket >= the job's CPUs, so that its preferred nodes
+  -- have those CPUs free (a class's tightest nodes often have few); above the largest
+  -- bucket, no hint.
+  if plan.prefer and pack and type(pack.cpu_buckets) == "table" then
+    local cpus = given(f("min_cpus"))
+      or (given(f("cpus_per_task")) or 1) * (given(f("num_tasks")) or 1)
+    local bucket = nil
+    for _, b in ipairs(pack.cpu_buckets) do
+      if type(b) == "number" and b >= cpus then bucket = b break end
+    end
+    plan.prefer = bucket and (plan.prefer .. "c" .. int(bucket)) or nil
+  end
   -- A one-node job asking for no GPU at all (CPUs only) prefers pack.cpu_feature: the
   -- nodes where its CPUs strand the fewest free GPUs (a GPU node's CPUs taken by CPU-only
   -- work leave its GPUs unusable; measured in docs/benchmarks.md, Protocol A).

@@ -293,6 +293,25 @@ describe("packing hint", function()
     assert.are.equal("fast_disk", jd.prefer)
   end)
 
+  it("adds the CPU bucket to a GPU class when the table has cpu_buckets", function()
+    local path = H.tmpfile([[return { version = 1, default_partition = "p",
+      partitions = { p = { types = { { gpus = 8, nodes = 1, models = {} } } } },
+      pack = { fit_prefix = "defrag_fit", fit_sizes = { 1, 2 }, cpu_buckets = { 2, 8 },
+        shard_feature = "defrag_fitshard", cpu_feature = "defrag_fitcpu" } }]])
+    H.load(path)
+    os.remove(path)
+    local _, jd = H.submit({ tres_per_node = "gres:gpu:1", min_cpus = 4 })
+    assert.are.equal("defrag_fit1c8", jd.prefer)
+    _, jd = H.submit({ tres_per_node = "gres:gpu:1", cpus_per_task = 2 })
+    assert.are.equal("defrag_fit1c2", jd.prefer)
+    _, jd = H.submit({ tres_per_node = "gres/shard:300", min_cpus = 1 })
+    assert.are.equal("defrag_fitshardc2", jd.prefer)
+    _, jd = H.submit({ tres_per_node = "gres:gpu:2", min_cpus = 16 })
+    assert.is_nil(jd.prefer) -- above every bucket: no hint
+    _, jd = H.submit({ min_cpus = 16 })
+    assert.are.equal("defrag_fitcpu", jd.prefer) -- CPU-only jobs have no buckets
+  end)
+
   it("is off when the table has no pack section", function()
     local path = H.tmpfile([[return { version = 1, default_partition = "p",
       partitions = { p = { types = { { gpus = 8, nodes = 1, models = {} } } } } }]])

@@ -127,3 +127,15 @@ def test_min_members_widens_each_class_to_the_best_n_nodes() -> None:
     two = compute_levers(_snap(), LeverSettings("fit-features", min_members=2)).features
     assert [n for n in "abcd" if "defrag_fit1" in one[n]] == ["c"]
     assert [n for n in "abcd" if "defrag_fit1" in two[n]] == ["b", "c", "d"]  # tie kept
+
+
+def test_cpu_buckets_split_each_gpu_class_by_free_cpus() -> None:
+    s = LeverSettings("fit-features", cpu_buckets=(4, 30))
+    f = compute_levers(_snap(), s).features
+    # 28 CPUs free on b, c, d; 32 on the idle a: only a has room for the 30-CPU bucket
+    assert [n for n in "abcd" if "defrag_fit1c4" in f[n]] == ["c"]
+    assert [n for n in "abcd" if "defrag_fit1c30" in f[n]] == ["a"]
+    assert "defrag_fit1" not in set().union(*f.values())  # no class without a bucket
+    table = pack_table(s)
+    assert table is not None
+    assert table["cpu_buckets"] == [4, 30]

@@ -89,6 +89,11 @@ class LeverSettings:
     fit_sizes: tuple[int, ...] = FIT_SIZES
     mix: Mix | None = None
     """``fgd-*``: the workload's request classes (the FGD measure's distribution)."""
+    cpu_buckets: tuple[int, ...] = ()
+    """CPU-aware classes: each GPU class is split by CPUs per node, the feature
+    ``<class>c<B>`` on the best nodes with at least B CPUs free, and job_submit.lua
+    gives a job the bucket B = the smallest one >= its CPUs (none above the largest).
+    Empty: one class per GPU request, whatever its CPUs."""
     min_members: int = 1
     """Each class's feature goes to at least this many nodes (the best ones; ties kept),
     so that one cycle's arrivals and jobs larger than the class's typical request still
@@ -125,6 +130,12 @@ class LeverSettings:
             milli = s * MILLI // SHARDS_PER_GPU
             of_s = [t for t in self.mix.types if t.gpus == 1 and t.milli == milli]
             out[f"{SHARD_FEATURE}{s}"] = TaskClass(_median_cpus(of_s), 1, milli, 1.0)
+        if self.cpu_buckets:
+            out = {
+                f"{feature}c{b}": TaskClass(b, req.gpus, req.milli, 1.0)
+                for feature, req in out.items()
+                for b in self.cpu_buckets
+            }
         cpu_only = [t for t in self.mix.types if t.gpus == 0]
         if cpu_only:
             out[CPU_FEATURE] = TaskClass(_median_cpus(cpu_only), 0, 0, 1.0)
@@ -189,6 +200,9 @@ def pack_table(settings: LeverSettings) -> dict[str, object] | None:
     if settings.fgd:
         # a job of S shards prefers defrag_fitshard<T>, T the smallest size >= S
         table["shard_sizes"] = list(settings.shard_sizes)
+    if settings.cpu_buckets:
+        # ... and with the suffix c<B>, B the smallest bucket >= the job's CPUs per node
+        table["cpu_buckets"] = list(settings.cpu_buckets)
     return table
 
 
@@ -250,21 +264,26 @@ def _fit_sets(free: Mapping[str, _Free], settings: LeverSettings) -> dict[str, s
     """
     n = settings.min_members
     out: dict[str, set[str]] = {}
-    for k in settings.fit_sizes:
-        keys = {
-            name: (f.idle, (f.milli - k * MILLI) // MILLI)
+    # (suffix, CPUs the class needs free): one class without buckets, else one per bucket
+    buckets = [(f"c{b}", b) for b in settings.cpu_buckets] or [("", 1)]
+    for suffix, need in buckets:
+        for k in settings.fit_sizes:
+            keys = {
+                name: (f.idle, (f.milli - k * MILLI) // MILLI)
+                for name, f in free.items()
+                if f.whole >= k and f.cpus != 0 and (f.cpus is None or f.cpus >= need)
+            }
+            out[f"{FIT_PREFIX}{k}{suffix}"] = _best(keys, n)
+        # Shards: a partly used GPU with the least room first; else the fullest node with
+        # a free GPU (opening a GPU there rather than on an emptier node).
+        shard = {
+            name: (f.best_share, f.idle, f.milli // MILLI)
             for name, f in free.items()
-            if f.whole >= k and f.cpus != 0
+            if f.cpus != 0
+            and (f.cpus is None or f.cpus >= need)
+            and not (f.whole == 0 and f.best_share == MILLI)
         }
-        out[f"{FIT_PREFIX}{k}"] = _best(keys, n)
-    # Shards: a partly used GPU with the least room first; else the fullest node with a
-    # free GPU (opening a GPU there rather than on an emptier node).
-    shard = {
-        name: (f.best_share, f.idle, f.milli // MILLI)
-        for name, f in free.items()
-        if f.cpus != 0 and not (f.whole == 0 and f.best_share == MILLI)
-    }
-    out[SHARD_FEATURE] = _best(shard, n)
+        out[f"{SHARD_FEATURE}{suffix}"] = _best(shard, n)
     # CPUs only: where its CPUs strand the fewest whole GPUs; partly used before idle.
     cpu = {name: (f.whole, f.idle) for name, f in free.items() if f.cpus != 0}
     out[CPU_FEATURE] = _best(cpu, n)

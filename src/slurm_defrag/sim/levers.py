@@ -15,7 +15,7 @@ Policy names select a configuration (:func:`parse_mode`): ``slurm`` is Slurm alo
 ``slurm+<lever>`` adds a lever from :data:`~slurm_defrag.planner.levers.LEVERS`, and
 ``slurm+<lever>/<N>`` applies it every N arrivals (Protocol A, which has no clock;
 ``slurm+<lever>@<M>/<N>``: each class's feature on at least M nodes,
-``LeverSettings.min_members``;
+``LeverSettings.min_members``; ``@<M>:c``: CPU-aware classes, :data:`CPU_BUCKETS`;
 default :data:`DEFAULT_EVERY`). In Protocol B the cycle is ``EngineConfig.lever_interval``
 seconds, the service's 60 s.
 """
@@ -34,6 +34,8 @@ from slurm_defrag.sim.frag import TaskType
 from slurm_defrag.sim.snapshot_view import PARTITION, at, sim_node
 
 SLURM_POLICY = "slurm"
+CPU_BUCKETS = (1, 2, 4, 8, 16, 32, 64, 128)
+"""CPUs per node of the CPU-aware classes (``@<M>:c``): powers of two up to a node."""
 DEFAULT_EVERY = 1
 
 
@@ -55,6 +57,7 @@ def parse_mode(policy: str) -> SlurmMode | None:
         return SlurmMode(LeverSettings("none"))
     lever, _, every = rest.partition("/")
     lever, _, members = lever.partition("@")
+    members, cpu_aware, _ = members.partition(":c")
     if members and (not members.isdigit() or int(members) < 1):
         raise ValueError(f"policy {policy!r}: @M must be a whole number of nodes >= 1")
     if lever not in LEVERS:
@@ -66,7 +69,11 @@ def parse_mode(policy: str) -> SlurmMode | None:
             raise ValueError(f"policy {policy!r}: /N must be a whole number of arrivals >= 1")
         n = int(every)
     mix_or_none = mix if lever.startswith("fgd-") else None
-    return SlurmMode(LeverSettings(lever, mix=mix_or_none, min_members=int(members or 1)), n)
+    buckets = CPU_BUCKETS if cpu_aware else ()
+    settings = LeverSettings(
+        lever, mix=mix_or_none, min_members=int(members or 1), cpu_buckets=buckets
+    )
+    return SlurmMode(settings, n)
 
 
 def mode_policies(levers: Sequence[str], every: Sequence[int] = (DEFAULT_EVERY,)) -> list[str]:

@@ -91,7 +91,12 @@ def node_table(state: ClusterState, settings: LeverSettings) -> dict[str, Any]:
 
 def request_of(job: JobSpec) -> dict[str, Any]:
     """The job description fields sbatch would send for this job (one node)."""
-    desc: dict[str, Any] = {"min_nodes": 1, "max_nodes": 1, "partition": PARTITION}
+    desc: dict[str, Any] = {
+        "min_nodes": 1,
+        "max_nodes": 1,
+        "partition": PARTITION,
+        "min_cpus": max(1, -(-job.cpu_milli // MILLI)),  # what -c/-n ask for, whole CPUs
+    }
     if job.shared:
         desc["tres_per_node"] = f"gres/shard:{max(1, job.gpu_milli * SHARDS_PER_GPU // MILLI)}"
     elif job.num_gpu:
