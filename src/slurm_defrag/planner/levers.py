@@ -264,14 +264,15 @@ def _fit_sets(free: Mapping[str, _Free], settings: LeverSettings) -> dict[str, s
     """
     n = settings.min_members
     out: dict[str, set[str]] = {}
-    # (suffix, CPUs the class needs free): one class without buckets, else one per bucket
+    # (suffix, CPUs the class needs free): one class without buckets (at least one CPU:
+    # a node with none fits nothing), else one per bucket
     buckets = [(f"c{b}", b) for b in settings.cpu_buckets] or [("", 1)]
     for suffix, need in buckets:
         for k in settings.fit_sizes:
             keys = {
                 name: (f.idle, (f.milli - k * MILLI) // MILLI)
                 for name, f in free.items()
-                if f.whole >= k and f.cpus != 0 and (f.cpus is None or f.cpus >= need)
+                if f.whole >= k and (f.cpus is None or f.cpus >= need)
             }
             out[f"{FIT_PREFIX}{k}{suffix}"] = _best(keys, n)
         # Shards: a partly used GPU with the least room first; else the fullest node with
@@ -279,9 +280,7 @@ def _fit_sets(free: Mapping[str, _Free], settings: LeverSettings) -> dict[str, s
         shard = {
             name: (f.best_share, f.idle, f.milli // MILLI)
             for name, f in free.items()
-            if f.cpus != 0
-            and (f.cpus is None or f.cpus >= need)
-            and not (f.whole == 0 and f.best_share == MILLI)
+            if (f.cpus is None or f.cpus >= need) and not (f.whole == 0 and f.best_share == MILLI)
         }
         out[f"{SHARD_FEATURE}{suffix}"] = _best(shard, n)
     # CPUs only: where its CPUs strand the fewest whole GPUs; partly used before idle.
