@@ -30,6 +30,8 @@ import math
 import re
 import sys
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager, nullcontext
 from dataclasses import asdict, dataclass
 from datetime import datetime
 from pathlib import Path
@@ -60,6 +62,8 @@ BF_RESOLUTION = 60.0
 """slurmctld's default ``bf_resolution`` (seconds)."""
 TOPOLOGY_CONF = Path(__file__).resolve().parents[1] / "docker" / "slurm" / "topology.conf"
 """The compose cluster's switches; runs saved before the topology was recorded used it."""
+LEVER_BUMP = 1000
+"""``packing_weight_bump`` of the lever service."""
 ENDED = {"COMPLETED", "FAILED", "CANCELLED", "TIMEOUT", "NODE_FAIL", "OUT_OF_MEMORY"}
 
 
@@ -180,10 +184,26 @@ def _submit(job: TraceJob, name: str) -> str:
     return job_id
 
 
+def node_weights() -> dict[str, int]:
+    """Every node's current ``Weight`` (``sinfo``)."""
+    out = ctld("sinfo", "-N", "-h", "-o", "%N %w")
+    return {n: int(w) for n, w in (ln.split() for ln in set(out.splitlines()) if ln.strip())}
+
+
+Timeline = list[tuple[float, dict[str, int]]]
+"""(Unix time first seen, every node's Weight), one entry per change."""
+
+
 def run_live(
-    trace: list[TraceJob], tag: str, poll_s: float = 0.5, timeout_s: float = 1800
+    trace: list[TraceJob],
+    tag: str,
+    poll_s: float = 0.5,
+    timeout_s: float = 1800,
+    weights: Timeline | None = None,
 ) -> list[Observed]:
-    """Submit ``trace`` at its offsets and record where each job ran; raises ForeignJob."""
+    """Submit ``trace`` at its offsets and record where each job ran; raises ForeignJob.
+    With ``weights``, each poll also appends the node Weights when they changed (what the
+    service's packing lever set), so the model can be given the Weights of each moment."""
     ids: list[str] = []
     seen: dict[str, Observed] = {}
     t0 = time.monotonic()
@@ -194,6 +214,11 @@ def run_live(
             while len(ids) < len(trace) and time.monotonic() - t0 >= trace[len(ids)].offset_s:
                 ids.append(_submit(trace[len(ids)], f"xc-{tag}-{len(ids)}"))
             _record(_jobs_now(), set(ids), seen)
+            if weights is not None:
+                now = time.time()
+                current = node_weights()
+                if not weights or weights[-1][1] != current:
+                    weights.append((now, current))
             time.sleep(poll_s)
     except BaseException:
         if ids:  # leave nothing of ours behind on an aborted attempt
@@ -256,18 +281,27 @@ def _first_fit(state: ClusterState) -> PlacementPolicy:
 
 
 class LeafBestFit:
-    """``topology/tree`` node choice for a one-node job (``eval_nodes_tree.c``): among the
-    leaf switches with a node where the job fits, the one with the fewest such nodes
-    (ties: the first leaf), then the first such node on it; GPUs as ``first-fit``."""
+    """``topology/tree`` node choice for a one-node job (``eval_nodes_tree.c``): only the
+    feasible nodes of the lowest ``Weight`` count; among the leaf switches with such a
+    node, the one with the fewest (ties: the first leaf), then the first such node on it;
+    GPUs as ``first-fit``."""
 
     name = "leaf-best-fit"
 
     def __init__(self, state: ClusterState, leaves: list[list[int]]) -> None:
+        self.state = state
         self.leaves = leaves
+        self.on_leaf = np.zeros(state.size, dtype=bool)
+        for leaf in leaves:
+            self.on_leaf[leaf] = True
         self.inner = _first_fit(state)
 
     def node(self, feasible: BoolArray) -> int:
         """The chosen node; ``feasible`` must have one (nodes on no leaf are not used)."""
+        feasible = feasible & self.on_leaf
+        if feasible.any():
+            weight = self.state.weight
+            feasible = feasible & (weight == weight[feasible].min())
         counts = [int(feasible[leaf].sum()) for leaf in self.leaves]
         best = min((k for k, c in enumerate(counts) if c), key=lambda k: counts[k])
         return next(n for n in self.leaves[best] if feasible[n])
@@ -296,22 +330,56 @@ def _named(nodes: list[NodeSpec], where: Placement | None) -> Replayed:
     return Replayed(nodes[where.node].name, where.gpus) if where else Replayed(None, ())
 
 
+def weights_at(timeline: Timeline | None, unix_s: float) -> dict[str, int] | None:
+    """The Weights last seen at or before ``unix_s`` (None: before the first record)."""
+    seen = None
+    for t, weights in timeline or ():
+        if t > unix_s:
+            break
+        seen = weights
+    return seen
+
+
+def _set_weights(state: ClusterState, weights: dict[str, int] | None) -> None:
+    for n, spec in enumerate(state.nodes):
+        if weights is not None and spec.name in weights:
+            state.set_weight(n, weights[spec.name])
+
+
 def replay(
-    jobs: list[JobSpec], nodes: list[NodeSpec], run: dict[str, Any], leaves: list[list[str]]
+    jobs: list[JobSpec],
+    nodes: list[NodeSpec],
+    run: dict[str, Any],
+    leaves: list[list[str]],
+    timeline: Timeline | None = None,
+    t0: float = 0.0,
 ) -> list[Replayed]:
     """End to end: the simulator schedules the trace itself (queue, backfill, placement),
-    backfill planning every job it tests like slurmctld (``bf_reserve="all"``)."""
+    backfill planning every job it tests like slurmctld (``bf_reserve="all"``). With a
+    Weight ``timeline`` (simulator time 0 = Unix ``t0``), the Weights Slurm had are set
+    every half second: the levers as they were, not as the simulator would have made them."""
     state = ClusterState(nodes)
     cfg = EngineConfig(
         bf_interval=run["bf_interval"],
         bf_max_job_test=500,
         bf_reserve="all",
         bf_resolution=run.get("bf_resolution", BF_RESOLUTION),
+        lever_interval=0.5,
     )
     policy = _placement(state, nodes, leaves)
     picker = policy.node if isinstance(policy, LeafBestFit) else None
+
+    def levers(now: float) -> None:
+        _set_weights(state, weights_at(timeline, t0 + now))
+
     stats = Engine(
-        state, jobs, policy, np.random.default_rng(0), config=cfg, plan_node=picker
+        state,
+        jobs,
+        policy,
+        np.random.default_rng(0),
+        config=cfg,
+        plan_node=picker,
+        levers=levers if timeline else None,
     ).run()
     return [_named(nodes, r.placement) for r in stats.records]
 
@@ -322,17 +390,20 @@ def same_state(
     nodes: list[NodeSpec],
     leaves: list[list[str]],
     bf_resolution: float = BF_RESOLUTION,
+    timeline: Timeline | None = None,
 ) -> list[Replayed]:
     """Decision by decision: where Slurm's rules put each job at the moment Slurm started
     it, on the cluster as Slurm had allocated it then (jobs started earlier, or in the same
     second with a lower id, and not yet ended), avoiding the nodes backfill would have
     planned for the jobs still waiting ahead of it (submitted earlier, started later).
-    This isolates the placement and planning rules from scheduling timing."""
+    This isolates the placement and planning rules from scheduling timing. With a Weight
+    ``timeline``, the node Weights are those last seen by the start's second."""
     index = {n.name: i for i, n in enumerate(nodes)}
     t0 = origin(observed)
     out = []
     for k, (job, o) in enumerate(zip(jobs, observed, strict=True)):
         state = ClusterState(nodes)
+        _set_weights(state, weights_at(timeline, o.start))
         running = {}
         for i, (other, p) in enumerate(zip(jobs, observed, strict=True)):
             before = p.start < o.start or (p.start == o.start and i < k)
@@ -370,6 +441,9 @@ class Result:
     """Decision by decision (:func:`same_state`)."""
     decision_gpus_pct: float
     differing: list[dict[str, object]]
+    lever_changed: int = 0
+    """Decisions (by decision) whose node the recorded Weights changed: where the lever
+    steered, by the model's account."""
 
 
 def _agreement(observed: list[Observed], sim: list[Replayed]) -> tuple[float, float, list[int]]:
@@ -384,8 +458,14 @@ def compare(trace: list[TraceJob], observed: list[Observed], run: dict[str, Any]
     nodes = run_nodes(run)
     jobs = sim_jobs(trace, observed)
     leaves = run.get("leaves") or leaf_switches_from(TOPOLOGY_CONF.read_text())
-    e2e = replay(jobs, nodes, run, leaves)
-    each = same_state(jobs, observed, nodes, leaves, run.get("bf_resolution", BF_RESOLUTION))
+    timeline: Timeline = [(t, w) for t, w in run.get("weights", [])]
+    e2e = replay(jobs, nodes, run, leaves, timeline, origin(observed))
+    bf_res = run.get("bf_resolution", BF_RESOLUTION)
+    each = same_state(jobs, observed, nodes, leaves, bf_res, timeline)
+    steered = 0
+    if timeline:
+        plain = same_state(jobs, observed, nodes, leaves, bf_res)
+        steered = sum(a.node != b.node for a, b in zip(each, plain, strict=True))
     node_pct, gpus_pct, differ = _agreement(observed, e2e)
     dec_node, dec_gpus, _ = _agreement(observed, each)
     t0 = origin(observed)
@@ -414,6 +494,7 @@ def compare(trace: list[TraceJob], observed: list[Observed], run: dict[str, Any]
         dec_node,
         dec_gpus,
         rows,
+        steered,
     )
 
 
@@ -425,14 +506,18 @@ def run_nodes(run: dict[str, Any]) -> list[NodeSpec]:
     ]
 
 
-def run_trace(trace: list[TraceJob], seed: int, retries: int = 3) -> list[Observed]:
+def run_trace(
+    trace: list[TraceJob], seed: int, retries: int = 3, weights: Timeline | None = None
+) -> list[Observed]:
     """Run ``trace`` on the cluster alone, retrying when someone else's job shows up."""
     for attempt in range(retries):
         wait_quiet()
         try:
             with exclusive_cluster():
                 wait_quiet()
-                return run_live(trace, f"{seed}-{int(time.time())}")
+                if weights is not None:
+                    weights.clear()  # an aborted attempt's record is not this run's
+                return run_live(trace, f"{seed}-{int(time.time())}", weights=weights)
         except ForeignJob as exc:
             print(f"attempt {attempt + 1}: {exc}; retrying", file=sys.stderr)
     raise ForeignJob(f"foreign jobs spoiled all {retries} attempts")
@@ -468,10 +553,63 @@ def leaf_switches_from(text: str) -> list[list[str]]:
     return leaves
 
 
-def crosscheck(n: int, seed: int, run_s: tuple[int, int], load: float, save: Path) -> Result:
-    """Run the trace on the cluster and in the simulator; the raw run is saved to ``save``."""
+@contextmanager
+def weight_lever(workdir: Path) -> Iterator[None]:
+    """The service's packing lever active: a service container in enforce mode with
+    packing on and no strategy (so it plans nothing: no reservation, no requeue), a cycle
+    every 4 s. The Weights are put back afterwards, whatever happened."""
+    from service_container import ServiceContainer, scratch_database
+
+    workdir.mkdir(parents=True, exist_ok=True)
+    workdir.chmod(0o755)  # readable by the service user inside the container
+    (workdir / "policy.toml").write_text("version = 1\nstrategies = []\n")
+    before = node_weights()
+    db = scratch_database()
+    svc = None
+    try:
+        svc = ServiceContainer.start(
+            "xc-levers",
+            db,
+            user="root",  # node weights need Slurm Admin rights
+            mode="enforce",
+            interval_s=4,
+            lease_ttl_s=8,
+            packing=True,
+            packing_weight_bump=LEVER_BUMP,
+            policy="/etc/slurm-defrag/xc/policy.toml",
+            files={"/etc/slurm-defrag/xc": workdir},
+        )
+        deadline = time.monotonic() + 90
+        while not any(w >= before[n] + LEVER_BUMP for n, w in node_weights().items()):
+            if time.monotonic() > deadline or not svc.running():
+                raise RuntimeError(f"the packing lever never raised a Weight: {svc.logs()}")
+            time.sleep(1)
+        yield
+    finally:
+        if svc is not None:
+            svc.stop()
+            svc.remove()
+        db.drop()
+        for node, w in before.items():
+            if node_weights().get(node) != w:
+                ctld("scontrol", "update", f"NodeName={node}", f"Weight={w}", check=False)
+
+
+def crosscheck(
+    n: int,
+    seed: int,
+    run_s: tuple[int, int],
+    load: float,
+    save: Path,
+    levers: bool = False,
+) -> Result:
+    """Run the trace on the cluster and in the simulator; the raw run is saved to ``save``.
+    ``levers``: with the service's Weight lever active (:func:`weight_lever`), its Weights
+    recorded while the trace runs and given to the model."""
     trace = make_trace(n, seed, run_s, load)
-    observed = run_trace(trace, seed)
+    timeline: Timeline | None = [] if levers else None
+    with weight_lever(save.parent / "lever-service") if levers else nullcontext():
+        observed = run_trace(trace, seed, weights=timeline)
     run = {
         "suite": SUITE,
         "slurm_version": ctld("scontrol", "--version").strip(),
@@ -483,6 +621,8 @@ def crosscheck(n: int, seed: int, run_s: tuple[int, int], load: float, save: Pat
         "nodes": [{**asdict(x), "features": sorted(x.features)} for x in cluster_nodes()],
         "trace": [asdict(j) for j in trace],
         "observed": [asdict(o) for o in observed],
+        "levers": "weight" if levers else "none",
+        "weights": timeline or [],
     }
     save.write_text(json.dumps(run, indent=1))
     return compare(trace, observed, run)
@@ -505,6 +645,9 @@ def main() -> None:
     ap.add_argument("--load", type=float, default=1.3)
     ap.add_argument("--out", type=Path, default=Path("docs/img/sim/crosscheck"))
     ap.add_argument("--replay", type=Path, help="re-simulate a saved run (*-run.json)")
+    ap.add_argument(
+        "--levers", action="store_true", help="with the service's packing (Weight) lever active"
+    )
     args = ap.parse_args()
     args.out.mkdir(parents=True, exist_ok=True)
     if args.replay:
@@ -513,9 +656,11 @@ def main() -> None:
         if args.replay.name.endswith("-run.json"):  # refresh the comparison next to the run
             result = args.replay.with_name(args.replay.name.removesuffix("-run.json") + ".json")
     else:
-        save = args.out / f"{SUITE}-seed{args.seed}-run.json"
-        res = crosscheck(args.jobs, args.seed, (args.run_min, args.run_max), args.load, save)
-        result = args.out / f"{SUITE}-seed{args.seed}.json"
+        stem = f"{SUITE}-seed{args.seed}" + ("-levers" if args.levers else "")
+        save = args.out / f"{stem}-run.json"
+        run_s = (args.run_min, args.run_max)
+        res = crosscheck(args.jobs, args.seed, run_s, args.load, save, args.levers)
+        result = args.out / f"{stem}.json"
     if result is not None:
         result.write_text(json.dumps(asdict(res), indent=1))
     for row in res.differing:
@@ -525,6 +670,7 @@ def main() -> None:
         f"End to end: same node {res.same_node_pct:.1f} %, same node and GPU indices "
         f"{res.same_gpus_pct:.1f} %. Decision by decision: same node "
         f"{res.decision_node_pct:.1f} %, same GPU indices {res.decision_gpus_pct:.1f} %"
+        + (f"; the recorded Weights changed {res.lever_changed} decisions" if args.levers else "")
     )
 
 

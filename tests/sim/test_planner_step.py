@@ -35,3 +35,13 @@ def test_requeue_cap_is_the_plans_victim_limit() -> None:
     plan = make_step("planner-large").plan(_view(max_requeues=1))
     assert plan.requeue == ()
     assert plan.place == {}
+
+
+def test_drain_only_holds_the_block_and_requeues_nothing() -> None:
+    # Every blocker ends within drain.max_wait_hours (2 h): the big job in 1 h, the small
+    # ones in 1.7 h. The block that frees first is held for the waiting job; nobody is
+    # requeued although the cap would allow two.
+    plan = make_step("planner-drain").plan(_view(max_requeues=2))
+    assert plan.requeue == ()
+    assert plan.place == {}
+    assert plan.hold == {3: Placement(0, (0, 1, 2, 3))}

@@ -21,7 +21,7 @@ from slurm_defrag.sim.protocol_b import LARGE_GPUS
 from slurm_defrag.sim.scope import cheapest_nodes, movable_host
 from slurm_defrag.sim.snapshot_view import ViewOptions, target_jobs, to_snapshot
 
-STEPS = ("none", "planner", "planner-large", "planner-harm")
+STEPS = ("none", "planner", "planner-large", "planner-harm", "planner-drain")
 """``planner``: every pending whole-GPU job at the head of the queue is a target, and GPUs
 shared by fractional jobs can be freed (their jobs requeued together).
 ``planner-large``: only jobs of at least 4 GPUs are, and running jobs that large are never
@@ -30,7 +30,11 @@ victims -- the setting for Protocol B's large-job goal.
 after requeue (``cost.requeue_wait_weight`` = 1, :func:`~slurm_defrag.policy.cost.
 restart_wait_hours`), its checkpoint (``defrag:ckpt``) cuts its lost work, and drain plans
 are on: a block whose blockers' time limits end within ``drain.max_wait_hours`` is held
-for the target by a reservation instead of requeueing them."""
+for the target by a reservation instead of requeueing them.
+``planner-harm@X``: with at most X GPU-hours of work lost per plan
+(``limits.max_gpu_hours_lost_per_plan``), cheaper plans or drains otherwise.
+``planner-drain``: ``planner-harm`` with no victim at all (``max_victims_per_plan`` = 0):
+blocks are only held until their blockers end, so no work is ever lost."""
 
 
 SCOPE_NODES = 32
@@ -50,6 +54,8 @@ class PlannerStep:
         scope_nodes: int | None = None,
         solver_workers: int | None = None,
         harm: bool = False,
+        drain_only: bool = False,
+        max_lost_gpu_hours: float | None = None,
     ) -> None:
         policy = default_policy()
         if harm:
@@ -63,6 +69,14 @@ class PlannerStep:
             # head job (a drain by another name), and a drain plan starts nothing now.
             self._policy = policy.model_copy(
                 update={"drain": policy.drain.model_copy(update={"enabled": False})}
+            )
+        if max_lost_gpu_hours is not None:
+            self._policy = self._policy.model_copy(
+                update={
+                    "limits": self._policy.limits.model_copy(
+                        update={"max_gpu_hours_lost_per_plan": max_lost_gpu_hours}
+                    )
+                }
             )
         if solver_workers is not None:
             # One CP-SAT worker: deterministic (same seed, same run) and, on these small
@@ -78,6 +92,8 @@ class PlannerStep:
         jobs that large are never victims (trading one large job for another only churns)."""
         self.shared_victims = shared_victims
         """GPUs shared by fractional jobs are victims too (all their jobs requeued)."""
+        self.drain_only = drain_only
+        """No requeue: drain plans only (``planner-drain``)."""
         self.scope_nodes = scope_nodes
         """Show the planner only this many nodes per target, the cheapest-looking ones
         (:mod:`slurm_defrag.sim.scope`); None: the whole cluster."""
@@ -97,7 +113,8 @@ class PlannerStep:
         targets = [j.id for j in snapshot.jobs if j.request is not None]
         if not targets:
             return DefragPlan()
-        limits = self._policy.limits.model_copy(update={"max_victims_per_plan": view.max_requeues})
+        cap = 0 if self.drain_only else view.max_requeues
+        limits = self._policy.limits.model_copy(update={"max_victims_per_plan": cap})
         policy = self._policy.model_copy(update={"limits": limits})
         plan = make_plan(snapshot, policy, targets=targets)
         index = {spec.name: i for i, spec in enumerate(view.state.nodes)}
@@ -130,8 +147,21 @@ def make_step(name: str) -> DefragStep:
         return NoDefrag()
     if name == "planner":
         return PlannerStep(shared_victims=True, scope_nodes=SCOPE_NODES, solver_workers=1)
-    if name in ("planner-large", "planner-harm"):
-        step = PlannerStep(min_gpus=LARGE_GPUS, harm=name == "planner-harm")
+    base, _, cap = name.partition("@")
+    if base in ("planner-large", "planner-harm", "planner-drain") and (not cap or _number(cap)):
+        step = PlannerStep(
+            min_gpus=LARGE_GPUS,
+            harm=base != "planner-large",
+            drain_only=base == "planner-drain",
+            max_lost_gpu_hours=float(cap) if cap else None,
+        )
         step.name = name
         return step
     raise InputError(f"--defrag {name!r}: choose from {', '.join(STEPS)}")
+
+
+def _number(text: str) -> bool:
+    try:
+        return float(text) >= 0
+    except ValueError:
+        return False
