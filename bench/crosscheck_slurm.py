@@ -29,6 +29,7 @@ import json
 import math
 import re
 import sys
+import tempfile
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager, nullcontext
@@ -554,15 +555,23 @@ def leaf_switches_from(text: str) -> list[list[str]]:
 
 
 @contextmanager
-def weight_lever(workdir: Path) -> Iterator[None]:
+def weight_lever() -> Iterator[None]:
     """The service's packing lever active: a service container in enforce mode with
     packing on and no strategy (so it plans nothing: no reservation, no requeue), a cycle
     every 4 s. The Weights are put back afterwards, whatever happened."""
+    with tempfile.TemporaryDirectory(prefix="xc-levers-") as tmp:
+        workdir = Path(tmp)
+        workdir.chmod(0o755)  # readable by the service user inside the container
+        (workdir / "policy.toml").write_text("version = 1\nstrategies = []\n")
+        with _lever_service(workdir):
+            yield
+
+
+@contextmanager
+def _lever_service(workdir: Path) -> Iterator[None]:
+    # Imported here: the offline replay (tests/sim) needs no database driver or Docker.
     from service_container import ServiceContainer, scratch_database
 
-    workdir.mkdir(parents=True, exist_ok=True)
-    workdir.chmod(0o755)  # readable by the service user inside the container
-    (workdir / "policy.toml").write_text("version = 1\nstrategies = []\n")
     before = node_weights()
     db = scratch_database()
     svc = None
@@ -608,7 +617,7 @@ def crosscheck(
     recorded while the trace runs and given to the model."""
     trace = make_trace(n, seed, run_s, load)
     timeline: Timeline | None = [] if levers else None
-    with weight_lever(save.parent / "lever-service") if levers else nullcontext():
+    with weight_lever() if levers else nullcontext():
         observed = run_trace(trace, seed, weights=timeline)
     run = {
         "suite": SUITE,

@@ -37,6 +37,23 @@ def test_leaf_best_fit_prefers_the_leaf_with_fewest_usable_nodes() -> None:
     assert fit.node(np.array([False, True, True, True])) == 1
 
 
+def test_leaf_best_fit_takes_only_the_lowest_weight_nodes() -> None:
+    # The packing lever raised n0's and n2's Weight: leaf 1 keeps only n1, leaf 2 only n3.
+    state = ClusterState([node(f"n{i}", 4) for i in range(4)])
+    state.set_weight(0, 1001)
+    state.set_weight(2, 1001)
+    fit = xc.LeafBestFit(state, [[0, 1], [2, 3]])
+    assert fit.node(np.array([True, True, True, True])) == 1
+    assert fit.node(np.array([True, False, True, False])) == 0  # only raised nodes left
+
+
+def test_weights_at_gives_the_last_record_seen_by_then() -> None:
+    timeline = [(10.0, {"n0": 1}), (20.0, {"n0": 1001})]
+    assert xc.weights_at(timeline, 5.0) is None
+    assert xc.weights_at(timeline, 19.9) == {"n0": 1}
+    assert xc.weights_at(timeline, 20.0) == {"n0": 1001}
+
+
 @pytest.mark.parametrize(
     "run", sorted(RUNS.rglob("*-run.json")), ids=lambda p: str(p.relative_to(RUNS))
 )
