@@ -32,7 +32,12 @@ def main() -> None:
     ap.add_argument("--out", type=Path, default=Path("docs/img/sim"))
     ap.add_argument("--policies", default=",".join(suite.DEFAULT_POLICIES))
     ap.add_argument("--loads", default="0.9,1.2,1.5")
-    ap.add_argument("--defrag", default="none", help="none, planner, planner-large (comma list)")
+    ap.add_argument(
+        "--defrag",
+        default="none",
+        help="none, planner, planner-large, planner-harm, planner-drain (comma list); "
+        "@X after a planner-*: at most X GPU-h lost per plan",
+    )
     ap.add_argument("--name", default="protocol_b", help="file name of the .png and .json")
     ap.add_argument("--workload", default="default", help="openb pod list: default, multigpu50")
     ap.add_argument("--user-limits", action="store_true", help="time limits as users set them")
