@@ -42,7 +42,7 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests" / "e2e"))
 
-from live_cluster import SUITE, ctld, exclusive_cluster, sbatch
+from live_cluster import SUITE, ctld, exclusive_cluster, node_weights, restore_weights, sbatch
 
 from slurm_defrag.domain.gres import gpu_indices
 from slurm_defrag.domain.units import MILLI
@@ -183,12 +183,6 @@ def _submit(job: TraceJob, name: str) -> str:
         wrap=f"sleep {job.run_s}",
     )
     return job_id
-
-
-def node_weights() -> dict[str, int]:
-    """Every node's current ``Weight`` (``sinfo``)."""
-    out = ctld("sinfo", "-N", "-h", "-o", "%N %w")
-    return {n: int(w) for n, w in (ln.split() for ln in set(out.splitlines()) if ln.strip())}
 
 
 Timeline = list[tuple[float, dict[str, int]]]
@@ -599,9 +593,7 @@ def _lever_service(workdir: Path) -> Iterator[None]:
             svc.stop()
             svc.remove()
         db.drop()
-        for node, w in before.items():
-            if node_weights().get(node) != w:
-                ctld("scontrol", "update", f"NodeName={node}", f"Weight={w}", check=False)
+        restore_weights(before)
 
 
 def crosscheck(

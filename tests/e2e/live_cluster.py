@@ -139,6 +139,22 @@ def wait_running(job_ids: list[str], timeout_s: float = 90) -> None:
     raise AssertionError(f"jobs did not all start within {timeout_s:g} s: {states}")
 
 
+def node_weights() -> dict[str, int]:
+    """Every node's current ``Weight`` (``sinfo``)."""
+    out = ctld("sinfo", "-h", "-N", "-o", "%N %w")
+    return {n: int(w) for n, w in (ln.split() for ln in set(out.splitlines()) if ln.strip())}
+
+
+def restore_weights(before: dict[str, int]) -> dict[str, int]:
+    """Put back every Weight that differs from ``before`` (a test must never leave the
+    cluster changed, even on failure); returns the Weights found before restoring."""
+    after = node_weights()
+    for node, w in before.items():
+        if after.get(node) != w:
+            ctld("scontrol", "update", f"NodeName={node}", f"Weight={w}", check=False)
+    return after
+
+
 def node_states() -> dict[str, str]:
     """sinfo's short state per node (``idle``, ``mix``, ``drain``, ``idle*``, ...)."""
     out = ctld("sinfo", "-h", "-N", "-o", "%N %t", check=False)

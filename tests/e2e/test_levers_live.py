@@ -25,7 +25,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from live_cluster import ctld, exclusive_cluster, job_states, sbatch
+from live_cluster import exclusive_cluster, job_states, restore_weights, sbatch
 from test_service_live import (
     FAST,
     Scenario,
@@ -76,10 +76,7 @@ def quiet(tmp_path: Path) -> Iterator[Scenario]:
             yield sc
         finally:
             cleanup_scenario(sc)
-            after = _weights()
-            for node, w in before.items():  # never leave the cluster changed, even on failure
-                if after.get(node) != w:
-                    ctld("scontrol", "update", f"NodeName={node}", f"Weight={w}", check=False)
+            restore_weights(before)
 
 
 def test_plain_slurm_splits_node01_and_the_8_gpu_job_waits(quiet: Scenario) -> None:

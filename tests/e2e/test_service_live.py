@@ -51,6 +51,8 @@ from live_cluster import (
     ctld,
     exclusive_cluster,
     job_states,
+    node_weights,
+    restore_weights,
     sbatch,
 )
 from service_container import (
@@ -483,9 +485,7 @@ def test_time_from_blocked_to_running(fresh: Scenario) -> None:
     print(f"\nservice live timing (container): {json.dumps(result)}")
 
 
-def _weights() -> dict[str, int]:
-    out = ctld("sinfo", "-h", "-N", "-o", "%N %w")
-    return {n: int(w) for n, w in (ln.split() for ln in set(out.splitlines()) if ln.strip())}
+_weights = node_weights  # (also imported by test_service_faults_live)
 
 
 def test_packing_weights_applied_and_restored_on_sigterm(fresh: Scenario) -> None:
@@ -512,10 +512,7 @@ def test_packing_weights_applied_and_restored_on_sigterm(fresh: Scenario) -> Non
         _wait("weights raised", lambda: any(w >= 1000 for w in _weights().values()), 90)
     finally:
         code = service.stop()
-        after = _weights()
-        for node, w in before.items():  # never leave the cluster changed, even on failure
-            if after.get(node) != w:
-                ctld("scontrol", "update", f"NodeName={node}", f"Weight={w}", check=False)
+        after = restore_weights(before)
     log = service.logs()
     assert code == 0, log
     assert after == before, log
