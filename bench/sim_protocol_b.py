@@ -2,8 +2,8 @@
 
     .venv/bin/python bench/sim_protocol_b.py [--seeds 2] [--out docs/img/sim]
         [--loads 0.9,1.2,1.5] [--policies ...] [--defrag none,planner-large] [--name protocol_b]
-        [--workload default|multigpu50] [--user-limits] [--ckpt-share 0,0.25]
         [--workload default|multigpu50] [--user-limits] [--ckpt-share 0,0.25,0.5]
+        [--backfill head|all]
 
 1/8 of openb's nodes (every shape kept), 18 h of Poisson arrivals drawn from the trace,
 run times capped at 6 h, the first 6 h (one maximal run time, to reach steady state) not
@@ -42,6 +42,12 @@ def main() -> None:
     ap.add_argument("--workload", default="default", help="openb pod list: default, multigpu50")
     ap.add_argument("--user-limits", action="store_true", help="time limits as users set them")
     ap.add_argument("--ckpt-share", default="0", help="checkpointing shares (comma list)")
+    ap.add_argument(
+        "--backfill",
+        default="head",
+        choices=suite.BACKFILL,
+        help="head: EASY; all: every tested job planned, as slurmctld (the cross-checked model)",
+    )
     args = ap.parse_args()
     s = suite.Suite(
         trace=args.workload,
@@ -51,6 +57,7 @@ def main() -> None:
         policies=tuple(args.policies.split(",")),
         loads=tuple(float(x) for x in args.loads.split(",")),
         defrag=tuple(args.defrag.split(",")),
+        backfill=args.backfill,
     )
     t0 = time.perf_counter()
     runs = suite.protocol_b(s)

@@ -163,6 +163,51 @@ def reserve(
     return best
 
 
+Release = tuple[float, int, int, int, tuple[int, ...], int]
+"""What a running job gives back at its expected end (start + time limit): (end, node,
+CPU, memory, GPU indices, milli-GPU on each). Plain tuples: will-run walks millions."""
+
+
+@dataclass(frozen=True)
+class EndQueue:
+    """Running jobs by expected end (ties by job id, as will-run sorts them) and what is
+    free now, in plain ints. A backfill pass asks will-run of many jobs against the same
+    running set and free state: build this once per state (:func:`end_queue`)."""
+
+    releases: list[Release]
+    cpu: list[int]
+    mem: list[int]
+    gpu: list[list[int]]
+
+
+def end_queue(state: ClusterState, running: Mapping[int, RunningJob]) -> EndQueue:
+    ordered = sorted(running.items(), key=lambda kv: (_expected_end(kv[1]), kv[0]))
+    return EndQueue(
+        releases=[
+            (
+                _expected_end(r),
+                r.where.node,
+                r.job.cpu_milli,
+                r.job.memory_mib,
+                tuple(r.where.gpus),
+                r.job.gpu_milli,
+            )
+            for _, r in ordered
+        ],
+        cpu=state.cpu_left.tolist(),
+        mem=state.mem_left.tolist(),
+        gpu=state.gpu_left.tolist(),
+    )
+
+
+def fits_now(state: ClusterState, job: JobSpec, usable: BoolArray) -> BoolArray:
+    """Usable nodes where ``job`` fits on what is free now (counts, as :func:`_fits`)."""
+    ok = usable & (state.cpu_left >= job.cpu_milli) & (state.mem_left >= job.memory_mib)
+    if job.num_gpu:
+        ok &= (state.gpu_left >= job.gpu_milli).sum(axis=1) >= job.num_gpu
+    return ok
+
+
 def will_run(
     state: ClusterState,
     job: JobSpec,
@@ -170,6 +215,7 @@ def will_run(
     running: Mapping[int, RunningJob],
     now: float,
     pick: NodePicker,
+    ends: EndQueue | None = None,
 ) -> Reservation | None:
     """When and where ``job`` could start on the ``usable`` nodes as running jobs end.
 
@@ -179,40 +225,64 @@ def will_run(
     group that was not enough. The job is tested after each group, its start is the
     expected end of the group's last job, and ``pick`` chooses among the nodes where it
     then fits. (The barrier is on the clock, so simulator time 0 should be a whole
-    minute of Unix time to reproduce Slurm's groups.)
+    minute of Unix time to reproduce Slurm's groups.) ``ends``: :func:`end_queue` of
+    this state and ``running``, when the caller has it.
+
+    Only the nodes a group touched can have started to fit (resources only grow while
+    jobs are released), so each test looks at those alone.
     """
     usable = usable & _capable(state, job)
-    cpu, mem, gpu = state.cpu_left.copy(), state.mem_left.copy(), state.gpu_left.copy()
-
-    def fitting() -> BoolArray:
-        out = np.zeros_like(usable)
-        for n in np.flatnonzero(usable):
-            out[n] = _fits(int(cpu[n]), int(mem[n]), gpu[n], job)
-        return out
-
-    now_ok = fitting()
+    now_ok = fits_now(state, job, usable)
     if now_ok.any():
         return Reservation(pick(now_ok), now)
-    queue = sorted((_expected_end(r), i) for i, r in running.items() if usable[r.where.node])
-    window, k = WILL_RUN_WINDOW, 0
-    barrier = (math.floor(queue[0][0] / window) + 1) * window if queue else 0.0
-    while k < len(queue):
+    q = end_queue(state, running) if ends is None else ends
+    use = usable.tolist()
+    queue = (r for r in q.releases if use[r[1]])
+    head = next(queue, None)
+    if head is None:
+        return None
+    need_cpu, need_mem, need_gpus = job.cpu_milli, job.memory_mib, job.num_gpu
+    milli = job.gpu_milli
+    # per touched node: [free CPU, free memory, GPUs with the job's share free] and each
+    # GPU's free milli
+    free: dict[int, list[int]] = {}
+    rows: dict[int, list[int]] = {}
+    window = WILL_RUN_WINDOW
+    barrier = (math.floor(head[0] / window) + 1) * window
+    while head is not None:
+        touched: set[int] = set()
         while True:
-            end, i = queue[k]
-            r = running[i]
-            n = r.where.node
-            cpu[n] += r.job.cpu_milli
-            mem[n] += r.job.memory_mib
-            for g in r.where.gpus:
-                gpu[n, g] += r.job.gpu_milli
-            k += 1
-            if k == len(queue) or queue[k][0] > barrier + window:
+            end, n, cpu, mem, gpus, share = head
+            acc = free.get(n)
+            if acc is None:
+                row = rows[n] = q.gpu[n][:]
+                acc = free[n] = [q.cpu[n], q.mem[n], sum(1 for v in row if v >= milli)]
+            else:
+                row = rows[n]
+            acc[0] += cpu
+            acc[1] += mem
+            for g in gpus:
+                before = row[g]
+                row[g] = before + share
+                if before < milli <= row[g]:
+                    acc[2] += 1
+            touched.add(n)
+            head = next(queue, None)
+            if head is None or head[0] > barrier + window:
                 break
-        ok = fitting()
-        if ok.any():
-            return Reservation(pick(ok), max(end, now))
+        ok = [
+            n
+            for n in touched
+            if free[n][0] >= need_cpu
+            and free[n][1] >= need_mem
+            and (not need_gpus or free[n][2] >= need_gpus)
+        ]
+        if ok:
+            where = np.zeros_like(usable)
+            where[ok] = True
+            return Reservation(pick(where), max(end, now))
         window *= 2
-        while k < len(queue) and queue[k][0] > barrier + window:
+        while head is not None and head[0] > barrier + window:
             window *= 2
     return None
 
@@ -224,16 +294,20 @@ def plan(
     now: float,
     plans: Plans,
     pick: NodePicker,
+    ends: EndQueue | None = None,
 ) -> Reservation | None:
     """Slurm's plan for a job that cannot start now (``_attempt_backfill``): will-run on
     the nodes no earlier plan blocks during [start, start + time limit], from start =
     now. If the planned start lies after the moment those nodes stop being all usable
     (:meth:`Plans.shrinks`), or the chosen node's plans clash with it, try again from
-    that later moment (``TRY_LATER``). None if the job never fits."""
+    that later moment (``TRY_LATER``). None if the job never fits. ``ends``: as for
+    :func:`will_run`."""
+    if ends is None:
+        ends = end_queue(state, running)
     start = now
     for _ in range(2 * len(plans.made) + 2):  # each retry moves past a plan boundary
         usable = ~plans.blocked(state.size, start, job.estimate)
-        found = will_run(state, job, usable, running, now, pick)
+        found = will_run(state, job, usable, running, now, pick, ends)
         later = plans.shrinks(start)
         if found is None:
             if later is None:

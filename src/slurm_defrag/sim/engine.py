@@ -35,7 +35,15 @@ from typing import Literal
 import numpy as np
 
 from slurm_defrag.domain.units import MILLI
-from slurm_defrag.sim.backfill import NodePicker, Plans, first_in_order, plan, reserve
+from slurm_defrag.sim.backfill import (
+    EndQueue,
+    NodePicker,
+    Plans,
+    end_queue,
+    first_in_order,
+    plan,
+    reserve,
+)
 from slurm_defrag.sim.cluster import BoolArray, ClusterState
 from slurm_defrag.sim.defrag import DefragStep, DefragView, NoDefrag, RunningJob, requeue_limit
 from slurm_defrag.sim.model import JobSpec, Placement
@@ -147,6 +155,9 @@ class Engine:
         """Run time a job's checkpoints saved before it was requeued."""
         self.holds: dict[int, Hold] = {}
         self._held_milli = 0
+        self._ends: EndQueue | None = None
+        """Running jobs by expected end and what is free, for backfill planning; None
+        after any change."""
         self.holds_made = 0
 
     # -- event plumbing -----------------------------------------------------------------
@@ -215,6 +226,7 @@ class Engine:
         if jid in self.holds:
             self._unhold(jid)
         self.state.allocate(job, where)
+        self._ends = None
         done = self.done.get(jid, 0.0)
         self.running[jid] = RunningJob(job, where, self.now, done)
         self.on_node.setdefault(where.node, set()).add(jid)
@@ -227,6 +239,7 @@ class Engine:
 
     def _stop(self, jid: int) -> RunningJob:
         r = self.running.pop(jid)
+        self._ends = None
         self.state.release(r.job, r.where)
         self.on_node[r.where.node].discard(jid)
         self._released = self._bf_dirty = True
@@ -315,7 +328,9 @@ class Engine:
             if self._try(jid, exclude=blocked):
                 self.stats.backfilled += 1
                 continue
-            res = plan(self.state, job, self.running, self.now, plans, self._plan_node)
+            if self._ends is None:
+                self._ends = end_queue(self.state, self.running)
+            res = plan(self.state, job, self.running, self.now, plans, self._plan_node, self._ends)
             if res is not None:
                 plans.add(res.node, res.start, job.estimate, self.now)
 
@@ -361,6 +376,7 @@ class Engine:
 
     def _unhold(self, jid: int) -> None:
         h = self.holds.pop(jid)
+        self._ends = None
         for g in sorted(h.taken):
             self.state.release(_RESERVED, Placement(h.where.node, (g,)))
             self._held_milli -= MILLI
@@ -375,6 +391,7 @@ class Engine:
             for g in h.where.gpus:
                 if g not in h.taken and self.state.gpu_left[node, g] == MILLI:
                     self.state.allocate(_RESERVED, Placement(node, (g,)))
+                    self._ends = None
                     h.taken.add(g)
                     self._held_milli += MILLI
             if len(h.taken) < len(h.where.gpus):
