@@ -2,10 +2,15 @@
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from simkit import job, node
 
-from slurm_defrag.sim.backfill import Plans, Reservation, plan, will_run
+from slurm_defrag.sim.backfill import Plans, Reservation, end_queue, plan, will_run
 from slurm_defrag.sim.cluster import ClusterState
 from slurm_defrag.sim.defrag import RunningJob
 from slurm_defrag.sim.engine import Engine, EngineConfig
@@ -113,3 +118,102 @@ def test_planning_every_pending_job_keeps_backfill_off_their_nodes() -> None:
     ]
     assert _run(jobs, "head")["s"] == "b"
     assert _run(jobs, "all")["s"] == "c"
+
+
+def _will_run_reference(
+    state: ClusterState,
+    j: JobSpec,
+    usable: np.ndarray,  # type: ignore[type-arg]
+    running: dict[int, RunningJob],
+    now: float,
+) -> Reservation | None:
+    """The straightforward will-run (every usable node re-tested after every group), as
+    it was before the walk was made incremental: the oracle for the fast one."""
+    from slurm_defrag.sim.backfill import WILL_RUN_WINDOW, _capable, _fits
+
+    usable = usable & _capable(state, j)
+    cpu, mem, gpu = state.cpu_left.copy(), state.mem_left.copy(), state.gpu_left.copy()
+
+    def fitting() -> np.ndarray:  # type: ignore[type-arg]
+        out = np.zeros_like(usable)
+        for n in np.flatnonzero(usable):
+            out[n] = _fits(int(cpu[n]), int(mem[n]), gpu[n], j)
+        return out
+
+    if fitting().any():
+        return Reservation(_first(fitting()), now)
+    queue = sorted(
+        (r.start + r.job.estimate, i) for i, r in running.items() if usable[r.where.node]
+    )
+    window, k = WILL_RUN_WINDOW, 0
+    barrier = (math.floor(queue[0][0] / window) + 1) * window if queue else 0.0
+    while k < len(queue):
+        while True:
+            end, i = queue[k]
+            r = running[i]
+            n = r.where.node
+            cpu[n] += r.job.cpu_milli
+            mem[n] += r.job.memory_mib
+            for g in r.where.gpus:
+                gpu[n, g] += r.job.gpu_milli
+            k += 1
+            if k == len(queue) or queue[k][0] > barrier + window:
+                break
+        ok = fitting()
+        if ok.any():
+            return Reservation(_first(ok), max(end, now))
+        window *= 2
+        while k < len(queue) and queue[k][0] > barrier + window:
+            window *= 2
+    return None
+
+
+@settings(max_examples=150, deadline=None)
+@given(
+    seed=st.integers(0, 2**31),
+    shape=st.sampled_from([(1, 1000), (1, 500), (2, 1000), (4, 1000), (8, 1000), (0, 0)]),
+    cpu=st.sampled_from([1000, 16_000, 60_000]),
+)
+def test_fast_will_run_agrees_with_the_reference(
+    seed: int, shape: tuple[int, int], cpu: int
+) -> None:
+    """Random clusters of 4- and 8-GPU nodes filled with whole and shared GPU jobs and
+    CPU-only jobs; the incremental walk and a shared end queue give the reference's
+    answer for every job shape, node mask and clock."""
+    rng = np.random.default_rng(seed)
+    s = ClusterState([node(f"n{i}", int(rng.choice([4, 8]))) for i in range(6)])
+    running: dict[int, RunningJob] = {}
+    for i in range(40):
+        n = int(rng.integers(6))
+        num, milli = [(1, 1000), (1, 300), (2, 1000), (0, 0), (4, 1000)][int(rng.integers(5))]
+        j = job(
+            f"r{i}",
+            num=num,
+            milli=milli,
+            cpu=int(rng.choice([1000, 8000])),
+            time_limit=float(rng.integers(1, 40) * 15),
+        )
+        free = [g for g in range(int(s.gpu_count[n])) if s.gpu_left[n, g] >= milli]
+        if num > len(free) or s.cpu_left[n] < j.cpu_milli:
+            continue
+        where = Placement(n, tuple(free[:num]))
+        s.allocate(j, where)
+        running[i] = RunningJob(j, where, float(rng.integers(0, 100)))
+    usable = rng.random(6) < 0.8
+    want = job("w", num=shape[0], milli=shape[1], cpu=cpu)
+    now = float(rng.integers(0, 300))
+    ends = end_queue(s, running)
+    expected = _will_run_reference(s, want, usable, running, now)
+    assert will_run(s, want, usable, running, now, _first) == expected
+    assert will_run(s, want, usable, running, now, _first, ends) == expected
+
+
+def test_protocol_b_backfill_models() -> None:
+    from slurm_defrag.errors import InputError
+    from slurm_defrag.suite import engine_config
+
+    assert engine_config("head") == EngineConfig()
+    slurmctld = engine_config("all")
+    assert (slurmctld.bf_reserve, slurmctld.bf_resolution) == ("all", 60.0)
+    with pytest.raises(InputError, match="--backfill 'conservative'"):
+        engine_config("conservative")

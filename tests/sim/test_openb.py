@@ -155,6 +155,9 @@ def test_simulate_protocol_a_with_the_planner_prints_the_defrag_table(traces: Pa
     res = CliRunner().invoke(app, ["simulate", "--requeue-cap", "always", "--seeds", "1"])
     assert res.exit_code != 0
     assert "--requeue-cap" in str(res.exception)
+    res = CliRunner().invoke(app, ["simulate", "-p", "b", "--backfill", "some", "--seeds", "1"])
+    assert isinstance(res.exception, InputError)
+    assert "--backfill 'some'" in str(res.exception)
 
 
 def test_no_trace_folder_says_where_to_get_it(monkeypatch: pytest.MonkeyPatch) -> None:

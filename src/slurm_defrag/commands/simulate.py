@@ -89,6 +89,14 @@ def simulate(
         str,
         typer.Option("--requeue-cap", help="A: 1 % of running jobs per defrag step, or in total."),
     ] = "step",
+    backfill: Annotated[
+        str,
+        typer.Option(
+            "--backfill",
+            help="B: head = EASY (only the blocked head job is planned); all = every job "
+            "tested is planned, as slurmctld's sched/backfill (the cross-checked model).",
+        ),
+    ] = "head",
     out: Annotated[
         Path | None, typer.Option("--out", help="Folder for results JSON and PNG plots.")
     ] = None,
@@ -120,6 +128,7 @@ def simulate(
         raise InputError(f"--order {order!r}: choose shuffle or trace")
     if requeue_cap not in ("step", "total"):
         raise InputError(f"--requeue-cap {requeue_cap!r}: choose step or total")
+    suite.engine_config(backfill)  # an unknown model is refused before the trace loads
     from slurm_defrag.sim.levers import mode_policies, parse_mode
     from slurm_defrag.sim.policies.registry import POLICIES
 
@@ -161,6 +170,7 @@ def simulate(
         horizon_h=horizon_h,
         warmup_h=warmup_h,
         max_runtime_h=max_runtime_h,
+        backfill=backfill,
     )
     console = Console()
     title = f"openb {trace}, overlay {overlay}" + (", NVLink jobs" if nvlink_jobs else "")
