@@ -8,7 +8,8 @@
 1/8 of openb's nodes (every shape kept), 18 h of Poisson arrivals drawn from the trace,
 run times capped at 6 h, the first 6 h (one maximal run time, to reach steady state) not
 measured, then drained. Prints the rich table and writes ``protocol_b.png`` and ``.json``
-to ``--out``. One process, sequential. ``--user-limits``: time limits as users set them
+to ``--out`` (and, while it runs, ``<name>.partial.jsonl``: one line per finished run).
+One process, sequential. ``--user-limits``: time limits as users set them
 (Tsafrir et al. 2005, see sim/timed_workload.py); ``--ckpt-share``: shares of jobs that
 checkpoint every 30 min (a sweep). The JSON holds every run (per seed).
 """
@@ -16,7 +17,9 @@ checkpoint every 30 min (a sweep). The JSON holds every run (per seed).
 from __future__ import annotations
 
 import argparse
+import json
 import time
+from dataclasses import asdict
 from pathlib import Path
 
 from rich.console import Console
@@ -24,6 +27,7 @@ from rich.console import Console
 import repo_traces  # noqa: F401  (sets SLURM_DEFRAG_TRACES for a checkout)
 from slurm_defrag import suite
 from slurm_defrag.sim import report
+from slurm_defrag.sim.protocol_b import ResultB
 
 
 def main() -> None:
@@ -60,7 +64,17 @@ def main() -> None:
         backfill=args.backfill,
     )
     t0 = time.perf_counter()
-    runs = suite.protocol_b(s)
+    partial = args.out / f"{args.name}.partial.jsonl"
+    partial.parent.mkdir(parents=True, exist_ok=True)
+    partial.write_text("")
+
+    def done(label: str, run: ResultB) -> None:
+        # one line per finished run, so a long grid in the background shows its figures
+        with partial.open("a") as f:
+            f.write(json.dumps({"label": label, **asdict(run)}) + "\n")
+
+    runs = suite.protocol_b(s, on_result=done)
+    partial.unlink()
     took = time.perf_counter() - t0
     console = Console()
     for ckpt in s.ckpt_shares:

@@ -7,7 +7,7 @@ import the simulator's model without the simulator importing the loaders back.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field, replace
 from functools import partial
 from pathlib import Path
@@ -113,7 +113,10 @@ def protocol_a(
 
 
 def protocol_b(
-    suite: Suite, console: Console | None = None, traces: Path | None = None
+    suite: Suite,
+    console: Console | None = None,
+    traces: Path | None = None,
+    on_result: Callable[[str, ResultB], None] | None = None,
 ) -> list[ResultB]:
     nodes, jobs = load(suite, traces)
     if jobs and not any(j.duration for j in jobs):
@@ -140,4 +143,4 @@ def protocol_b(
                         labels.append(
                             f"B load={load_} ckpt={ckpt} {policy} defrag={step.name} seed={seed}"
                         )
-    return run_grid(tasks, labels, console)
+    return run_grid(tasks, labels, console, on_result)

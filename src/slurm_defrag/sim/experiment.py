@@ -16,9 +16,14 @@ T = TypeVar("T")
 
 
 def run_grid(
-    tasks: Sequence[Callable[[], T]], labels: Sequence[str], console: Console | None = None
+    tasks: Sequence[Callable[[], T]],
+    labels: Sequence[str],
+    console: Console | None = None,
+    on_result: Callable[[str, T], None] | None = None,
 ) -> list[T]:
-    """Run every task in order, showing ``labels`` in a progress bar on stderr."""
+    """Run every task in order, showing ``labels`` in a progress bar on stderr;
+    ``on_result(label, result)`` after each (a grid of slow runs in the background, where
+    no bar is drawn, can say what it has found so far)."""
     out: list[T] = []
     with Progress(
         TextColumn("{task.description}"),
@@ -32,5 +37,7 @@ def run_grid(
         for label, task in zip(labels, tasks, strict=True):
             bar.update(t, description=label)
             out.append(task())
+            if on_result is not None:
+                on_result(label, out[-1])
             bar.advance(t)
     return out
