@@ -39,7 +39,7 @@ def main() -> None:
     ap.add_argument(
         "--defrag",
         default="none",
-        help="none, planner, planner-large, planner-harm, planner-drain (comma list); "
+        help="none, planner, planner-large, planner-harm, planner-wait, planner-drain (comma list); "
         "@X after a planner-*: at most X GPU-h lost per plan",
     )
     ap.add_argument("--name", default="protocol_b", help="file name of the .png and .json")

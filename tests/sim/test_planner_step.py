@@ -45,3 +45,12 @@ def test_drain_only_holds_the_block_and_requeues_nothing() -> None:
     assert plan.requeue == ()
     assert plan.place == {}
     assert plan.hold == {3: Placement(0, (0, 1, 2, 3))}
+
+
+def test_wait_counts_the_harm_but_never_holds() -> None:
+    # planner-harm would hold the block that frees within the drain horizon; planner-wait
+    # has no drains, so it either requeues or leaves the job to backfill's own plan.
+    assert make_step("planner-harm").plan(_view(max_requeues=2)).hold
+    plan = make_step("planner-wait").plan(_view(max_requeues=2))
+    assert plan.hold == {}
+    assert make_step("planner-wait@3").name == "planner-wait@3"

@@ -21,7 +21,7 @@ from slurm_defrag.sim.protocol_b import LARGE_GPUS
 from slurm_defrag.sim.scope import cheapest_nodes, movable_host
 from slurm_defrag.sim.snapshot_view import ViewOptions, target_jobs, to_snapshot
 
-STEPS = ("none", "planner", "planner-large", "planner-harm", "planner-drain")
+STEPS = ("none", "planner", "planner-large", "planner-harm", "planner-wait", "planner-drain")
 """``planner``: every pending whole-GPU job at the head of the queue is a target, and GPUs
 shared by fractional jobs can be freed (their jobs requeued together).
 ``planner-large``: only jobs of at least 4 GPUs are, and running jobs that large are never
@@ -33,6 +33,9 @@ are on: a block whose blockers' time limits end within ``drain.max_wait_hours`` 
 for the target by a reservation instead of requeueing them.
 ``planner-harm@X``: with at most X GPU-hours of work lost per plan
 (``limits.max_gpu_hours_lost_per_plan``), cheaper plans or drains otherwise.
+``planner-wait``: ``planner-harm`` without drains: the victim's wait is in its cost, but
+no block is held for a target (with Slurm's own backfill planning every pending job,
+``--backfill all``, a planned large job already has its node held by backfill).
 ``planner-drain``: ``planner-harm`` with no victim at all (``max_victims_per_plan`` = 0):
 blocks are only held until their blockers end, so no work is ever lost."""
 
@@ -54,22 +57,24 @@ class PlannerStep:
         scope_nodes: int | None = None,
         solver_workers: int | None = None,
         harm: bool = False,
+        drains: bool | None = None,
         drain_only: bool = False,
         max_lost_gpu_hours: float | None = None,
     ) -> None:
         policy = default_policy()
         if harm:
-            # Drains are held by the engine's reservations; the wait a victim faces after
-            # requeue is part of its cost.
-            self._policy = policy.model_copy(
+            # the wait a victim faces after requeue is part of its cost
+            policy = policy.model_copy(
                 update={"cost": policy.cost.model_copy(update={"requeue_wait_weight": 1.0})}
             )
-        else:
-            # No drains: the simulator's backfill already holds a node for the blocked
-            # head job (a drain by another name), and a drain plan starts nothing now.
-            self._policy = policy.model_copy(
+        # Drains (held by the engine's reservations) come with the harm count by default.
+        # Without them: the simulator's backfill already holds a node for the blocked head
+        # job (a drain by another name), and a drain plan starts nothing now.
+        if not (harm if drains is None else drains):
+            policy = policy.model_copy(
                 update={"drain": policy.drain.model_copy(update={"enabled": False})}
             )
+        self._policy = policy
         if max_lost_gpu_hours is not None:
             self._policy = self._policy.model_copy(
                 update={
@@ -148,10 +153,12 @@ def make_step(name: str) -> DefragStep:
     if name == "planner":
         return PlannerStep(shared_victims=True, scope_nodes=SCOPE_NODES, solver_workers=1)
     base, _, cap = name.partition("@")
-    if base in ("planner-large", "planner-harm", "planner-drain") and (not cap or _number(cap)):
+    harmful = ("planner-harm", "planner-wait", "planner-drain")
+    if base in ("planner-large", *harmful) and (not cap or _number(cap)):
         step = PlannerStep(
             min_gpus=LARGE_GPUS,
-            harm=base != "planner-large",
+            harm=base in harmful,
+            drains=base in ("planner-harm", "planner-drain"),
             drain_only=base == "planner-drain",
             max_lost_gpu_hours=float(cap) if cap else None,
         )
