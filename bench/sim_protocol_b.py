@@ -39,8 +39,8 @@ def main() -> None:
     ap.add_argument(
         "--defrag",
         default="none",
-        help="none, planner, planner-large, planner-harm, planner-wait, planner-drain (comma list); "
-        "@X after a planner-*: at most X GPU-h lost per plan",
+        help="none, planner, planner-large, planner-harm, planner-wait, planner-drain "
+        "(comma list); @X after a planner-*: at most X GPU-h lost per plan",
     )
     ap.add_argument("--name", default="protocol_b", help="file name of the .png and .json")
     ap.add_argument("--workload", default="default", help="openb pod list: default, multigpu50")
