@@ -80,6 +80,8 @@ class ClusterState:
         self.mem_left: IntArray = self.mem_cap.copy()
         self.gpu_left: IntArray = self.gpu_cap.copy()
         self.version: IntArray = np.zeros(n, dtype=np.int64)
+        self.changes = 0
+        """Bumped with every node's ``version``: keys caches of the whole free state."""
         self.block_bits: IntArray = np.array(
             [free_block_bits(t, t.all_mask) for t in self.topologies], dtype=np.int64
         )
@@ -222,5 +224,6 @@ class ClusterState:
 
     def _changed(self, n: int) -> None:
         self.version[n] += 1
+        self.changes += 1
         if self.gpu_count[n]:
             self.block_bits[n] = free_block_bits(self.topologies[n], self.full_mask(n))

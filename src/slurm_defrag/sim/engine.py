@@ -156,8 +156,9 @@ class Engine:
         self.holds: dict[int, Hold] = {}
         self._held_milli = 0
         self._ends: EndQueue | None = None
-        """Running jobs by expected end and what is free, for backfill planning; None
-        after any change."""
+        self._ends_at = -1
+        """Running jobs by expected end and what is free, for backfill planning, as of
+        ``state.changes`` = ``_ends_at`` (every start, end or hold changes the state)."""
         self.holds_made = 0
 
     # -- event plumbing -----------------------------------------------------------------
@@ -226,7 +227,6 @@ class Engine:
         if jid in self.holds:
             self._unhold(jid)
         self.state.allocate(job, where)
-        self._ends = None
         done = self.done.get(jid, 0.0)
         self.running[jid] = RunningJob(job, where, self.now, done)
         self.on_node.setdefault(where.node, set()).add(jid)
@@ -239,7 +239,6 @@ class Engine:
 
     def _stop(self, jid: int) -> RunningJob:
         r = self.running.pop(jid)
-        self._ends = None
         self.state.release(r.job, r.where)
         self.on_node[r.where.node].discard(jid)
         self._released = self._bf_dirty = True
@@ -328,8 +327,9 @@ class Engine:
             if self._try(jid, exclude=blocked):
                 self.stats.backfilled += 1
                 continue
-            if self._ends is None:
+            if self._ends is None or self._ends_at != self.state.changes:
                 self._ends = end_queue(self.state, self.running)
+                self._ends_at = self.state.changes
             res = plan(self.state, job, self.running, self.now, plans, self._plan_node, self._ends)
             if res is not None:
                 plans.add(res.node, res.start, job.estimate, self.now)
@@ -376,7 +376,6 @@ class Engine:
 
     def _unhold(self, jid: int) -> None:
         h = self.holds.pop(jid)
-        self._ends = None
         for g in sorted(h.taken):
             self.state.release(_RESERVED, Placement(h.where.node, (g,)))
             self._held_milli -= MILLI
@@ -391,7 +390,6 @@ class Engine:
             for g in h.where.gpus:
                 if g not in h.taken and self.state.gpu_left[node, g] == MILLI:
                     self.state.allocate(_RESERVED, Placement(node, (g,)))
-                    self._ends = None
                     h.taken.add(g)
                     self._held_milli += MILLI
             if len(h.taken) < len(h.where.gpus):
