@@ -86,8 +86,9 @@ def _omit_defaults(
 ) -> dict[str, Any]:
     """Dump ``model`` without the ``optional`` fields that hold their default.
 
-    CPU and memory fields came after schema version 1 files were written: leaving them out
-    when unset keeps those files (and the store's node bodies) byte-identical.
+    CPU and memory fields (and a pending job's planned start) came after schema version 1
+    files were written: leaving them out when unset keeps those files (and the store's
+    node and job bodies) byte-identical.
     """
     data: dict[str, Any] = handler(model)
     for key, default in optional.items():
@@ -103,7 +104,7 @@ _NODE_HOST_DEFAULTS: Final = {
     "memory_mb": None,
     "memory_alloc_mb": 0,
 }
-_JOB_HOST_DEFAULTS: Final = {"cpus_per_node": 0, "memory_mb_per_node": 0}
+_JOB_OPTIONAL_DEFAULTS: Final = {"cpus_per_node": 0, "memory_mb_per_node": 0, "planned_start": None}
 
 TopologySource = Literal["gres.conf", "map", "collector", "template"]
 """Where a live snapshot's node topology came from (see docs/service.md, precedence)."""
@@ -368,6 +369,11 @@ class Job(_Frozen):
     reason: str = Field(default="", description="Slurm's pending reason, e.g. Resources")
     submit_time: Timestamp | None = None
     start_time: Timestamp | None = None
+    planned_start: Timestamp | None = Field(
+        default=None,
+        description="pending: when slurmctld's scheduler expects it to start (StartTime of a "
+        "pending job, set by backfill's plan); None = no plan known",
+    )
     time_limit_s: Annotated[int, Field(ge=0)] | None = Field(
         default=None, description="seconds; None = unlimited"
     )
@@ -388,7 +394,7 @@ class Job(_Frozen):
 
     @model_serializer(mode="wrap")
     def _dump(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
-        return _omit_defaults(self, handler, _JOB_HOST_DEFAULTS)
+        return _omit_defaults(self, handler, _JOB_OPTIONAL_DEFAULTS)
 
     @field_validator("gpus", mode="after")
     @classmethod

@@ -11,12 +11,13 @@ from slurm_defrag.planner.budget import Budget
 from slurm_defrag.planner.candidates import Candidates, RawOption, TargetSpec
 from slurm_defrag.planner.geometry import demand_item, geometry_of
 from slurm_defrag.planner.nodes import JobTable
-from slurm_defrag.policy.cost import to_milli
+from slurm_defrag.policy.cost import CostConfig, to_milli, wait_saved_hours
 from slurm_defrag.solver.problem import (
     JobData,
     LimitData,
     NodeData,
     OptionData,
+    OptionKind,
     ProblemData,
     TargetData,
 )
@@ -69,6 +70,36 @@ def _submit_ts(job: Job) -> float:
     return job.submit_time.timestamp() if job.submit_time is not None else 0.0
 
 
+@dataclass(frozen=True, slots=True)
+class Ceiling:
+    """What one share of a target may cost to be worth it (``cost.target_wait_weight``)."""
+
+    cost: int
+    """Most a requeue option may cost, milli GPU-hours: the weighted wait it saves, per node."""
+    wait_s: float
+    """A drain must hand the block over sooner than this (Slurm's own plan)."""
+
+    def admits(self, o: RawOption) -> bool:
+        if o.kind is OptionKind.DRAIN:
+            return o.wait_s < self.wait_s
+        return o.cost <= self.cost
+
+
+def worth_ceilings(specs: list[TargetSpec], now: datetime, cfg: CostConfig) -> list[Ceiling | None]:
+    """Per target, its :class:`Ceiling`; None everywhere when the policy does not weigh
+    the target's wait. A target Slurm plans to start now gets no requeue with victims:
+    the plan would only move the wait onto them."""
+    if cfg.target_wait_weight <= 0:
+        return [None] * len(specs)
+    out: list[Ceiling | None] = []
+    for s in specs:
+        assert s.job.request is not None
+        hours = wait_saved_hours(s.job, now, cfg.max_wait_hours)
+        gain = cfg.target_wait_weight * s.job.request.gpus * hours / s.nodes
+        out.append(Ceiling(to_milli(gain), hours * 3600))
+    return out
+
+
 @dataclass(frozen=True)
 class Indexed:
     """ProblemData plus the maps back to the snapshot."""
@@ -86,8 +117,14 @@ def to_problem(
     table: JobTable,
     budget: Budget,
     now: datetime,
+    ceilings: list[Ceiling | None] | None = None,
 ) -> Indexed:
-    kept = [o for o in cands.options if _host_fits(snapshot, specs[o.target].job, o, table)]
+    kept = [
+        o
+        for o in cands.options
+        if _host_fits(snapshot, specs[o.target].job, o, table)
+        and (ceilings is None or (cap := ceilings[o.target]) is None or cap.admits(o))
+    ]
     jobs_used = sorted({j for o in kept for j in o.victims})
     job_new = {j: i for i, j in enumerate(jobs_used)}
     node_set = {o.node for o in kept}

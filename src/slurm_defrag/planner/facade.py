@@ -26,7 +26,7 @@ from slurm_defrag.domain.topology import indices_of
 from slurm_defrag.errors import InputError
 from slurm_defrag.planner.assemble import assemble, empty_plan
 from slurm_defrag.planner.budget import check_concurrent_plans, remaining_budget
-from slurm_defrag.planner.build import Indexed, target_specs, to_problem
+from slurm_defrag.planner.build import Indexed, target_specs, to_problem, worth_ceilings
 from slurm_defrag.planner.candidates import CandidateBuilder, Candidates, TargetSpec
 from slurm_defrag.planner.decompose import Part, split
 from slurm_defrag.planner.nodes import JobTable
@@ -90,11 +90,12 @@ def make_plan(
         settings.prune == "auto" and full > settings.full_model_max_options
     )
     cands = builder.build(prune, infos)
+    ceilings = worth_ceilings(specs, now, policy.cost)
 
     def index(c: Candidates) -> Indexed:
         users = {snapshot.job_by_id[table.ids[j]].user for o in c.options for j in o.victims}
         budget = remaining_budget(policy.limits, history, now, users)
-        return to_problem(snapshot, specs, c, table, budget, now)
+        return to_problem(snapshot, specs, c, table, budget, now, ceilings)
 
     ix = index(cands)
 

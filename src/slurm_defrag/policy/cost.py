@@ -44,6 +44,12 @@ class CostConfig(BaseModel):
     frees, by time limits; :func:`restart_wait_hours`). 0: lost work only."""
     max_wait_hours: Annotated[float, Field(ge=0)] = 24.0
     """Cap of that estimate (no spot within the time limits known: this long)."""
+    target_wait_weight: Weight = 0.0
+    """> 0: a plan must be worth the wait it saves its target. A requeue option may cost
+    at most this weight x the target's GPUs x the hours the target would wait anyway
+    (until slurmctld's planned start, :attr:`Job.planned_start`; without one,
+    ``max_wait_hours``), and a drain must start it sooner than that plan. 0: any cost
+    within the limits (the target's wait is not looked at)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -123,6 +129,15 @@ def restart_wait_hours(
             if best == 0:
                 break
     return best / 3600
+
+
+def wait_saved_hours(job: Job, now: datetime, cap_hours: float) -> float:
+    """Hours pending ``job`` would wait without a plan: until slurmctld's planned start
+    (never negative: a plan in the past means "any moment now"); ``cap_hours`` when
+    Slurm has no plan for it (beyond backfill's depth, or a release that says nothing)."""
+    if job.planned_start is None:
+        return cap_hours
+    return min(cap_hours, max(0.0, (job.planned_start - now).total_seconds() / 3600))
 
 
 def to_milli(gpu_hours: float) -> int:

@@ -58,6 +58,8 @@ class DefragView:
     nothing about what a requeue loses."""
     held: frozenset[int] = frozenset()
     """Pending jobs a reservation already holds a block for (not targets again)."""
+    planned: Mapping[int, float] = field(default_factory=dict)
+    """Pending job -> the start Slurm's backfill planned for it (none: no plan)."""
 
 
 @dataclass(frozen=True)

@@ -160,6 +160,9 @@ class Engine:
         """Running jobs by expected end and what is free, for backfill planning, as of
         ``state.changes`` = ``_ends_at`` (every start, end or hold changes the state)."""
         self.holds_made = 0
+        self.planned: dict[int, float] = {}
+        """Pending job -> the start backfill last planned for it (slurmctld's StartTime of
+        a pending job); kept until the next backfill pass, as slurmctld keeps it."""
 
     # -- event plumbing -----------------------------------------------------------------
 
@@ -294,13 +297,17 @@ class Engine:
         self._bf_dirty = False
         self._released = True
         self._schedule()
+        self.planned = {}
         if self.cfg.bf_reserve == "all":
             self._backfill_planning_all()
             return
         if len(self.pending) < 2:
             return
-        head = self.jobs[self.pending[0][2]]
+        head_id = self.pending[0][2]
+        head = self.jobs[head_id]
         res = reserve(self.state, head, self.on_node, self.running, self.now)
+        if res is not None:
+            self.planned[head_id] = res.start
         failed: set[tuple[object, bool]] = set()
         tested = 0
         for _, _, jid in list(self.pending[1:]):
@@ -333,6 +340,7 @@ class Engine:
             res = plan(self.state, job, self.running, self.now, plans, self._plan_node, self._ends)
             if res is not None:
                 plans.add(res.node, res.start, job.estimate, self.now)
+                self.planned[jid] = res.start
 
     def _defrag(self) -> None:
         if not self.running or not self.pending:
@@ -344,6 +352,7 @@ class Engine:
             pending=[(jid, self.jobs[jid]) for _, _, jid in self.pending],
             max_requeues=requeue_limit(len(self.running), self.cfg.requeue_share),
             held=frozenset(self.holds),
+            planned={j: t for j, t in self.planned.items() if j not in self.running},
         )
         for jid in [j for j, h in self.holds.items() if self.now - h.since > self.cfg.hold_max]:
             self._unhold(jid)

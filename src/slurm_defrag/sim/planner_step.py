@@ -21,7 +21,15 @@ from slurm_defrag.sim.protocol_b import LARGE_GPUS
 from slurm_defrag.sim.scope import cheapest_nodes, movable_host
 from slurm_defrag.sim.snapshot_view import ViewOptions, target_jobs, to_snapshot
 
-STEPS = ("none", "planner", "planner-large", "planner-harm", "planner-wait", "planner-drain")
+STEPS = (
+    "none",
+    "planner",
+    "planner-large",
+    "planner-harm",
+    "planner-gain",
+    "planner-wait",
+    "planner-drain",
+)
 """``planner``: every pending whole-GPU job at the head of the queue is a target, and GPUs
 shared by fractional jobs can be freed (their jobs requeued together).
 ``planner-large``: only jobs of at least 4 GPUs are, and running jobs that large are never
@@ -33,6 +41,11 @@ are on: a block whose blockers' time limits end within ``drain.max_wait_hours`` 
 for the target by a reservation instead of requeueing them.
 ``planner-harm@X``: with at most X GPU-hours of work lost per plan
 (``limits.max_gpu_hours_lost_per_plan``), cheaper plans or drains otherwise.
+``planner-gain``: ``planner-harm`` that also weighs what the target gains: an option is
+kept only if it costs at most the GPU-hours of wait it saves the target, counted to the
+start Slurm's backfill planned for it (``cost.target_wait_weight`` = 1,
+:func:`~slurm_defrag.policy.cost.wait_saved_hours`), and a drain only if it starts the
+target sooner than that plan.
 ``planner-wait``: ``planner-harm`` without drains: the victim's wait is in its cost, but
 no block is held for a target (with Slurm's own backfill planning every pending job,
 ``--backfill all``, a planned large job already has its node held by backfill).
@@ -60,13 +73,14 @@ class PlannerStep:
         drains: bool | None = None,
         drain_only: bool = False,
         max_lost_gpu_hours: float | None = None,
+        gain: bool = False,
     ) -> None:
         policy = default_policy()
-        if harm:
-            # the wait a victim faces after requeue is part of its cost
-            policy = policy.model_copy(
-                update={"cost": policy.cost.model_copy(update={"requeue_wait_weight": 1.0})}
-            )
+        if harm or gain:
+            # the wait a victim faces after requeue is part of its cost; with ``gain``
+            # a plan must also save its target at least as much wait
+            weights = {"requeue_wait_weight": 1.0, "target_wait_weight": 1.0 if gain else 0.0}
+            policy = policy.model_copy(update={"cost": policy.cost.model_copy(update=weights)})
         # Drains (held by the engine's reservations) come with the harm count by default.
         # Without them: the simulator's backfill already holds a node for the blocked head
         # job (a drain by another name), and a drain plan starts nothing now.
@@ -153,14 +167,15 @@ def make_step(name: str) -> DefragStep:
     if name == "planner":
         return PlannerStep(shared_victims=True, scope_nodes=SCOPE_NODES, solver_workers=1)
     base, _, cap = name.partition("@")
-    harmful = ("planner-harm", "planner-wait", "planner-drain")
+    harmful = ("planner-harm", "planner-gain", "planner-wait", "planner-drain")
     if base in ("planner-large", *harmful) and (not cap or _number(cap)):
         step = PlannerStep(
             min_gpus=LARGE_GPUS,
             harm=base in harmful,
-            drains=base in ("planner-harm", "planner-drain"),
+            drains=base in ("planner-harm", "planner-gain", "planner-drain"),
             drain_only=base == "planner-drain",
             max_lost_gpu_hours=float(cap) if cap else None,
+            gain=base == "planner-gain",
         )
         step.name = name
         return step

@@ -212,6 +212,7 @@ class _Builder:
                     reason="Resources",
                     priority=j.priority,
                     submit_time=at(j.submit),
+                    planned_start=at(t) if (t := self.view.planned.get(jid)) is not None else None,
                     time_limit_s=int(j.estimate) + 1,
                     request=GpuRequest(
                         gpus_per_node=j.num_gpu, nvlink=j.nvlink, gpu_model=_one_model(j.gpu_models)

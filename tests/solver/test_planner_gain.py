@@ -1,0 +1,104 @@
+"""A plan must be worth the wait it saves its target (``cost.target_wait_weight``).
+
+slurmctld's backfill already plans a start for a blocked job (a pending job's StartTime);
+requeueing others to start it only pays when their cost is below the wait it saves.
+"""
+
+from __future__ import annotations
+
+from datetime import timedelta
+
+import pytest
+
+from slurm_defrag.domain.cluster import ClusterSnapshot, GpuRequest, Job, JobState, Node
+from slurm_defrag.planner.facade import make_plan
+from slurm_defrag.policy.cost import wait_saved_hours
+from slurm_defrag.policy.file import parse_policy
+from slurm_defrag.synth import EPOCH
+
+GAIN = {"version": 1, "cost": {"target_wait_weight": 1.0}}
+
+
+def _snapshot(limit_left_h: float, planned_in_h: float | None) -> ClusterSnapshot:
+    node = Node(
+        name="g1",
+        partitions=("batch",),
+        state=frozenset({"MIXED"}),
+        gpu_model="h100",
+        gpu_count=8,
+        topology="nvswitch-8",
+    )
+    # 6 GPUs held for 1 h: 6 GPU-h lost (+ 0.1 restart) if requeued
+    blocker = Job(
+        id="1",
+        user="u",
+        partition="batch",
+        state=JobState.RUNNING,
+        start_time=EPOCH - timedelta(hours=1),
+        time_limit_s=int((1 + limit_left_h) * 3600),
+        gpus={"g1": frozenset(range(6))},
+    )
+    target = Job(
+        id="2",
+        user="v",
+        partition="batch",
+        state=JobState.PENDING,
+        reason="Resources",
+        request=GpuRequest(gpus_per_node=4, nvlink=True),
+        planned_start=None if planned_in_h is None else EPOCH + timedelta(hours=planned_in_h),
+    )
+    return ClusterSnapshot(taken_at=EPOCH, nodes=(node,), jobs=(blocker, target))
+
+
+@pytest.mark.parametrize(
+    ("planned_in_h", "served"),
+    [
+        (None, True),  # no plan known: up to cost.max_wait_hours saved (4 GPUs x 24 h)
+        (2.0, True),  # 8 GPU-h saved > 6.1 lost
+        (1.0, False),  # 4 GPU-h saved < 6.1 lost: Slurm's own plan is the better deal
+        (-0.5, False),  # planned start already passed: "any moment now"
+    ],
+)
+def test_requeue_only_when_the_wait_saved_exceeds_its_cost(
+    planned_in_h: float | None, served: bool
+) -> None:
+    plan = make_plan(_snapshot(5.0, planned_in_h), parse_policy(GAIN), ["2"])
+    (t,) = plan.targets
+    assert t.served is served
+    assert [v.job_id for v in plan.victims] == (["1"] if served else [])
+
+
+def test_without_the_weight_the_targets_wait_is_not_looked_at() -> None:
+    plan = make_plan(_snapshot(5.0, 0.1), parse_policy({"version": 1}), ["2"])
+    assert plan.targets[0].served
+    assert [v.job_id for v in plan.victims] == ["1"]
+
+
+@pytest.mark.parametrize(("planned_in_h", "served"), [(1.0, True), (0.25, False)])
+def test_a_drain_must_start_the_target_before_slurms_plan(
+    planned_in_h: float, served: bool
+) -> None:
+    # blockers end in 0.5 h: drain for them unless Slurm starts the target sooner anyway
+    plan = make_plan(_snapshot(0.5, planned_in_h), parse_policy(GAIN), ["2"])
+    (t,) = plan.targets
+    assert t.served is served
+    assert not plan.victims
+    if served:
+        assert t.mode == "drain"
+
+
+def test_wait_saved_hours() -> None:
+    job = _snapshot(1.0, 3.0).job_by_id["2"]
+    assert wait_saved_hours(job, EPOCH, 24.0) == pytest.approx(3.0)
+    assert wait_saved_hours(job, EPOCH, 2.0) == 2.0
+    assert wait_saved_hours(job, EPOCH + timedelta(hours=4), 24.0) == 0.0
+    unplanned = job.model_copy(update={"planned_start": None})
+    assert wait_saved_hours(unplanned, EPOCH, 24.0) == 24.0
+
+
+def test_planned_start_round_trips_and_is_left_out_when_unknown() -> None:
+    snap = _snapshot(1.0, 3.0)
+    job = snap.job_by_id["2"]
+    assert Job.model_validate_json(job.model_dump_json()) == job
+    unplanned = job.model_copy(update={"planned_start": None})
+    assert "planned_start" not in unplanned.model_dump()  # older bodies stay byte-identical
