@@ -176,6 +176,14 @@ def test_jobs_states_requests_and_topology(snap: ClusterSnapshot) -> None:
     assert jobs["9"].time_limit_s is None
     assert jobs["1"].start_time is not None
     assert jobs["9"].start_time is None
+    # job 9's StartTime is slurmctld's plan: when the running jobs' 365-day limits end;
+    # held job 10 has none (StartTime=Unknown, start_time 0 or null)
+    planned = jobs["9"].planned_start
+    assert planned is not None
+    assert jobs["9"].submit_time is not None
+    assert 364 <= (planned - jobs["9"].submit_time).days <= 365
+    assert jobs["10"].planned_start is None
+    assert all(j.planned_start is None for j in snap.jobs if j.state != JobState.PENDING)
     # gres.conf Links=: every pair linked, so all 8 GPUs form one NVLink block
     assert snap.cluster == "fakegpu"
     for node in snap.nodes:

@@ -3,12 +3,15 @@
 The recordings themselves (every job one CPU, ``CR_Core`` so ``Mem=0``) are checked for
 every backend in ``test_contract.py``; here each spelling is edited to carry real
 allocations and requests: scontrol text, the v0.0.38 and v0.0.42 JSON, pyslurm layouts.
+Next to each adapter's pending-job request: the pending job's planned start (Slurm's
+start time of a pending job) and the spellings of "no plan".
 """
 
 from __future__ import annotations
 
 import json
 import re
+from datetime import UTC, datetime
 from types import SimpleNamespace
 from typing import Any
 
@@ -23,6 +26,13 @@ from slurm_defrag.slurm.pyslurm_adapter import job as pyslurm_job
 from slurm_defrag.slurm.pyslurm_adapter import layout_host
 
 VERSIONS = ("22.05", "24.11")
+# Job 9 (pending, Resources) as recorded: StartTime / start_time is slurmctld's plan, the
+# end of the running jobs' 365-day limits. Held job 10 has StartTime=Unknown (JSON: 0).
+PLANNED_9 = {
+    "22.05": datetime(2027, 11, 29, 15, 13, 23, tzinfo=UTC),
+    "24.11": datetime(2027, 11, 29, 15, 14, 3, tzinfo=UTC),
+}
+SOON = datetime(2026, 11, 29, 18, 0, tzinfo=UTC)
 
 
 def text_record(recordings: SimpleNamespace, version: str, file: str, first: str) -> str:
@@ -98,6 +108,40 @@ def test_text_pending_job_needs_what_it_asked_per_node(
     job = text_job(recordings, version, "9", **subs)
     assert job.state == JobState.PENDING
     assert host_of(job) == expected
+
+
+@pytest.mark.parametrize("version", VERSIONS)
+@pytest.mark.parametrize(
+    ("start", "planned"),
+    [
+        ("2026-11-29T18:00:00", SOON),
+        ("Unknown", None),  # no plan (held job 10 as recorded)
+        ("None", None),
+        ("N/A", None),
+        ("", None),
+        ("1970-01-01T00:00:00", None),  # the epoch: no plan either
+    ],
+)
+def test_text_pending_job_planned_start(
+    recordings: SimpleNamespace, version: str, start: str, planned: datetime | None
+) -> None:
+    recorded = text_job(recordings, version, "9")
+    assert (recorded.start_time, recorded.planned_start) == (None, PLANNED_9[version])
+    assert text_job(recordings, version, "10").planned_start is None
+    job = text_job(recordings, version, "9", StartTime=start)
+    assert (job.state, job.start_time, job.planned_start) == (JobState.PENDING, None, planned)
+    running = text_job(recordings, version, "1")
+    assert running.start_time is not None
+    assert running.planned_start is None
+
+
+@pytest.mark.parametrize("start", ["soon", "0", "9999-12-31T23:59:59"])
+def test_text_pending_job_garbage_start_is_no_plan(recordings: SimpleNamespace, start: str) -> None:
+    """A pending job's StartTime is an estimate its owner steers (``--begin``): garbage or
+    a year no snapshot holds reads as "no plan", never as a failed read."""
+    job = text_job(recordings, "24.11", "9", StartTime=start)
+    assert (job.state, job.start_time, job.planned_start) == (JobState.PENDING, None, None)
+    assert job.request is not None
 
 
 @pytest.mark.parametrize("version", VERSIONS)
@@ -194,6 +238,56 @@ def test_v0042_pending_job_from_its_request(recordings: SimpleNamespace) -> None
     assert host_of(jobs["10"]) == (1, 65536)
 
 
+@pytest.mark.parametrize(
+    ("start", "planned"),
+    [
+        ({"set": True, "infinite": False, "number": int(SOON.timestamp())}, SOON),
+        ({"set": True, "infinite": False, "number": 0}, None),  # held job 10 as recorded
+        ({"set": False, "infinite": False, "number": 0}, None),
+        ({"set": False, "infinite": False, "number": int(SOON.timestamp())}, None),
+        ({"set": True, "infinite": True, "number": 0}, None),
+        ({"set": True, "infinite": True, "number": int(SOON.timestamp())}, None),
+        (None, None),
+    ],
+)
+def test_v0042_pending_job_planned_start(
+    recordings: SimpleNamespace, start: Any, planned: datetime | None
+) -> None:
+    def edit(jobs: dict[str, Any]) -> None:
+        jobs["9"]["start_time"] = start
+
+    recorded = json_jobs(recordings, "24.11", lambda jobs: None)
+    assert (recorded["9"].start_time, recorded["9"].planned_start) == (None, PLANNED_9["24.11"])
+    assert recorded["10"].planned_start is None
+    assert recorded["1"].start_time is not None
+    assert recorded["1"].planned_start is None
+    jobs = json_jobs(recordings, "24.11", edit)
+    assert (jobs["9"].start_time, jobs["9"].planned_start) == (None, planned)
+
+
+@pytest.mark.parametrize(
+    "start",
+    [
+        "soon",
+        {"set": True, "number": "soon"},
+        {"set": True, "number": -1},
+        {"set": True, "number": 2**40},
+        {"set": True, "number": 10**10},
+    ],
+)
+def test_v0042_pending_job_garbage_start_is_no_plan(
+    recordings: SimpleNamespace, start: Any
+) -> None:
+    """As in text: an unreadable estimate is "no plan", the job itself is read."""
+
+    def edit(jobs: dict[str, Any]) -> None:
+        jobs["9"]["start_time"] = start
+
+    job = json_jobs(recordings, "24.11", edit)["9"]
+    assert (job.state, job.start_time, job.planned_start) == (JobState.PENDING, None, None)
+    assert job.request is not None
+
+
 def test_v0038_running_job_counts_allocated_cores_times_threads(
     recordings: SimpleNamespace,
 ) -> None:
@@ -220,6 +314,22 @@ def test_v0038_pending_job_from_its_request(recordings: SimpleNamespace) -> None
     jobs = json_jobs(recordings, "22.05", edit)
     assert host_of(jobs["9"]) == (4, 2048)
     assert host_of(jobs["10"]) == (6, 600)
+
+
+@pytest.mark.parametrize(("start", "planned"), [(int(SOON.timestamp()), SOON), (0, None)])
+def test_v0038_pending_job_planned_start(
+    recordings: SimpleNamespace, start: int, planned: datetime | None
+) -> None:
+    def edit(jobs: dict[str, Any]) -> None:
+        jobs["9"]["start_time"] = start
+
+    recorded = json_jobs(recordings, "22.05", lambda jobs: None)
+    assert (recorded["9"].start_time, recorded["9"].planned_start) == (None, PLANNED_9["22.05"])
+    assert recorded["10"].planned_start is None  # start_time 0
+    jobs = json_jobs(recordings, "22.05", edit)
+    assert (jobs["9"].start_time, jobs["9"].planned_start) == (None, planned)
+    garbled = json_jobs(recordings, "22.05", lambda jobs: jobs["9"].update(start_time=-5))
+    assert garbled["9"].planned_start is None  # an unreadable estimate: no plan
 
 
 @pytest.mark.parametrize("version", VERSIONS)
@@ -321,6 +431,32 @@ def test_pyslurm_jobs(recordings: SimpleNamespace) -> None:
     pending = pyslurm_job(Doc(jobs["9"], "pyslurm", "jobs[8]"), {})
     assert pending is not None
     assert host_of(pending) == (48, 16384)  # 8 GPUs
+
+
+@pytest.mark.parametrize(
+    ("start", "planned"),
+    [(int(SOON.timestamp()), SOON), (None, None), (0, None)],  # pyslurm: None = unset
+)
+def test_pyslurm_pending_job_planned_start(
+    recordings: SimpleNamespace, start: int | None, planned: datetime | None
+) -> None:
+    path = recordings.dir("24.11") / "pyslurm-24.11_jobs.json"
+    jobs = json.loads(path.read_text(encoding="utf-8"))
+
+    def mapped(job_id: str, **edits: Any) -> Job:
+        job = pyslurm_job(Doc({**jobs[job_id], **edits}, "pyslurm", "jobs[8]"), {})
+        assert job is not None
+        return job
+
+    recorded = mapped("9")
+    assert (recorded.start_time, recorded.planned_start) == (None, PLANNED_9["24.11"])
+    assert mapped("10").planned_start is None  # held: start_time None
+    running = mapped("1")
+    assert running.start_time is not None
+    assert running.planned_start is None
+    job = mapped("9", start_time=start)
+    assert (job.state, job.start_time, job.planned_start) == (JobState.PENDING, None, planned)
+    assert mapped("9", start_time="soon").planned_start is None  # unreadable: no plan
 
 
 def test_running_job_without_allocation_is_unknown_and_pending_ignores_allocation() -> None:

@@ -207,3 +207,32 @@ def test_topology_source_and_unknown_nodes_round_trip(store: Store) -> None:
     assert back == live
     assert back.nodes[0].topology_source == "collector"
     assert back.unknown_topology_nodes == (nodes[1].name,)
+
+
+def test_a_drifting_planned_start_is_stored_to_within_the_slack(store: Store) -> None:
+    """Backfill re-estimates a pending job's start every pass: small moves keep the stored
+    version (one row), a move of the slack or more stores a new one."""
+    from slurm_defrag.domain.cluster import JobState as State
+    from slurm_defrag.store.snapshots import PLANNED_START_SLACK
+
+    snap = course_scenario()
+    pending = next(j for j in snap.jobs if j.state == State.PENDING)
+    t0 = snap.taken_at + timedelta(hours=2)
+
+    def at(minutes: int, planned: datetime) -> ClusterSnapshot:
+        jobs = tuple(
+            j.model_copy(update={"planned_start": planned}) if j.id == pending.id else j
+            for j in snap.jobs
+        )
+        return snap.model_copy(
+            update={"jobs": jobs, "taken_at": snap.taken_at + timedelta(minutes=minutes)}
+        )
+
+    repo = Repository(store)
+    small = t0 + PLANNED_START_SLACK - timedelta(seconds=1)
+    far = t0 + PLANNED_START_SLACK
+    ids = [_save(repo, at(i, p)) for i, p in enumerate((t0, small, far))]
+    assert _count(store, JobState) == len(snap.jobs) + 1  # only the far move is a version
+    assert repo.load_snapshot(ids[0]) == at(0, t0)
+    assert repo.load_snapshot(ids[1]).job_by_id[pending.id].planned_start == t0
+    assert repo.load_snapshot(ids[2]) == at(2, far)

@@ -26,14 +26,14 @@ from __future__ import annotations
 import math
 import re
 import reprlib
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from datetime import UTC, datetime
 from typing import Any, TypeVar
 
 import hostlist
 from pydantic import BaseModel, ValidationError
 
-from slurm_defrag.domain.cluster import GpuRequest, JobState, NodeFlag
+from slurm_defrag.domain.cluster import MAX_YEAR, MIN_YEAR, GpuRequest, JobState, NodeFlag
 from slurm_defrag.domain.gres import (
     GresParseError,
     ascii_digits,
@@ -241,6 +241,31 @@ def text_time(value: str, where: str, field: str) -> datetime | None:
         return datetime.fromisoformat(value).replace(tzinfo=UTC)
     except ValueError:
         raise parse_error(where, field, f"not a time: {value!r}") from None
+
+
+def planned_start(state: JobState, read: Callable[[], datetime | None]) -> datetime | None:
+    """A pending job's Slurm start time read as slurmctld's plan (``Job.planned_start``).
+
+    For a pending job, Slurm's StartTime (``start_time`` in JSON and pyslurm) is when the
+    scheduler expects the job to start (backfill's plan, or the main scheduler's estimate).
+    It is not a fact, so the job's ``start_time`` stays None. Slurm's "no estimate" values
+    arrive as None from ``read`` (the adapter's own time parser): ``Unknown``/``None`` in
+    text, 0 or an unset or infinite number in JSON, None from pyslurm; the epoch itself is
+    no plan either. Any other state has no planned start.
+
+    An estimate is only advice, and its owner steers it (``sbatch --begin``): one that
+    does not parse, or lies outside the years a snapshot holds, reads as "no plan" instead
+    of failing the read, so no job can stop a cycle or change what is read of another.
+    """
+    if state != JobState.PENDING:
+        return None
+    try:
+        start = read()
+    except SlurmParseError:
+        return None
+    if start is None or start.timestamp() <= 0 or not MIN_YEAR <= start.year <= MAX_YEAR:
+        return None
+    return start
 
 
 def duration_s(value: str, where: str, field: str) -> int | None:

@@ -143,8 +143,9 @@ class V0038:
             state=state,
             reason=d.text("state_reason"),
             submit_time=d.time("submit_time"),
-            # A pending job's start_time is the scheduler's estimate, not a fact.
+            # A pending job's start_time is the scheduler's plan (or 0: none), not a fact.
             start_time=None if state == "PENDING" else d.time("start_time"),
+            planned_start=m.planned_start(state, lambda: d.time("start_time")),
             time_limit_s=None if time_limit is None else time_limit * 60,
             requeue=d.flag("requeue", True),
             gpus=self.job_gpus(d),

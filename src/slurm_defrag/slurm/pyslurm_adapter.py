@@ -201,7 +201,9 @@ def job(d: m.Doc, layout: Mapping[str, Any]) -> Job | None:
         state=state,
         reason=d.text("state_reason"),
         submit_time=d.time("submit_time"),
+        # A pending job's start_time is the scheduler's plan (None: none), not a fact.
         start_time=None if state == "PENDING" else d.time("start_time"),
+        planned_start=m.planned_start(state, lambda: d.time("start_time")),
         time_limit_s=None if time_limit is None else time_limit * 60,
         requeue=d.flag("is_requeueable", True),
         gpus=layout_gpus(layout, d.path),

@@ -530,6 +530,11 @@ def _job(r: Record, where: str, path: str) -> Job | None:
         admin_comment=admin_comment,
     )
     need = _job_needs(r, where, path, host.gpus_per_node(request))
+
+    def start() -> datetime | None:
+        # A pending job's StartTime is the scheduler's plan (or Unknown), not a fact.
+        return m.text_time(_val(r, "StartTime"), where, f"{path}.StartTime")
+
     return m.build(
         Job,
         where,
@@ -544,9 +549,8 @@ def _job(r: Record, where: str, path: str) -> Job | None:
         state=state,
         reason=_val(r, "Reason"),
         submit_time=m.text_time(_val(r, "SubmitTime"), where, f"{path}.SubmitTime"),
-        start_time=None
-        if state == "PENDING"
-        else m.text_time(_val(r, "StartTime"), where, f"{path}.StartTime"),
+        start_time=None if state == "PENDING" else start(),
+        planned_start=m.planned_start(state, start),
         time_limit_s=m.duration_s(_val(r, "TimeLimit"), where, f"{path}.TimeLimit"),
         requeue=_val(r, "Requeue") != "0",
         gpus=job_gpus(r, where, path),

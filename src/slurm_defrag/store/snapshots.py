@@ -13,7 +13,7 @@ from __future__ import annotations
 import json
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import Any
 
 from sqlalchemy import Connection, Engine, func, insert, or_, select, tuple_, update
@@ -332,9 +332,23 @@ def _held(jobs: Iterable[Job]) -> Iterator[tuple[tuple[str, int], str]]:
                     yield (node, g), job.id
 
 
+PLANNED_START_SLACK = timedelta(minutes=10)
+"""A pending job whose only change is its planned start, moved by less than this, keeps
+its stored version: backfill re-estimates every pass (30 s), and a new job version each
+time would grow the store by the whole pending queue every cycle. A snapshot read back
+holds the planned start as last stored, at most this far off; everything else is exact."""
+
+
 def _same(old: Node | Job | None, new: Node | Job) -> bool:
     # Identity first: a caller that evolves a snapshot reuses unchanged objects.
-    return old is new or (old is not None and old == new)
+    if old is new or (old is not None and old == new):
+        return True
+    if not isinstance(old, Job) or not isinstance(new, Job):
+        return False
+    a, b = old.planned_start, new.planned_start
+    if a is None or b is None or abs(a - b) >= PLANNED_START_SLACK:
+        return False
+    return old == new.model_copy(update={"planned_start": a})
 
 
 def _close(
