@@ -39,7 +39,8 @@ def main() -> None:
     ap.add_argument(
         "--defrag",
         default="none",
-        help="none, planner, planner-large, planner-harm, planner-wait, planner-drain "
+        help="none, planner, planner-large, planner-harm, planner-gain, planner-wait, "
+        "planner-drain "
         "(comma list); @X after a planner-*: at most X GPU-h lost per plan",
     )
     ap.add_argument("--name", default="protocol_b", help="file name of the .png and .json")
