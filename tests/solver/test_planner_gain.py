@@ -66,6 +66,9 @@ def test_requeue_only_when_the_wait_saved_exceeds_its_cost(
     (t,) = plan.targets
     assert t.served is served
     assert [v.job_id for v in plan.victims] == (["1"] if served else [])
+    if not served:  # the operator reads why, not "went to higher-value targets"
+        assert "not worth it: Slurm plans to start it at" in t.explanation
+        assert "its cheapest placement costs more: g1: requeue 1" in t.explanation
 
 
 def test_without_the_weight_the_targets_wait_is_not_looked_at() -> None:
@@ -85,6 +88,8 @@ def test_a_drain_must_start_the_target_before_slurms_plan(
     assert not plan.victims
     if served:
         assert t.mode == "drain"
+    else:
+        assert t.explanation.endswith("drains for 0.50 h, no sooner")
 
 
 def test_wait_saved_hours() -> None:

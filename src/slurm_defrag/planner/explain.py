@@ -9,12 +9,14 @@ from __future__ import annotations
 
 from collections import Counter
 from dataclasses import dataclass
+from datetime import UTC
 
 from slurm_defrag.domain.cluster import ClusterSnapshot
 from slurm_defrag.domain.plan import NodeNote
 from slurm_defrag.domain.topology import indices_of
 from slurm_defrag.domain.units import MILLI
 from slurm_defrag.metrics.fit import explain
+from slurm_defrag.planner.build import worth_ceilings
 from slurm_defrag.planner.candidates import Candidates, RawOption, TargetSpec
 from slurm_defrag.planner.geometry import Geometry, blocks_for
 from slurm_defrag.planner.nodes import JobTable
@@ -232,10 +234,39 @@ def unserved_reason(
                 f"its cheapest placement ({node}) loses {lost:.2f} GPU-hours, "
                 f"limits.max_gpu_hours_lost_per_plan allows {gh:g}"
             )
+    worth = _not_worth(policy, spec, best, table, node)
+    if worth:
+        return head + worth
     return head + (
         "the GPUs or the limit budget it needs went to higher-value targets "
         f"(its cheapest placement alone: {node}: {_way(best, table, snapshot)}); "
         "limits: " + _limits_text(policy)
+    )
+
+
+def _not_worth(
+    policy: Policy, spec: TargetSpec, best: RawOption, table: JobTable, node: str
+) -> str | None:
+    """Why the cheapest placement fails ``cost.target_wait_weight``; None if it passes."""
+    (ceiling,) = worth_ceilings([spec], table.now, policy.cost)
+    if ceiling is None or ceiling.admits(best):
+        return None
+    planned = spec.job.planned_start
+    if planned is None:
+        when = f"Slurm has no start planned for it (counted as {ceiling.wait_s / 3600:g} h)"
+    else:
+        due = f"in {ceiling.wait_s / 3600:.2f} h" if ceiling.wait_s else "already due"
+        when = f"Slurm plans to start it at {planned.astimezone(UTC):%Y-%m-%dT%H:%M:%S}Z ({due})"
+    if best.kind is OptionKind.DRAIN:
+        return (
+            f"not worth it: {when}, and its cheapest placement ({node}) drains for "
+            f"{best.wait_s / 3600:.2f} h, no sooner"
+        )
+    return (
+        f"not worth it: {when}; a plan may cost what that wait is worth "
+        f"(cost.target_wait_weight x GPUs x hours = {ceiling.cost / MILLI * spec.nodes:.2f}"
+        f" GPU-h), its cheapest placement costs more: {node}: "
+        f"{_way(best, table, table.snapshot)}"
     )
 
 
