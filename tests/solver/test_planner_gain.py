@@ -10,7 +10,8 @@ from datetime import timedelta
 
 import pytest
 
-from slurm_defrag.domain.cluster import ClusterSnapshot, GpuRequest, Job, JobState, Node
+from builders import node, pending, running, snapshot
+from slurm_defrag.domain.cluster import ClusterSnapshot, Job
 from slurm_defrag.planner.facade import make_plan
 from slurm_defrag.policy.cost import wait_saved_hours
 from slurm_defrag.policy.file import parse_policy
@@ -20,34 +21,16 @@ GAIN = {"version": 1, "cost": {"target_wait_weight": 1.0}}
 
 
 def _snapshot(limit_left_h: float, planned_in_h: float | None) -> ClusterSnapshot:
-    node = Node(
-        name="g1",
-        partitions=("batch",),
-        state=frozenset({"MIXED"}),
-        gpu_model="h100",
-        gpu_count=8,
-        topology="nvswitch-8",
+    # g1: 6 GPUs held for 1 h, 6 GPU-h lost (+ 0.1 restart) if requeued; target: 4 NVLinked
+    blocker = running("1", {"g1": range(6)}).model_copy(
+        update={
+            "start_time": EPOCH - timedelta(hours=1),
+            "time_limit_s": int((1 + limit_left_h) * 3600),
+        }
     )
-    # 6 GPUs held for 1 h: 6 GPU-h lost (+ 0.1 restart) if requeued
-    blocker = Job(
-        id="1",
-        user="u",
-        partition="batch",
-        state=JobState.RUNNING,
-        start_time=EPOCH - timedelta(hours=1),
-        time_limit_s=int((1 + limit_left_h) * 3600),
-        gpus={"g1": frozenset(range(6))},
-    )
-    target = Job(
-        id="2",
-        user="v",
-        partition="batch",
-        state=JobState.PENDING,
-        reason="Resources",
-        request=GpuRequest(gpus_per_node=4, nvlink=True),
-        planned_start=None if planned_in_h is None else EPOCH + timedelta(hours=planned_in_h),
-    )
-    return ClusterSnapshot(taken_at=EPOCH, nodes=(node,), jobs=(blocker, target))
+    planned = None if planned_in_h is None else EPOCH + timedelta(hours=planned_in_h)
+    target = pending("2", 4, nvlink=True).model_copy(update={"planned_start": planned})
+    return snapshot([node("g1")], [blocker, target])
 
 
 @pytest.mark.parametrize(
