@@ -10,7 +10,7 @@ from datetime import timedelta
 
 import pytest
 
-from builders import node, pending, running, snapshot
+from builders import busy, node, pending, running, snapshot
 from slurm_defrag.domain.cluster import ClusterSnapshot, Job
 from slurm_defrag.planner.facade import make_plan
 from slurm_defrag.policy.cost import wait_saved_hours
@@ -90,3 +90,20 @@ def test_planned_start_round_trips_and_is_left_out_when_unknown() -> None:
     assert Job.model_validate_json(job.model_dump_json()) == job
     unplanned = job.model_copy(update={"planned_start": None})
     assert "planned_start" not in unplanned.model_dump()  # older bodies stay byte-identical
+
+
+def test_fingerprint_sees_a_moved_plan_only_when_it_is_weighed() -> None:
+    from slurm_defrag.planner.fingerprint import plan_inputs_fingerprint
+    from slurm_defrag.policy.limits import InMemoryPreemptionHistory
+
+    def fp(planned_in_h: float, policy: dict[str, object]) -> str:
+        snap = _snapshot(5.0, planned_in_h)
+        # 2 + 2 free GPUs on two nodes: the strategies see a falsely starved target
+        snap = snapshot([*snap.nodes, node("g2")], [*snap.jobs, busy("g2", range(6))])
+        return plan_inputs_fingerprint(
+            snap, parse_policy(policy), InMemoryPreemptionHistory(), EPOCH
+        )[0]
+
+    assert fp(1.0, GAIN) != fp(3.0, GAIN)  # the cached verdict would be stale
+    plain = {"version": 1}
+    assert fp(1.0, plain) == fp(3.0, plain)  # backfill's re-estimates: no re-plan

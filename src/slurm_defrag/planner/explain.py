@@ -234,7 +234,7 @@ def unserved_reason(
                 f"its cheapest placement ({node}) loses {lost:.2f} GPU-hours, "
                 f"limits.max_gpu_hours_lost_per_plan allows {gh:g}"
             )
-    worth = _not_worth(policy, spec, best, table, node)
+    worth = _not_worth(policy, spec, best, table, node, cands, t)
     if worth:
         return head + worth
     return head + (
@@ -245,11 +245,20 @@ def unserved_reason(
 
 
 def _not_worth(
-    policy: Policy, spec: TargetSpec, best: RawOption, table: JobTable, node: str
+    policy: Policy,
+    spec: TargetSpec,
+    best: RawOption,
+    table: JobTable,
+    node: str,
+    cands: Candidates,
+    t: int,
 ) -> str | None:
-    """Why the cheapest placement fails ``cost.target_wait_weight``; None if it passes."""
+    """Why no placement of target ``t`` passes ``cost.target_wait_weight`` (shown by its
+    cheapest one); None if some option does (then it lost to other targets or limits)."""
     (ceiling,) = worth_ceilings([spec], table.now, policy.cost)
     if ceiling is None or ceiling.admits(best):
+        return None
+    if any(ceiling.admits(o) for o in cands.options if o.target == t):
         return None
     planned = spec.job.planned_start
     if planned is None:

@@ -122,6 +122,11 @@ def make_plan(
         )
         prune = False
     stats = stats.model_copy(update={"full_options": full, "runtime_s": time.perf_counter() - t0})
+    if prune and stats.optimality == "proven" and any(c is not None for c in ceilings):
+        # Pruning keeps each class's cheapest nodes before the ceilings drop options (a
+        # cheap drain that starts the target too late may have displaced an affordable
+        # requeue): the plan is optimal among the kept options, not proven overall.
+        stats = stats.model_copy(update={"optimality": "within-candidates"})
     return assemble(
         snapshot, policy, specs, skipped, cands, table, ix, result, stats, now, cost_weight
     )

@@ -53,6 +53,9 @@ def plan_inputs_fingerprint(
             job.cpus_per_node,
             job.memory_mb_per_node,
             job.user,
+            # weighed only with cost.target_wait_weight: otherwise backfill's re-estimates
+            # would re-plan a steady cluster every cycle
+            job.planned_start if policy.cost.target_wait_weight > 0 else None,
         )
     protector = compile_protections(policy.protections, now)
     holders: dict[str, list[Job]] = {}

@@ -45,11 +45,13 @@ class CostConfig(BaseModel):
     max_wait_hours: Annotated[float, Field(ge=0)] = 24.0
     """Cap of that estimate (no spot within the time limits known: this long)."""
     target_wait_weight: Weight = 0.0
-    """> 0: a plan must be worth the wait it saves its target. A requeue option may cost
-    at most this weight x the target's GPUs x the hours the target would wait anyway
-    (until slurmctld's planned start, :attr:`Job.planned_start`; without one,
-    ``max_wait_hours``), and a drain must start it sooner than that plan. 0: any cost
-    within the limits (the target's wait is not looked at)."""
+    """> 0: a plan must be worth the wait it saves its target. Each share's requeue
+    option may cost at most this weight x the target's GPUs x the hours the target would
+    wait anyway (until slurmctld's planned start, :attr:`Job.planned_start`; without one,
+    ``max_wait_hours``), divided by its number of nodes; a drain must start it sooner
+    than that plan. 0: any cost within the limits (the target's wait is not looked at).
+    A per-option test: a multi-node victim's cost counts on each share it frees, and a
+    drain's idle GPU-hours are not weighed against the gain (docs/planner.md)."""
 
 
 @dataclass(frozen=True, slots=True)

@@ -422,7 +422,8 @@ def _valid_at(table: type[NodeState] | type[JobState], sid: int) -> Any:
 
 
 def load(conn: Connection, sid: int) -> ClusterSnapshot:
-    """The snapshot ``sid`` exactly as it was saved."""
+    """The snapshot ``sid`` as it was saved (a pending job's planned start to within
+    :data:`PLANNED_START_SLACK`)."""
     snap = conn.execute(select(*Snapshot.__table__.c).where(Snapshot.id == sid)).first()
     if snap is None:
         raise NotFound(f"no snapshot {sid} in the database (pruned, or never saved)")
