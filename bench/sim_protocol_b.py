@@ -32,14 +32,17 @@ from slurm_defrag.sim.protocol_b import ResultB
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[1])
-    ap.add_argument("--seeds", type=int, default=2)
+    ap.add_argument("--seeds", type=int, default=2, help="how many seeds")
+    ap.add_argument(
+        "--first-seed", type=int, default=42, help="the first seed (to extend an earlier grid)"
+    )
     ap.add_argument("--out", type=Path, default=Path("docs/img/sim"))
     ap.add_argument("--policies", default=",".join(suite.DEFAULT_POLICIES))
     ap.add_argument("--loads", default="0.9,1.2,1.5")
     ap.add_argument(
         "--defrag",
         default="none",
-        help="none, planner, planner-large, planner-harm, planner-gain, planner-wait, "
+        help="none, planner, planner-large, planner-harm, planner-gain, planner-big, planner-wait, "
         "planner-drain "
         "(comma list); @X after a planner-*: at most X GPU-h lost per plan",
     )
@@ -58,7 +61,7 @@ def main() -> None:
         trace=args.workload,
         user_limits=args.user_limits,
         ckpt_shares=tuple(float(x) for x in args.ckpt_share.split(",")),
-        seeds=tuple(range(42, 42 + args.seeds)),
+        seeds=tuple(range(args.first_seed, args.first_seed + args.seeds)),
         policies=tuple(args.policies.split(",")),
         loads=tuple(float(x) for x in args.loads.split(",")),
         defrag=tuple(args.defrag.split(",")),

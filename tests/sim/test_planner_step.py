@@ -54,3 +54,25 @@ def test_wait_counts_the_harm_but_never_holds() -> None:
     plan = make_step("planner-wait").plan(_view(max_requeues=2))
     assert plan.hold == {}
     assert make_step("planner-wait@3").name == "planner-wait@3"
+
+
+def _eight_gpu_view() -> DefragView:
+    # One 8-GPU node held by a 4-GPU job and two 2-GPU jobs, all with hours left (no drain
+    # within the horizon); an 8-GPU job waits. A free 4-GPU node lets a victim restart at
+    # once, so its wait after requeue does not outweigh the target's gain.
+    state = ClusterState([node("a", 8, topology="nvswitch-8"), node("b", 4)])
+    running = {}
+    for jid, (name, gpus) in enumerate((("four", (0, 1, 2, 3)), ("s1", (4, 5)), ("s2", (6, 7)))):
+        j = job(name, num=len(gpus), duration=36000.0)
+        state.allocate(j, Placement(0, gpus))
+        running[jid] = RunningJob(j, Placement(0, gpus), 1800.0)
+    return DefragView(3600.0, state, running, [(3, job("eight", num=8, submit=100.0))], 3)
+
+
+def test_big_lets_a_smaller_large_job_make_way_for_an_eight_gpu_job() -> None:
+    # planner-gain never requeues a job of >= 4 GPUs, so the 8-GPU job has no plan;
+    # planner-big may requeue the 4-GPU one (only whole-node jobs are kept).
+    assert make_step("planner-gain").plan(_eight_gpu_view()).requeue == ()
+    plan = make_step("planner-big@6").plan(_eight_gpu_view())
+    assert sorted(plan.requeue) == [0, 1, 2]
+    assert plan.place == {3: Placement(0, tuple(range(8)))}

@@ -27,6 +27,7 @@ STEPS = (
     "planner-large",
     "planner-harm",
     "planner-gain",
+    "planner-big",
     "planner-wait",
     "planner-drain",
 )
@@ -46,12 +47,19 @@ kept only if it costs at most the GPU-hours of wait it saves the target, counted
 start Slurm's backfill planned for it (``cost.target_wait_weight`` = 1,
 :func:`~slurm_defrag.policy.cost.wait_saved_hours`), and a drain only if it starts the
 target sooner than that plan.
+``planner-big``: ``planner-gain`` in which running jobs of 4 to 7 GPUs may be victims too
+(only jobs of a whole 8-GPU node never are): where most GPUs are held by jobs of at least
+4 GPUs (openb ``multigpu50``), ``planner-large``'s rule leaves an 8-GPU job no victim at
+all; the gain gate and the checkpoints then decide whether a smaller large job is worth it.
 ``planner-wait``: ``planner-harm`` without drains: the victim's wait is in its cost, but
 no block is held for a target (with Slurm's own backfill planning every pending job,
 ``--backfill all``, a planned large job already has its node held by backfill).
 ``planner-drain``: ``planner-harm`` with no victim at all (``max_victims_per_plan`` = 0):
 blocks are only held until their blockers end, so no work is ever lost."""
 
+
+BIG_KEEP_GPUS = 8
+"""``planner-big``: running jobs of this many GPUs (a whole 8-GPU node) are never victims."""
 
 SCOPE_NODES = 32
 """``planner``: nodes shown per target in a big cluster (see :mod:`slurm_defrag.sim.scope`)."""
@@ -74,6 +82,7 @@ class PlannerStep:
         drain_only: bool = False,
         max_lost_gpu_hours: float | None = None,
         gain: bool = False,
+        keep_gpus: int | None = None,
     ) -> None:
         policy = default_policy()
         if harm or gain:
@@ -109,6 +118,10 @@ class PlannerStep:
         self.min_gpus = min_gpus
         """Only pending jobs with at least this many GPUs are targets (4: large jobs); running
         jobs that large are never victims (trading one large job for another only churns)."""
+        self.keep_gpus = (
+            keep_gpus if keep_gpus is not None else (min_gpus if min_gpus > 1 else None)
+        )
+        """Running jobs of at least this many GPUs are never victims; None: any may be."""
         self.shared_victims = shared_victims
         """GPUs shared by fractional jobs are victims too (all their jobs requeued)."""
         self.drain_only = drain_only
@@ -121,7 +134,7 @@ class PlannerStep:
         opts = ViewOptions(
             max_targets=self.max_targets,
             min_gpus=self.min_gpus,
-            keep_gpus=self.min_gpus if self.min_gpus > 1 else None,
+            keep_gpus=self.keep_gpus,
             shared_victims=self.shared_victims,
             cost_by_share=not view.timed,
         )
@@ -167,15 +180,16 @@ def make_step(name: str) -> DefragStep:
     if name == "planner":
         return PlannerStep(shared_victims=True, scope_nodes=SCOPE_NODES, solver_workers=1)
     base, _, cap = name.partition("@")
-    harmful = ("planner-harm", "planner-gain", "planner-wait", "planner-drain")
+    harmful = ("planner-harm", "planner-gain", "planner-big", "planner-wait", "planner-drain")
     if base in ("planner-large", *harmful) and (not cap or _number(cap)):
         step = PlannerStep(
             min_gpus=LARGE_GPUS,
             harm=base in harmful,
-            drains=base in ("planner-harm", "planner-gain", "planner-drain"),
+            drains=base in ("planner-harm", "planner-gain", "planner-big", "planner-drain"),
             drain_only=base == "planner-drain",
             max_lost_gpu_hours=float(cap) if cap else None,
-            gain=base == "planner-gain",
+            gain=base in ("planner-gain", "planner-big"),
+            keep_gpus=BIG_KEEP_GPUS if base == "planner-big" else None,
         )
         step.name = name
         return step
