@@ -62,6 +62,18 @@ def test_idle_bump_is_the_old_lever() -> None:
     assert w == {"a": 1002, "b": 1, "c": 1, "d": 1}
 
 
+def test_size_weights_fill_smaller_nodes_first_admin_order_kept() -> None:
+    snap = _snap().model_copy(
+        update={"nodes": (*_snap().nodes, _node("e", gpu_count=2, gpu_milli_used=(0, 0)))}
+    )
+    w = compute_levers(snap, LeverSettings("size-weights")).weights
+    assert w["e"] == TIER_SPAN + 2 < w["b"] == w["c"] == TIER_SPAN + 4  # busy or not
+    assert w["a"] == 2 * TIER_SPAN + 4  # the admin's weight 2 still dominates
+    fit = compute_levers(snap, LeverSettings("fit-size"))
+    assert fit.weights == w
+    assert "defrag_fit1" in fit.features["c"]
+
+
 def test_fit_features_tag_the_tightest_nodes_per_class() -> None:
     f = compute_levers(_snap(), LeverSettings("fit-features")).features
     assert "defrag_fit1" in f["c"]

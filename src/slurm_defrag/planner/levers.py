@@ -25,6 +25,12 @@ Levers (:data:`LEVERS`):
   only) has its class too, ``defrag_fitcpu``: the nodes with the fewest whole free GPUs
   (its CPUs there strand no GPU). Weights are left alone.
 * ``fit-tiers`` — both.
+* ``size-weights`` — every GPU node's Weight becomes ``original x TIER_SPAN + its GPU
+  count``: within the admin's order, Slurm fills the nodes with fewer GPUs first, so small
+  jobs stay off the 8-GPU nodes while smaller nodes have room, and those empty for the
+  whole-node jobs (Protocol B: 8-GPU jobs carry nearly all of the large jobs' wait).
+* ``fit-size`` — ``fit-features`` with ``size-weights``: among a class's tagged nodes,
+  and when a job falls back, the smaller node first.
 * ``fgd-features`` — the fit classes chosen by FGD instead of leftover capacity: per
   class (k whole GPUs, or a share of S shards for each share size of the workload mix)
   the nodes where one request of the class (the mix's typical CPU count for it) raises
@@ -60,9 +66,13 @@ LEVERS = (
     "weight-tiers",
     "fit-features",
     "fit-tiers",
+    "size-weights",
+    "fit-size",
     "fgd-features",
     "fgd-tiers",
 )
+SIZE_LEVERS = ("size-weights", "fit-size")
+"""Levers whose Weights order nodes by GPU count (fewer first)."""
 FIT_PREFIX = "defrag_fit"
 SHARD_FEATURE = FIT_PREFIX + "shard"
 CPU_FEATURE = FIT_PREFIX + "cpu"
@@ -107,11 +117,17 @@ class LeverSettings:
 
     @property
     def weights(self) -> bool:
-        return self.lever in ("idle-bump", "weight-tiers", "fit-tiers", "fgd-tiers")
+        return self.lever in (
+            "idle-bump",
+            "weight-tiers",
+            "fit-tiers",
+            "fgd-tiers",
+            *SIZE_LEVERS,
+        )
 
     @property
     def features(self) -> bool:
-        return self.lever in ("fit-features", "fit-tiers", "fgd-features", "fgd-tiers")
+        return self.lever in ("fit-features", "fit-tiers", "fit-size", "fgd-features", "fgd-tiers")
 
     @property
     def fgd(self) -> bool:
@@ -322,6 +338,9 @@ def compute_levers(
         for n in nodes:
             f = free.get(n.name)
             weights[n.name] = _base(n, orig) + (settings.bump if f and f.idle else 0)
+    elif settings.lever in SIZE_LEVERS:
+        for n in nodes:
+            weights[n.name] = _base(n, orig) * TIER_SPAN + n.gpu_count
     elif settings.weights:
         for n in nodes:
             f = free.get(n.name)
