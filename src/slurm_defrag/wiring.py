@@ -53,6 +53,7 @@ def build(settings: ServiceSettings) -> tuple[Service, Store]:
             policy_of(settings),
             settings.plan_ttl_s,
             settings.packing_weight_bump if settings.packing else None,
+            packing_lever=settings.packing_lever,
         ),
         hook=crash_hook(settings.test_crash_after),
         observer=exporter or NO_OBSERVER,

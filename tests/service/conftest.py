@@ -50,6 +50,7 @@ def make_cycle(fake: FakeSlurm, store: Store, clock: FakeClock, tmp_path: Path) 
         ttl_s: float = 900.0,
         reader: object = None,
         packing_bump: int | None = None,
+        packing_lever: str = "idle-bump",
         observer: Observer = NO_OBSERVER,
     ) -> Cycle:
         deps = CycleDeps(
@@ -59,7 +60,9 @@ def make_cycle(fake: FakeSlurm, store: Store, clock: FakeClock, tmp_path: Path) 
             Lease(store, holder, ttl_s=30),
             KillSwitch(tmp_path / "STOP"),
         )
-        rules = CycleRules(mode, policy or default_policy(), ttl_s, packing_bump)
+        rules = CycleRules(
+            mode, policy or default_policy(), ttl_s, packing_bump, packing_lever=packing_lever
+        )
         return Cycle(deps, rules, clock=clock, hook=hook, observer=observer)
 
     return make

@@ -8,6 +8,7 @@ import pytest
 from service_helpers import CycleFactory, FakeClock
 
 from slurm_defrag.domain.cluster import ClusterSnapshot, Job, JobState, Node
+from slurm_defrag.planner.levers import TIER_SPAN
 from slurm_defrag.slurm.fake import FakeSlurm
 from slurm_defrag.store.database import Store
 from slurm_defrag.store.plans import Plans
@@ -65,6 +66,19 @@ def test_whole_free_nodes_are_heavier_and_restored_on_stop(
     cmds = Plans(store.engine).commands()
     assert all(c.argv[:2] == ["scontrol", "update"] for c in cmds)
     assert Plans(store.engine).recent(open_only=True) == []
+
+
+def test_size_weights_order_nodes_by_gpu_count_and_restore(
+    make_cycle: CycleFactory, fake: FakeSlurm
+) -> None:
+    fake.nodes["g2"].update(gpu_count=2, topology=None)  # a small node: filled first
+    cycle = make_cycle(packing_bump=1000, packing_lever="size-weights")
+    cycle.run()
+    assert _weights(fake) == {"g1": TIER_SPAN + 8, "g2": TIER_SPAN + 2, "g3": 7 * TIER_SPAN + 8}
+    cycle.run()  # busy or idle does not matter: nothing more to change
+    assert sum(c[0] == "update_node" for c in fake.calls) == 3
+    cycle.shutdown()
+    assert _weights(fake) == {"g1": 1, "g2": 1, "g3": 7}
 
 
 def test_originals_survive_a_crash_and_disabling_restores(

@@ -71,6 +71,8 @@ LEVERS = (
     "fgd-features",
     "fgd-tiers",
 )
+IDLE_BUMP = "idle-bump"
+"""The original lever (the service's default)."""
 SIZE_LEVERS = ("size-weights", "fit-size")
 """Levers whose Weights order nodes by GPU count (fewer first)."""
 FIT_PREFIX = "defrag_fit"

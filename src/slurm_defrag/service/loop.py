@@ -34,6 +34,7 @@ from slurm_defrag.metrics.cache import MetricsCache
 from slurm_defrag.metrics.compute import compute
 from slurm_defrag.planner.facade import make_plan
 from slurm_defrag.planner.fingerprint import plan_inputs_fingerprint
+from slurm_defrag.planner.levers import IDLE_BUMP, LeverSettings
 from slurm_defrag.policy.file import Policy
 from slurm_defrag.service.history import StoreHistory
 from slurm_defrag.service.observer import NO_OBSERVER, Observer
@@ -85,6 +86,9 @@ class CycleRules:
     policy: Policy
     ttl_s: float
     packing_bump: int | None = None
+    packing_lever: str = IDLE_BUMP
+    """Which lever packing runs (:data:`~slurm_defrag.planner.levers.LEVERS`); the
+    default raises whole-free nodes by ``packing_bump``."""
     replan_after_s: float = 600.0
     """Re-plan at least this often even when the planner's inputs did not change: victims'
     costs grow with time, so the cheapest plan may change without any input changing."""
@@ -131,6 +135,9 @@ class Cycle:
         )
         self.packer = Packer(self.executor.writer, deps.repo.plans, rules.packing_bump or 0)
         self.packing = rules.packing_bump is not None
+        self.lever = (
+            None if rules.packing_lever == IDLE_BUMP else LeverSettings(rules.packing_lever)
+        )
         """Packing wanted; when False, weights changed earlier are restored."""
         self.last: CycleReport | None = None
 
@@ -231,7 +238,9 @@ class Cycle:
             log.info("cycle: snapshot #%d; no plan: %s", sid, report.detail)
 
     def _pack(self, snapshot: ClusterSnapshot) -> None:
-        if self.packing:
+        if self.packing and self.lever is not None:
+            self.packer.apply_levers(snapshot, self.lever)
+        elif self.packing:
             self.packer.apply(snapshot)
         else:
             self.packer.restore()  # packing was switched off: put the weights back

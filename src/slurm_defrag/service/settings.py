@@ -97,6 +97,13 @@ class ServiceSettings(BaseSettings):
     packing_weight_bump: Annotated[int, Field(ge=1, le=1_000_000)] = 1000
     """Added to a whole-free node's original weight while packing. Default 1000."""
 
+    packing_lever: Literal["idle-bump", "size-weights"] = "idle-bump"
+    """How packing sets ``Weight`` (both need no job_submit plugin): ``idle-bump`` adds
+    ``packing_weight_bump`` to whole-free GPU nodes; ``size-weights`` makes every GPU
+    node's Weight ``original x 4096 + its GPU count``, so that, within the admin's order,
+    Slurm fills nodes with fewer GPUs first and the 8-GPU nodes empty for whole-node jobs
+    (docs/benchmarks.md, "Node size as Weight"). Default ``idle-bump``."""
+
     lease_ttl_s: Annotated[float, Field(gt=0)] = 30.0
     """Leader lease lifetime in seconds; a dead leader is replaced after at most this.
     Renewed at every cycle and every ``lease_ttl_s / 3``. Default 30 s."""
