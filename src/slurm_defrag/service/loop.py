@@ -135,10 +135,11 @@ class Cycle:
         )
         self.packer = Packer(self.executor.writer, deps.repo.plans, rules.packing_bump or 0)
         self.packing = rules.packing_bump is not None
+        """Packing wanted; when False, weights changed earlier are restored."""
         self.lever = (
             None if rules.packing_lever == IDLE_BUMP else LeverSettings(rules.packing_lever)
         )
-        """Packing wanted; when False, weights changed earlier are restored."""
+        """The lever packing runs through :meth:`Packer.apply_levers`; None: idle-bump."""
         self.last: CycleReport | None = None
 
     def _executor(self, channel: Channel, hook: Hook | None) -> Executor:
