@@ -5,7 +5,7 @@ from __future__ import annotations
 from slurm_defrag.actuator.audit import AuditingWriter
 from slurm_defrag.actuator.packing import Packer
 from slurm_defrag.domain.cluster import ClusterSnapshot, Job, JobState, Node
-from slurm_defrag.planner.levers import LeverSettings
+from slurm_defrag.planner.levers import MAX_WEIGHT, LeverSettings
 from slurm_defrag.slurm.fake import FakeSlurm
 from slurm_defrag.store.database import Store
 from slurm_defrag.store.plans import Plans
@@ -71,3 +71,13 @@ def test_levers_set_weights_and_features_and_restore_them(store: Store) -> None:
         "AvailableFeatures=ib",
         "ActiveFeatures=ib",
     ] in argv
+
+
+def test_an_idle_bump_never_passes_slurms_largest_weight(store: Store) -> None:
+    # scontrol refuses a Weight above 32 bits: a node already at the top stays there.
+    snap = ClusterSnapshot(taken_at=EPOCH, nodes=(_node("g1", MAX_WEIGHT), _node("g2", 5)))
+    fake = FakeSlurm(snap)
+    plans = Plans(store.engine)
+    packer = Packer(AuditingWriter(fake, plans, dry_run=False), plans, bump=1000)
+    assert packer.apply(fake.snapshot()) == 1
+    assert {n: d["weight"] for n, d in fake.nodes.items()} == {"g1": MAX_WEIGHT, "g2": 1005}

@@ -8,6 +8,7 @@ from slurm_defrag.domain.cluster import ClusterSnapshot, Job, JobState, Node
 from slurm_defrag.planner.fit_classes import Mix, TaskClass
 from slurm_defrag.planner.levers import (
     IDLE_TIER,
+    MAX_WEIGHT,
     TIER_SPAN,
     LeverSettings,
     compute_levers,
@@ -151,3 +152,31 @@ def test_cpu_buckets_split_each_gpu_class_by_free_cpus() -> None:
     table = pack_table(s)
     assert table is not None
     assert table["cpu_buckets"] == [4, 30]
+
+
+def test_weights_stay_within_slurms_32_bits_and_keep_the_admins_order() -> None:
+    # An admin Weight of 2,000,000 x TIER_SPAN would pass 2^32: scontrol refuses it.
+    heavy = ClusterSnapshot(
+        taken_at=EPOCH,
+        nodes=(
+            _node("light", weight=7),
+            _node("mid", weight=2_000_000),
+            _node("top", weight=MAX_WEIGHT),
+            _node("small", weight=2_000_000, gpu_count=2, gpu_milli_used=(0, 0)),
+        ),
+    )
+    for lever in ("size-weights", "weight-tiers", "idle-bump"):
+        w = compute_levers(heavy, LeverSettings(lever)).weights
+        assert all(1 <= v <= MAX_WEIGHT for v in w.values()), lever
+        assert w["light"] < w["mid"] <= w["top"], lever
+    size = compute_levers(heavy, LeverSettings("size-weights")).weights
+    assert size["small"] < size["mid"]  # ranks: fewer GPUs first within one admin weight
+    assert size["light"] == TIER_SPAN + 4  # rank 1
+
+
+def test_small_admin_weights_are_used_as_they_are() -> None:
+    edge = (MAX_WEIGHT - (TIER_SPAN - 1)) // TIER_SPAN
+    snap = ClusterSnapshot(taken_at=EPOCH, nodes=(_node("a", weight=edge), _node("b", weight=3)))
+    w = compute_levers(snap, LeverSettings("size-weights")).weights
+    assert w == {"a": edge * TIER_SPAN + 4, "b": 3 * TIER_SPAN + 4}
+    assert w["a"] <= MAX_WEIGHT

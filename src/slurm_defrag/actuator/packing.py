@@ -22,7 +22,7 @@ import logging
 
 from slurm_defrag.actuator.audit import AuditingWriter
 from slurm_defrag.domain.cluster import ClusterSnapshot
-from slurm_defrag.planner.levers import LeverSettings, compute_levers, is_ours
+from slurm_defrag.planner.levers import MAX_WEIGHT, LeverSettings, compute_levers, is_ours
 from slurm_defrag.store.plans import NewStep, PlanRecord, Plans
 
 log = logging.getLogger(__name__)
@@ -148,7 +148,7 @@ class Packer:
             whole_free = node.available and all(
                 o is None for o in snapshot.gpu_owners.get(node.name, ())
             )
-            want = base + self.bump if whole_free else base
+            want = min(base + self.bump, MAX_WEIGHT) if whole_free else base
             if want == current:
                 continue
             if rec is None:

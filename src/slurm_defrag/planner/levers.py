@@ -81,6 +81,9 @@ CPU_FEATURE = FIT_PREFIX + "cpu"
 FIT_SIZES = (1, 2, 4, 8)
 TIER_SPAN = 4096
 """Weight = original x TIER_SPAN + tier: the admin's order first, ours within it."""
+MAX_WEIGHT = 0xFFFFFFFE
+"""Slurm's largest node Weight: a uint32, and slurm.conf's INFINITE (0xFFFFFFFF) is read
+as one less (``read_config.c``); ``scontrol update`` refuses anything above 32 bits."""
 TIER_STEP = 10
 """milli-GPUs of free capacity per Weight tier (16 GPUs -> at most 1,600 tiers)."""
 IDLE_TIER = 2048
@@ -255,6 +258,17 @@ def _base(node: Node, originals: Mapping[str, int]) -> int:
     return originals.get(node.name, node.weight if node.weight is not None else 1)
 
 
+def _admin_order(nodes: list[Node], originals: Mapping[str, int]) -> dict[str, int]:
+    """Each GPU node's own Weight, or its rank among them (1 = lightest) when
+    ``Weight x TIER_SPAN`` would pass Slurm's 32-bit limit: Slurm only compares weights,
+    so the rank keeps the admin's order where the product would be refused."""
+    bases = {n.name: _base(n, originals) for n in nodes}
+    if max(bases.values(), default=0) <= (MAX_WEIGHT - (TIER_SPAN - 1)) // TIER_SPAN:
+        return bases
+    rank = {w: i for i, w in enumerate(sorted(set(bases.values())), start=1)}
+    return {name: rank[w] for name, w in bases.items()}
+
+
 def _tier(f: _Free) -> int:
     return IDLE_TIER if f.idle else min(IDLE_TIER - 1, f.milli // TIER_STEP)
 
@@ -339,15 +353,18 @@ def compute_levers(
     if settings.lever == "idle-bump":
         for n in nodes:
             f = free.get(n.name)
-            weights[n.name] = _base(n, orig) + (settings.bump if f and f.idle else 0)
+            bumped = _base(n, orig) + (settings.bump if f and f.idle else 0)
+            weights[n.name] = min(bumped, MAX_WEIGHT)
     elif settings.lever in SIZE_LEVERS:
+        order = _admin_order(nodes, orig)
         for n in nodes:
-            weights[n.name] = _base(n, orig) * TIER_SPAN + n.gpu_count
+            weights[n.name] = order[n.name] * TIER_SPAN + min(n.gpu_count, TIER_SPAN - 1)
     elif settings.weights:
+        order = _admin_order(nodes, orig)
         for n in nodes:
             f = free.get(n.name)
             tier = IDLE_TIER if f is None else _tier(f)
-            weights[n.name] = _base(n, orig) * TIER_SPAN + tier
+            weights[n.name] = order[n.name] * TIER_SPAN + tier
     features: dict[str, frozenset[str]] = {}
     if settings.features:
         tagged: dict[str, set[str]] = {n.name: set() for n in nodes}
