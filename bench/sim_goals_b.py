@@ -83,10 +83,11 @@ def main() -> None:
             continue  # the baseline itself
         rows.sort()
         ok = sum(meets(load, *row[1:]) for row in rows)
+        verdict = f"goals on {ok}/{len(rows)} seeds" if load in GOALS else "no goal at this load"
         cells = " | ".join(f"{s}: {a:.2f}/{b:.2f}/{c:.2f}" for s, a, b, c in rows)
         print(
             f"{trace} {load}x bf={backfill} {policy}+{defrag} ckpt {ckpt:g}: "
-            f"goals on {ok}/{len(rows)} seeds  (seed: large/all/lost%) {cells}"
+            f"{verdict}  (seed: large/all/lost%) {cells}"
         )
     if args.out is not None:
         _plot(table, args.out)
