@@ -1,6 +1,7 @@
 """Diagnosis: are Protocol B's 8-GPU jobs waiting for fragmentation or for capacity?
 
     .venv/bin/python bench/sim_large_queue.py [--seeds 6] [--load 0.9] [--policy first-fit]
+        [--workload default|multigpu50]
 
 Replays Protocol B as ``sim_protocol_b.py --backfill all --user-limits --ckpt-share 0.25``
 does (no defrag) and, once a minute of the measured window, while an 8-GPU job is
@@ -23,6 +24,8 @@ from slurm_defrag import suite
 from slurm_defrag.sim import protocol_b as pb
 from slurm_defrag.sim.defrag import RunningJob
 from slurm_defrag.sim.protocol_b import LARGE_GPUS
+from slurm_defrag.sim.timed_workload import durations_by_gpus
+from slurm_defrag.traces import openb
 
 WHOLE = 1000  # milli-GPU: a GPU with this much left is wholly free
 NODE_GPUS = 8
@@ -34,6 +37,8 @@ class Samples:
     free_big: list[int] = field(default_factory=list)
     free_all: list[int] = field(default_factory=list)
     cheapest: list[float] = field(default_factory=list)
+    emptiable: list[int] = field(default_factory=list)
+    """8-GPU nodes with work on them but no job of >= 4 GPUs (a requeue could empty them)."""
 
 
 def _probe(samples: Samples, window: tuple[float, float]) -> type[pb.Engine]:
@@ -53,12 +58,13 @@ def _probe(samples: Samples, window: tuple[float, float]) -> type[pb.Engine]:
             by_node: dict[int, list[RunningJob]] = {}
             for r in self.running.values():
                 by_node.setdefault(r.where.node, []).append(r)
-            s, costs = self.state, []
+            s, costs, movable = self.state, [], 0
             big = [n for n in range(s.size) if int(s.gpu_count[n]) == NODE_GPUS]
             for n in big:
                 here = by_node.get(n, [])
                 if any(r.job.num_gpu >= LARGE_GPUS for r in here):
                     continue
+                movable += bool(here)
                 lost = 0.0
                 for r in here:
                     ckpt = r.last_checkpoint(self.now)
@@ -71,6 +77,7 @@ def _probe(samples: Samples, window: tuple[float, float]) -> type[pb.Engine]:
             samples.free_big.append(sum(int((s.gpu_left[n] == WHOLE).sum()) for n in big))
             samples.free_all.append(sum(int((s.gpu_left[n] == WHOLE).sum()) for n in gpu_nodes))
             samples.cheapest.append(min(costs, default=float("nan")))
+            samples.emptiable.append(movable)
 
     return Probe
 
@@ -80,9 +87,14 @@ def main() -> None:
     ap.add_argument("--seeds", type=int, default=6)
     ap.add_argument("--load", type=float, default=0.9)
     ap.add_argument("--policy", default="first-fit")
+    ap.add_argument("--workload", default="default", help="openb pod list: default, multigpu50")
     args = ap.parse_args()
-    s = suite.Suite(trace="default", backfill="all")
+    s = suite.Suite(trace=args.workload, backfill="all")
     nodes, jobs = suite.load(s, None)
+    if not any(j.duration for j in jobs):
+        # multigpu*: run times per GPU count from the default trace, as suite.protocol_b does
+        reference = openb.load_pods("default", None)
+        jobs = durations_by_gpus(jobs, reference, np.random.default_rng(0))
     nodes = suite.scale_cluster(nodes, s.scale)
     settings = pb.SettingsB(
         horizon=s.horizon_h * 3600,
@@ -95,7 +107,8 @@ def main() -> None:
     )
     print(
         "seed | large wait (h) | 8-GPU jobs pending | whole free GPUs on 8-GPU nodes | "
-        "on all GPU nodes | cheapest node to empty, GPU-h (p25/p50/p75) | minutes sampled"
+        "on all GPU nodes | 8-GPU nodes a requeue could empty | "
+        "cheapest of them, GPU-h (p25/p50/p75) | minutes sampled"
     )
     original = pb.Engine
     try:
@@ -107,6 +120,7 @@ def main() -> None:
             print(
                 f"{seed} | {res.large_wait_mean_s / 3600:.2f} | {np.mean(got.pending):.1f} | "
                 f"{np.mean(got.free_big):.1f} | {np.mean(got.free_all):.1f} | "
+                f"{np.mean(got.emptiable):.1f} | "
                 f"{q[0]:.2f} / {q[1]:.2f} / {q[2]:.2f} | {len(got.pending)}"
             )
     finally:

@@ -81,6 +81,20 @@ def test_size_weights_order_nodes_by_gpu_count_and_restore(
     assert _weights(fake) == {"g1": 1, "g2": 1, "g3": 7}
 
 
+def test_shape_weights_put_the_biggest_node_of_a_size_last_and_restore(
+    make_cycle: CycleFactory, fake: FakeSlurm
+) -> None:
+    fake.nodes["g2"].update(gpu_count=2, topology=None)
+    fake.nodes["g1"].update(memory_mb=768_000)  # the one 8-GPU node with more memory
+    fake.nodes["g3"].update(memory_mb=384_000)
+    cycle = make_cycle(packing_bump=1000, packing_lever="shape-weights")
+    cycle.run()
+    # ranks by (GPUs, CPUs, memory): g2 1, g3 2, g1 3; the admin's weight 7 still first
+    assert _weights(fake) == {"g1": TIER_SPAN + 3, "g2": TIER_SPAN + 1, "g3": 7 * TIER_SPAN + 2}
+    cycle.shutdown()
+    assert _weights(fake) == {"g1": 1, "g2": 1, "g3": 7}
+
+
 def test_originals_survive_a_crash_and_disabling_restores(
     make_cycle: CycleFactory, fake: FakeSlurm
 ) -> None:

@@ -84,6 +84,23 @@ def test_levers_run_once_per_cycle_not_per_job() -> None:
     assert lev.cycles == 2
 
 
+def test_shape_weights_keep_the_one_node_a_big_job_fits_free() -> None:
+    # n0 is the only node with 128 CPUs, and first in node order: first fit puts the small
+    # job there, and the 8-GPU job asking for 120 CPUs then fits nowhere
+    nodes = [
+        NodeSpec("n0", 128_000, 800_000, 8, "v100"),
+        NodeSpec("n1", 96_000, 400_000, 8, "v100"),
+    ]
+    small, big = JobSpec("s", 8000, 10, 1, 1000), JobSpec("b", 120_000, 10, 8, 1000)
+    for lever, fits in (("none", False), ("shape-weights", True)):
+        state = ClusterState(nodes)
+        SimLevers(state, LeverSettings(lever)).apply()
+        where = _choose(state, small)
+        assert where is not None
+        state.allocate(small, where)
+        assert bool(state.feasible(big).any()) is fits, lever
+
+
 def test_protocol_a_cycles_every_n_arrivals_and_is_deterministic() -> None:
     nodes = _nodes(6, 8)
     trace = [JobSpec(f"j{i}", 2000, 100, g, 1000) for i, g in enumerate([1, 2, 1, 4, 1] * 4)]

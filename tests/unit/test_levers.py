@@ -75,6 +75,25 @@ def test_size_weights_fill_smaller_nodes_first_admin_order_kept() -> None:
     assert "defrag_fit1" in fit.features["c"]
 
 
+def test_shape_weights_keep_the_biggest_nodes_of_a_size_for_last() -> None:
+    # big: the only node that holds a job asking for 64 CPUs; e: fewer GPUs, most memory
+    snap = ClusterSnapshot(
+        taken_at=EPOCH,
+        nodes=(
+            _node("big", cpus=64, memory_mb=768_000),
+            _node("mem", memory_mb=768_000),
+            _node("std", memory_mb=384_000),
+            _node("e", gpu_count=2, gpu_milli_used=(0, 0), cpus=128, memory_mb=2_000_000),
+            _node("admin", weight=2, memory_mb=384_000),
+        ),
+    )
+    w = compute_levers(snap, LeverSettings("shape-weights")).weights
+    assert w["e"] < w["std"] < w["mem"] < w["big"] < TIER_SPAN * 2  # GPUs, CPUs, memory
+    assert w["admin"] == 2 * TIER_SPAN + w["std"] - TIER_SPAN  # admin's order first
+    # one rank per distinct shape: 4 shapes, so a few weights, not one per MiB
+    assert sorted(v - TIER_SPAN for k, v in w.items() if k != "admin") == [1, 2, 3, 4]
+
+
 def test_fit_features_tag_the_tightest_nodes_per_class() -> None:
     f = compute_levers(_snap(), LeverSettings("fit-features")).features
     assert "defrag_fit1" in f["c"]
@@ -165,7 +184,7 @@ def test_weights_stay_within_slurms_32_bits_and_keep_the_admins_order() -> None:
             _node("small", weight=2_000_000, gpu_count=2, gpu_milli_used=(0, 0)),
         ),
     )
-    for lever in ("size-weights", "weight-tiers", "idle-bump"):
+    for lever in ("size-weights", "shape-weights", "weight-tiers", "idle-bump"):
         w = compute_levers(heavy, LeverSettings(lever)).weights
         assert all(1 <= v <= MAX_WEIGHT for v in w.values()), lever
         assert w["light"] < w["mid"] <= w["top"], lever

@@ -40,7 +40,8 @@ def simulate(
         typer.Option(
             "--levers",
             help="Slurm mode: comma list of packing levers (none, idle-bump, weight-tiers, "
-            "fit-features, fit-tiers, size-weights, fit-size, fgd-features, fgd-tiers), "
+            "fit-features, fit-tiers, size-weights, shape-weights, fit-size, fgd-features, "
+            "fgd-tiers), "
             "each run as policy "
             "slurm+<lever>/<N> beside --policies; none = Slurm alone.",
         ),

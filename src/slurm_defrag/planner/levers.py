@@ -29,6 +29,11 @@ Levers (:data:`LEVERS`):
   count``: within the admin's order, Slurm fills the nodes with fewer GPUs first, so small
   jobs stay off the 8-GPU nodes while smaller nodes have room, and those empty for the
   whole-node jobs (Protocol B: 8-GPU jobs carry nearly all of the large jobs' wait).
+* ``shape-weights`` — ``size-weights`` that also orders nodes of one GPU count by CPUs,
+  then memory: the Weight's low part is the node's rank by (GPUs, CPUs, memory) among the
+  GPU nodes. The few nodes with the most CPUs or memory come last, so work that fits
+  elsewhere stays off them and the jobs only they can hold (openb: 8-GPU jobs asking for
+  more than 96 CPUs or 384 GiB) find them free.
 * ``fit-size`` — ``fit-features`` with ``size-weights``: among a class's tagged nodes,
   and when a job falls back, the smaller node first.
 * ``fgd-features`` — the fit classes chosen by FGD instead of leftover capacity: per
@@ -52,7 +57,7 @@ wholly free or wholly busy and the shard class is tagged on nodes with a free GP
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from functools import cached_property
 
@@ -67,13 +72,14 @@ LEVERS = (
     "fit-features",
     "fit-tiers",
     "size-weights",
+    "shape-weights",
     "fit-size",
     "fgd-features",
     "fgd-tiers",
 )
 IDLE_BUMP = "idle-bump"
 """The original lever (the service's default)."""
-SIZE_LEVERS = ("size-weights", "fit-size")
+SIZE_LEVERS = ("size-weights", "shape-weights", "fit-size")
 """Levers whose Weights order nodes by GPU count (fewer first)."""
 FIT_PREFIX = "defrag_fit"
 SHARD_FEATURE = FIT_PREFIX + "shard"
@@ -269,6 +275,21 @@ def _admin_order(nodes: list[Node], originals: Mapping[str, int]) -> dict[str, i
     return {name: rank[w] for name, w in bases.items()}
 
 
+def _gpu_count(node: Node) -> int:
+    return node.gpu_count
+
+
+def _shape(node: Node) -> tuple[int, int, int]:
+    return (node.gpu_count, node.cpus or 0, node.memory_mb or 0)
+
+
+def _shape_rank(nodes: list[Node]) -> Callable[[Node], int]:
+    """A node's rank (1 = smallest) by (GPUs, CPUs, memory) among ``nodes``: a cluster has
+    few distinct shapes, so the rank fits the tier's 12 bits where MiB would not."""
+    rank = {shape: i for i, shape in enumerate(sorted({_shape(n) for n in nodes}), start=1)}
+    return lambda node: rank[_shape(node)]
+
+
 def _tier(f: _Free) -> int:
     return IDLE_TIER if f.idle else min(IDLE_TIER - 1, f.milli // TIER_STEP)
 
@@ -357,8 +378,9 @@ def compute_levers(
             weights[n.name] = min(bumped, MAX_WEIGHT)
     elif settings.lever in SIZE_LEVERS:
         order = _admin_order(nodes, orig)
+        size = _shape_rank(nodes) if settings.lever == "shape-weights" else _gpu_count
         for n in nodes:
-            weights[n.name] = order[n.name] * TIER_SPAN + min(n.gpu_count, TIER_SPAN - 1)
+            weights[n.name] = order[n.name] * TIER_SPAN + min(size(n), TIER_SPAN - 1)
     elif settings.weights:
         order = _admin_order(nodes, orig)
         for n in nodes:

@@ -97,12 +97,15 @@ class ServiceSettings(BaseSettings):
     packing_weight_bump: Annotated[int, Field(ge=1, le=1_000_000)] = 1000
     """Added to a whole-free node's original weight while packing. Default 1000."""
 
-    packing_lever: Literal["idle-bump", "size-weights"] = "idle-bump"
-    """How packing sets ``Weight`` (both need no job_submit plugin): ``idle-bump`` adds
+    packing_lever: Literal["idle-bump", "size-weights", "shape-weights"] = "idle-bump"
+    """How packing sets ``Weight`` (none needs the job_submit plugin): ``idle-bump`` adds
     ``packing_weight_bump`` to whole-free GPU nodes; ``size-weights`` makes every GPU
     node's Weight ``original x 4096 + its GPU count``, so that, within the admin's order,
     Slurm fills nodes with fewer GPUs first and the 8-GPU nodes empty for whole-node jobs
-    (docs/benchmarks.md, "Node size as Weight"). Default ``idle-bump``."""
+    (docs/benchmarks.md, "Node size as Weight"); ``shape-weights`` uses the node's rank by
+    (GPUs, CPUs, memory) instead of its GPU count, so the few largest nodes of a size also
+    stay free for the jobs only they can hold (docs/benchmarks.md, "Node shape as
+    Weight"). Default ``idle-bump``."""
 
     lease_ttl_s: Annotated[float, Field(gt=0)] = 30.0
     """Leader lease lifetime in seconds; a dead leader is replaced after at most this.
