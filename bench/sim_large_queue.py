@@ -19,13 +19,10 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-import repo_traces  # noqa: F401  (sets SLURM_DEFRAG_TRACES for a checkout)
-from slurm_defrag import suite
+from diagnosis_world import diagnosis_world
 from slurm_defrag.sim import protocol_b as pb
 from slurm_defrag.sim.defrag import RunningJob
 from slurm_defrag.sim.protocol_b import LARGE_GPUS
-from slurm_defrag.sim.timed_workload import durations_by_gpus
-from slurm_defrag.traces import openb
 
 WHOLE = 1000  # milli-GPU: a GPU with this much left is wholly free
 NODE_GPUS = 8
@@ -89,22 +86,7 @@ def main() -> None:
     ap.add_argument("--policy", default="first-fit")
     ap.add_argument("--workload", default="default", help="openb pod list: default, multigpu50")
     args = ap.parse_args()
-    s = suite.Suite(trace=args.workload, backfill="all")
-    nodes, jobs = suite.load(s, None)
-    if not any(j.duration for j in jobs):
-        # multigpu*: run times per GPU count from the default trace, as suite.protocol_b does
-        reference = openb.load_pods("default", None)
-        jobs = durations_by_gpus(jobs, reference, np.random.default_rng(0))
-    nodes = suite.scale_cluster(nodes, s.scale)
-    settings = pb.SettingsB(
-        horizon=s.horizon_h * 3600,
-        warmup=s.warmup_h * 3600,
-        max_runtime=s.max_runtime_h * 3600,
-        load=args.load,
-        user_limits=True,
-        ckpt_share=0.25,
-        engine=suite.engine_config("all"),
-    )
+    nodes, jobs, settings = diagnosis_world(args.workload, args.load)
     print(
         "seed | large wait (h) | 8-GPU jobs pending | whole free GPUs on 8-GPU nodes | "
         "on all GPU nodes | 8-GPU nodes a requeue could empty | "

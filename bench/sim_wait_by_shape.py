@@ -19,15 +19,12 @@ from collections import defaultdict
 
 import numpy as np
 
-import repo_traces  # noqa: F401  (sets SLURM_DEFRAG_TRACES for a checkout)
-from slurm_defrag import suite
+from diagnosis_world import diagnosis_world
 from slurm_defrag.sim import protocol_b as pb
 from slurm_defrag.sim.cluster import ClusterState
 from slurm_defrag.sim.engine import EngineStats
 from slurm_defrag.sim.model import JobSpec, NodeSpec
 from slurm_defrag.sim.protocol_b import LARGE_GPUS
-from slurm_defrag.sim.timed_workload import durations_by_gpus
-from slurm_defrag.traces import openb
 
 WHOLE = 1000
 BIG = "8 big"
@@ -76,27 +73,13 @@ def main() -> None:
     ap.add_argument("--first-seed", type=int, default=42)
     ap.add_argument("--policies", default="first-fit,slurm+shape-weights")
     args = ap.parse_args()
-    s = suite.Suite(trace=args.workload, backfill="all")
-    nodes, jobs = suite.load(s, None)
-    if not any(j.duration for j in jobs):
-        # multigpu*: run times per GPU count from the default trace, as suite.protocol_b does
-        jobs = durations_by_gpus(jobs, openb.load_pods("default", None), np.random.default_rng(0))
-    nodes = suite.scale_cluster(nodes, s.scale)
+    nodes, jobs, settings = diagnosis_world(args.workload, args.load)
     typical = _typical_8gpu_node(nodes)
     holders = [
         n
         for n in nodes
         if n.gpus == 8 and n.cpu_milli > typical.cpu_milli and n.memory_mib > typical.memory_mib
     ]
-    settings = pb.SettingsB(
-        horizon=s.horizon_h * 3600,
-        warmup=s.warmup_h * 3600,
-        max_runtime=s.max_runtime_h * 3600,
-        load=args.load,
-        user_limits=True,
-        ckpt_share=0.25,
-        engine=suite.engine_config("all"),
-    )
     print(
         f"{args.workload} {args.load}x; '{BIG}': 8 GPUs and more than "
         f"{typical.cpu_milli // 1000} CPUs or {typical.memory_mib // 1024} GiB, which "
