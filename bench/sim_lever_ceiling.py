@@ -20,6 +20,11 @@ a ``--prefer``, and how often no preferred node could take it although another n
 could (Slurm's fallback to any node): where the features fail to steer. Jobs that fit
 nowhere (Protocol A's failed arrivals) are counted apart.
 
+With ``--levers ... --slurm-for whole`` (or ``cpu``, ``shard``, a comma list) Slurm's
+selection, steered by the levers, places only those kinds of job and ``packing`` places
+the rest: the gap between a lever and ``packing`` split by the kind of job it steers
+badly. ``--slurm-for cpu,shard,whole`` is the plain slurm-mode run.
+
 Not a product policy: registered here only, for this measurement.
 """
 
@@ -40,6 +45,7 @@ from slurm_defrag.sim import gpus, report
 from slurm_defrag.sim.cluster import BoolArray, ClusterState
 from slurm_defrag.sim.levers import SLURM_POLICY, mode_policies
 from slurm_defrag.sim.model import JobSpec, Placement
+from slurm_defrag.sim.policies.base import PolicyContext
 from slurm_defrag.sim.policies.packing import Packing
 from slurm_defrag.sim.policies.registry import POLICIES
 from slurm_defrag.sim.policies.slurm_select import SlurmSelect, first_in_order
@@ -75,6 +81,14 @@ class PackingGpuFirstFit(PackingCpuFirstFit):
     packs_cpu_only = True
 
 
+KINDS = {"cpu": "cpu only", "shard": "shard", "whole": "whole GPUs"}
+"""``--slurm-for`` names of the job kinds, and how the tables print them."""
+
+
+def job_kind(job: JobSpec) -> str:
+    return KINDS["cpu"] if job.num_gpu == 0 else KINDS["shard"] if job.shared else KINDS["whole"]
+
+
 class CountingSelect(SlurmSelect):
     """Slurm's selection, counting where --prefer steered and where it fell back."""
 
@@ -83,7 +97,7 @@ class CountingSelect(SlurmSelect):
     def choose(
         self, state: ClusterState, job: JobSpec, feasible: BoolArray, rng: np.random.Generator
     ) -> Placement | None:
-        kind = "cpu only" if job.num_gpu == 0 else "shard" if job.shared else "whole GPUs"
+        kind = job_kind(job)
         if not feasible.any():
             self.counts[(kind, "fits nowhere")] += 1
         elif not job.prefer:
@@ -95,6 +109,24 @@ class CountingSelect(SlurmSelect):
         return super().choose(state, job, feasible, rng)
 
 
+class SlurmForSomeKinds(SlurmSelect):
+    """Slurm's selection (so the levers' weights and ``--prefer``) for the job kinds in
+    ``kinds``; ``packing`` for the others, on the same cluster state."""
+
+    kinds: ClassVar[frozenset[str]] = frozenset(KINDS.values())
+
+    def __init__(self, ctx: PolicyContext) -> None:
+        super().__init__(ctx)
+        self.packing = Packing(ctx)
+
+    def choose(
+        self, state: ClusterState, job: JobSpec, feasible: BoolArray, rng: np.random.Generator
+    ) -> Placement | None:
+        if job_kind(job) in self.kinds:
+            return super().choose(state, job, feasible, rng)
+        return self.packing.choose(state, job, feasible, rng)
+
+
 DIAGNOSTIC = (PackingLowestGpu, PackingCpuFirstFit, PackingGpuFirstFit)
 
 
@@ -103,7 +135,22 @@ def main() -> None:
     ap.add_argument("--seeds", type=int, default=1)
     ap.add_argument("--levers", default="", help="comma list: count slurm-mode levers")
     ap.add_argument("--every", type=int, default=30, help="arrivals per lever cycle")
+    ap.add_argument(
+        "--slurm-for", default="", help=f"with --levers: comma list of {', '.join(KINDS)}"
+    )
     args = ap.parse_args()
+    if args.slurm_for:
+        if not args.levers:
+            ap.error("--slurm-for needs --levers")
+        unknown = set(args.slurm_for.split(",")) - set(KINDS)
+        if unknown:
+            ap.error(
+                f"--slurm-for: unknown kind {', '.join(sorted(unknown))}; choose from "
+                f"{', '.join(KINDS)}"
+            )
+        kinds = frozenset(KINDS[k] for k in args.slurm_for.split(","))
+        split_by_kind(args.levers.split(","), args.every, args.seeds, kinds)
+        return
     if args.levers:
         count_levers(args.levers.split(","), args.every, args.seeds)
         return
@@ -123,19 +170,35 @@ def main() -> None:
     console.print(f"{len(runs)} runs in {time.perf_counter() - t0:.0f} s")
 
 
+def lever_suite(name: str, seeds: int) -> suite.Suite:
+    return suite.Suite(
+        overlay="none",
+        nvlink_jobs=False,
+        seeds=tuple(range(42, 42 + seeds)),
+        policies=(name,),
+        defrag=("none",),
+    )
+
+
+def split_by_kind(levers: list[str], every: int, seeds: int, kinds: frozenset[str]) -> None:
+    SlurmForSomeKinds.kinds = kinds
+    POLICIES[SLURM_POLICY] = SlurmForSomeKinds
+    console = Console(width=160)
+    which = ", ".join(sorted(kinds))
+    for name in mode_policies(levers, [every]):
+        t0 = time.perf_counter()
+        runs = suite.protocol_a(lever_suite(name, seeds))
+        title = f"Protocol A — {name} for {which}, packing for the rest"
+        console.print(report.table_a(runs, title, False))
+        console.print(f"{len(runs)} runs in {time.perf_counter() - t0:.0f} s")
+
+
 def count_levers(levers: list[str], every: int, seeds: int) -> None:
     POLICIES[SLURM_POLICY] = CountingSelect
     console = Console(width=160)
     for name in mode_policies(levers, [every]):
         CountingSelect.counts.clear()
-        s = suite.Suite(
-            overlay="none",
-            nvlink_jobs=False,
-            seeds=tuple(range(42, 42 + seeds)),
-            policies=(name,),
-            defrag=("none",),
-        )
-        runs = suite.protocol_a(s)
+        runs = suite.protocol_a(lever_suite(name, seeds))
         console.print(report.table_a(runs, f"Protocol A — {name}", False))
         table = Table("job kind", "fits nowhere", "no prefer", "steered", "fell back")
         for kind in ("cpu only", "shard", "whole GPUs"):
