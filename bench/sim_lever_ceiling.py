@@ -25,6 +25,13 @@ selection, steered by the levers, places only those kinds of job and ``packing``
 the rest: the gap between a lever and ``packing`` split by the kind of job it steers
 badly. ``--slurm-for cpu,shard,whole`` is the plain slurm-mode run.
 
+With ``--class-order 1,30`` it runs ``packing/class-order/<N>``: packing, except that a
+whole-GPU job is placed by packing's keys (FGD rise, busy node, GPUs left) computed for
+its fit class's request (its GPUs, its CPUs rounded up to the ``:c`` bucket) and
+refreshed only every N arrivals. No Slurm lever can express a per-class total order, so
+this bounds what any per-cycle lever can get for whole-GPU jobs when N jobs arrive per
+cycle: N = 1 costs only the class request, larger N adds the staleness.
+
 Not a product policy: registered here only, for this measurement.
 """
 
@@ -33,6 +40,7 @@ from __future__ import annotations
 import argparse
 import time
 from collections import Counter
+from dataclasses import replace
 from typing import ClassVar
 
 import numpy as np
@@ -41,12 +49,13 @@ from rich.table import Table
 
 import repo_traces  # noqa: F401  (sets SLURM_DEFRAG_TRACES for a checkout)
 from slurm_defrag import suite
+from slurm_defrag.domain.units import MILLI
 from slurm_defrag.sim import gpus, report
 from slurm_defrag.sim.cluster import BoolArray, ClusterState
-from slurm_defrag.sim.levers import SLURM_POLICY, mode_policies
+from slurm_defrag.sim.levers import CPU_BUCKETS, SLURM_POLICY, mode_policies
 from slurm_defrag.sim.model import JobSpec, Placement
 from slurm_defrag.sim.policies.base import PolicyContext
-from slurm_defrag.sim.policies.packing import Packing
+from slurm_defrag.sim.policies.packing import RISE_STEP, Packing
 from slurm_defrag.sim.policies.registry import POLICIES
 from slurm_defrag.sim.policies.slurm_select import SlurmSelect, first_in_order
 
@@ -127,6 +136,46 @@ class SlurmForSomeKinds(SlurmSelect):
         return self.packing.choose(state, job, feasible, rng)
 
 
+def cpu_bucket(cpu_milli: int) -> int:
+    """The ``:c`` class's CPUs (milli) for a request: the smallest power of two >= its CPUs."""
+    cpus = max(1, -(-cpu_milli // MILLI))
+    return MILLI * next(b for b in (*CPU_BUCKETS, cpus) if b >= cpus)
+
+
+class PackingClassOrder(Packing):
+    """Packing with a whole-GPU job's node keys per fit class, refreshed every ``every``
+    arrivals (``--class-order``)."""
+
+    every: ClassVar[int] = 1
+
+    def __init__(self, ctx: PolicyContext) -> None:
+        super().__init__(ctx)
+        self.arrivals = 0
+        self.keys: dict[tuple[object, ...], tuple[int, np.ndarray]] = {}
+
+    def choose(
+        self, state: ClusterState, job: JobSpec, feasible: BoolArray, rng: np.random.Generator
+    ) -> Placement | None:
+        self.arrivals += 1
+        if job.num_gpu == 0 or job.shared or not feasible.any():
+            return super().choose(state, job, feasible, rng)
+        cycle = (self.arrivals - 1) // self.every
+        request = replace(job, cpu_milli=cpu_bucket(job.cpu_milli))
+        cls = (request.num_gpu, request.cpu_milli, request.gpu_models)
+        seen = self.keys.get(cls)
+        if seen is None or seen[0] != cycle:
+            rise = np.floor(self.cache.delta(state, request).min(axis=1) / RISE_STEP)
+            # lexsort keys, last = primary: node order, GPUs left, idle, rise (as packing)
+            order = np.lexsort((self._rank, state.gpu_left.sum(axis=1), ~state.in_use(), rise))
+            rank = np.empty_like(order)
+            rank[order] = np.arange(order.size)
+            seen = (cycle, rank)
+            self.keys[cls] = seen
+        idx = np.flatnonzero(feasible)
+        node = int(idx[np.argmin(seen[1][idx])])
+        return Placement(node, gpus.block_preserving(state, node, job))
+
+
 DIAGNOSTIC = (PackingLowestGpu, PackingCpuFirstFit, PackingGpuFirstFit)
 
 
@@ -138,7 +187,13 @@ def main() -> None:
     ap.add_argument(
         "--slurm-for", default="", help=f"with --levers: comma list of {', '.join(KINDS)}"
     )
+    ap.add_argument(
+        "--class-order", default="", help="comma list of N: packing/class-order/<N> runs"
+    )
     args = ap.parse_args()
+    if args.class_order:
+        class_order([int(n) for n in args.class_order.split(",")], args.seeds)
+        return
     if args.slurm_for:
         if not args.levers:
             ap.error("--slurm-for needs --levers")
@@ -190,6 +245,20 @@ def split_by_kind(levers: list[str], every: int, seeds: int, kinds: frozenset[st
         runs = suite.protocol_a(lever_suite(name, seeds))
         title = f"Protocol A — {name} for {which}, packing for the rest"
         console.print(report.table_a(runs, title, False))
+        console.print(f"{len(runs)} runs in {time.perf_counter() - t0:.0f} s")
+
+
+def class_order(every: list[int], seeds: int) -> None:
+    console = Console(width=160)
+    for n in every:
+        if n < 1:
+            raise SystemExit(f"--class-order: N must be >= 1, got {n}")
+        PackingClassOrder.every = n
+        name = f"packing/class-order/{n}"
+        POLICIES[name] = PackingClassOrder
+        t0 = time.perf_counter()
+        runs = suite.protocol_a(lever_suite(name, seeds))
+        console.print(report.table_a(runs, f"Protocol A — {name}", False))
         console.print(f"{len(runs)} runs in {time.perf_counter() - t0:.0f} s")
 
 
