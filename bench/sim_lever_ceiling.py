@@ -23,7 +23,9 @@ nowhere (Protocol A's failed arrivals) are counted apart.
 With ``--levers ... --slurm-for whole`` (or ``cpu``, ``shard``, a comma list) Slurm's
 selection, steered by the levers, places only those kinds of job and ``packing`` places
 the rest: the gap between a lever and ``packing`` split by the kind of job it steers
-badly. ``--slurm-for cpu,shard,whole`` is the plain slurm-mode run.
+badly. ``--slurm-for cpu,shard,whole`` is the plain slurm-mode run. ``--prefer-for``
+(same kinds) instead lets Slurm place every job and honours the lever's ``--prefer`` only
+for those kinds: whether steering one kind pays when the others are not packed.
 
 With ``--class-order 1,30`` it runs ``packing/class-order/<N>``: packing, except that a
 whole-GPU job is placed by packing's keys (FGD rise, busy node, GPUs left) computed for
@@ -176,6 +178,19 @@ class PackingClassOrder(Packing):
         return Placement(node, gpus.block_preserving(state, node, job))
 
 
+class PreferForSomeKinds(SlurmSelect):
+    """Slurm's selection for every job, the ``--prefer`` kept only for ``kinds``."""
+
+    kinds: ClassVar[frozenset[str]] = frozenset(KINDS.values())
+
+    def choose(
+        self, state: ClusterState, job: JobSpec, feasible: BoolArray, rng: np.random.Generator
+    ) -> Placement | None:
+        if job.prefer and job_kind(job) not in self.kinds:
+            job = replace(job, prefer=None)
+        return super().choose(state, job, feasible, rng)
+
+
 DIAGNOSTIC = (PackingLowestGpu, PackingCpuFirstFit, PackingGpuFirstFit)
 
 
@@ -188,23 +203,29 @@ def main() -> None:
         "--slurm-for", default="", help=f"with --levers: comma list of {', '.join(KINDS)}"
     )
     ap.add_argument(
+        "--prefer-for", default="", help="with --levers: honour --prefer only for these kinds"
+    )
+    ap.add_argument(
         "--class-order", default="", help="comma list of N: packing/class-order/<N> runs"
     )
     args = ap.parse_args()
     if args.class_order:
         class_order([int(n) for n in args.class_order.split(",")], args.seeds)
         return
-    if args.slurm_for:
+    for option, policy in (("slurm_for", SlurmForSomeKinds), ("prefer_for", PreferForSomeKinds)):
+        given = getattr(args, option)
+        if not given:
+            continue
+        flag = "--" + option.replace("_", "-")
         if not args.levers:
-            ap.error("--slurm-for needs --levers")
-        unknown = set(args.slurm_for.split(",")) - set(KINDS)
+            ap.error(f"{flag} needs --levers")
+        unknown = set(given.split(",")) - set(KINDS)
         if unknown:
             ap.error(
-                f"--slurm-for: unknown kind {', '.join(sorted(unknown))}; choose from "
-                f"{', '.join(KINDS)}"
+                f"{flag}: unknown kind {', '.join(sorted(unknown))}; choose from {', '.join(KINDS)}"
             )
-        kinds = frozenset(KINDS[k] for k in args.slurm_for.split(","))
-        split_by_kind(args.levers.split(","), args.every, args.seeds, kinds)
+        policy.kinds = frozenset(KINDS[k] for k in given.split(","))
+        split_by_kind(args.levers.split(","), args.every, args.seeds, policy)
         return
     if args.levers:
         count_levers(args.levers.split(","), args.every, args.seeds)
@@ -235,16 +256,17 @@ def lever_suite(name: str, seeds: int) -> suite.Suite:
     )
 
 
-def split_by_kind(levers: list[str], every: int, seeds: int, kinds: frozenset[str]) -> None:
-    SlurmForSomeKinds.kinds = kinds
-    POLICIES[SLURM_POLICY] = SlurmForSomeKinds
+def split_by_kind(
+    levers: list[str], every: int, seeds: int, policy: type[SlurmForSomeKinds | PreferForSomeKinds]
+) -> None:
+    POLICIES[SLURM_POLICY] = policy
     console = Console(width=160)
-    which = ", ".join(sorted(kinds))
+    which = ", ".join(sorted(policy.kinds))
+    rest = "packing for the rest" if policy is SlurmForSomeKinds else "no --prefer for the rest"
     for name in mode_policies(levers, [every]):
         t0 = time.perf_counter()
         runs = suite.protocol_a(lever_suite(name, seeds))
-        title = f"Protocol A — {name} for {which}, packing for the rest"
-        console.print(report.table_a(runs, title, False))
+        console.print(report.table_a(runs, f"Protocol A — {name} for {which}, {rest}", False))
         console.print(f"{len(runs)} runs in {time.perf_counter() - t0:.0f} s")
 
 
