@@ -31,7 +31,7 @@ With ``--class-order 1,30`` it runs ``packing/class-order/<N>``: packing, except
 whole-GPU job is placed by packing's keys (FGD rise, busy node, GPUs left) computed for
 its fit class's request (its GPUs, its CPUs rounded up to the ``:c`` bucket) and
 refreshed only every N arrivals. No Slurm lever can express a per-class total order, so
-this bounds what any per-cycle lever can get for whole-GPU jobs when N jobs arrive per
+this estimates what a per-cycle lever can get for whole-GPU jobs when N jobs arrive per
 cycle: N = 1 costs only the class request, larger N adds the staleness.
 
 Not a product policy: registered here only, for this measurement.
@@ -210,7 +210,10 @@ def main() -> None:
     )
     args = ap.parse_args()
     if args.class_order:
-        class_order([int(n) for n in args.class_order.split(",")], args.seeds)
+        every = args.class_order.split(",")
+        if not all(n.isdigit() and int(n) >= 1 for n in every):
+            ap.error(f"--class-order: whole numbers >= 1, got {args.class_order!r}")
+        class_order([int(n) for n in every], args.seeds)
         return
     for option, policy in (("slurm_for", SlurmForSomeKinds), ("prefer_for", PreferForSomeKinds)):
         given = getattr(args, option)
@@ -273,8 +276,6 @@ def split_by_kind(
 def class_order(every: list[int], seeds: int) -> None:
     console = Console(width=160)
     for n in every:
-        if n < 1:
-            raise SystemExit(f"--class-order: N must be >= 1, got {n}")
         PackingClassOrder.every = n
         name = f"packing/class-order/{n}"
         POLICIES[name] = PackingClassOrder
@@ -292,7 +293,7 @@ def count_levers(levers: list[str], every: int, seeds: int) -> None:
         runs = suite.protocol_a(lever_suite(name, seeds))
         console.print(report.table_a(runs, f"Protocol A — {name}", False))
         table = Table("job kind", "fits nowhere", "no prefer", "steered", "fell back")
-        for kind in ("cpu only", "shard", "whole GPUs"):
+        for kind in KINDS.values():
             c = CountingSelect.counts
             table.add_row(
                 kind,
