@@ -259,6 +259,14 @@ def lever_suite(name: str, seeds: int) -> suite.Suite:
     )
 
 
+def run_and_print(console: Console, name: str, seeds: int, title: str) -> None:
+    """Protocol A for one policy over ``seeds`` seeds: its table and how long it took."""
+    t0 = time.perf_counter()
+    runs = suite.protocol_a(lever_suite(name, seeds))
+    console.print(report.table_a(runs, title, False))
+    console.print(f"{len(runs)} runs in {time.perf_counter() - t0:.0f} s")
+
+
 def split_by_kind(
     levers: list[str], every: int, seeds: int, policy: type[SlurmForSomeKinds | PreferForSomeKinds]
 ) -> None:
@@ -267,10 +275,7 @@ def split_by_kind(
     which = ", ".join(sorted(policy.kinds))
     rest = "packing for the rest" if policy is SlurmForSomeKinds else "no --prefer for the rest"
     for name in mode_policies(levers, [every]):
-        t0 = time.perf_counter()
-        runs = suite.protocol_a(lever_suite(name, seeds))
-        console.print(report.table_a(runs, f"Protocol A — {name} for {which}, {rest}", False))
-        console.print(f"{len(runs)} runs in {time.perf_counter() - t0:.0f} s")
+        run_and_print(console, name, seeds, f"Protocol A — {name} for {which}, {rest}")
 
 
 def class_order(every: list[int], seeds: int) -> None:
@@ -279,10 +284,7 @@ def class_order(every: list[int], seeds: int) -> None:
         PackingClassOrder.every = n
         name = f"packing/class-order/{n}"
         POLICIES[name] = PackingClassOrder
-        t0 = time.perf_counter()
-        runs = suite.protocol_a(lever_suite(name, seeds))
-        console.print(report.table_a(runs, f"Protocol A — {name}", False))
-        console.print(f"{len(runs)} runs in {time.perf_counter() - t0:.0f} s")
+        run_and_print(console, name, seeds, f"Protocol A — {name}")
 
 
 def count_levers(levers: list[str], every: int, seeds: int) -> None:
@@ -290,8 +292,7 @@ def count_levers(levers: list[str], every: int, seeds: int) -> None:
     console = Console(width=160)
     for name in mode_policies(levers, [every]):
         CountingSelect.counts.clear()
-        runs = suite.protocol_a(lever_suite(name, seeds))
-        console.print(report.table_a(runs, f"Protocol A — {name}", False))
+        run_and_print(console, name, seeds, f"Protocol A — {name}")
         table = Table("job kind", "fits nowhere", "no prefer", "steered", "fell back")
         for kind in KINDS.values():
             c = CountingSelect.counts
