@@ -34,6 +34,10 @@ refreshed only every N arrivals. No Slurm lever can express a per-class total or
 this estimates what a per-cycle lever can get for whole-GPU jobs when N jobs arrive per
 cycle: N = 1 costs only the class request, larger N adds the staleness.
 
+With ``--levers fgd-route --agree`` it counts, per kind of job, how often Slurm (steered
+by the lever) took the node ``packing`` would have taken on the same state: where the
+per-job lever's decision differs from the policy it copies.
+
 Not a product policy: registered here only, for this measurement.
 """
 
@@ -118,6 +122,28 @@ class CountingSelect(SlurmSelect):
         else:
             self.counts[(kind, "steered")] += 1
         return super().choose(state, job, feasible, rng)
+
+
+class AgreeingSelect(SlurmSelect):
+    """Slurm's selection, counting per kind of job whether it took packing's node (on the
+    same state, before the job starts): where a per-job lever (``fgd-route``) decides
+    differently from the policy it copies."""
+
+    counts: ClassVar[Counter[tuple[str, str]]] = Counter()
+
+    def __init__(self, ctx: PolicyContext) -> None:
+        super().__init__(ctx)
+        self.packing = Packing(ctx)
+
+    def choose(
+        self, state: ClusterState, job: JobSpec, feasible: BoolArray, rng: np.random.Generator
+    ) -> Placement | None:
+        ours = super().choose(state, job, feasible, rng)
+        if ours is not None:
+            theirs = self.packing.choose(state, job, feasible, rng)
+            same = theirs is not None and theirs.node == ours.node
+            self.counts[(job_kind(job), "same node" if same else "other node")] += 1
+        return ours
 
 
 class SlurmForSomeKinds(SlurmSelect):
@@ -208,7 +234,12 @@ def main() -> None:
     ap.add_argument(
         "--class-order", default="", help="comma list of N: packing/class-order/<N> runs"
     )
+    ap.add_argument(
+        "--agree", action="store_true", help="with --levers: count jobs placed on packing's node"
+    )
+    ap.add_argument("--whole-cpus", action="store_true", help="jobs' CPUs rounded up to whole CPUs")
     args = ap.parse_args()
+    WHOLE_CPUS["on"] = args.whole_cpus
     if args.class_order:
         every = args.class_order.split(",")
         if not all(n.isdigit() and int(n) >= 1 for n in every):
@@ -230,6 +261,9 @@ def main() -> None:
         policy.kinds = frozenset(KINDS[k] for k in given.split(","))
         split_by_kind(args.levers.split(","), args.every, args.seeds, policy)
         return
+    if args.levers and args.agree:
+        agree(args.levers.split(","), args.every, args.seeds)
+        return
     if args.levers:
         count_levers(args.levers.split(","), args.every, args.seeds)
         return
@@ -241,12 +275,17 @@ def main() -> None:
         seeds=tuple(range(42, 42 + args.seeds)),
         policies=("first-fit", "packing", *(p.name for p in DIAGNOSTIC)),
         defrag=("none",),
+        whole_cpus=args.whole_cpus,
     )
     t0 = time.perf_counter()
     runs = suite.protocol_a(s)
     console = Console(width=160)
     console.print(report.table_a(runs, "Protocol A — openb default, lever ceiling", False))
     console.print(f"{len(runs)} runs in {time.perf_counter() - t0:.0f} s")
+
+
+WHOLE_CPUS = {"on": False}
+"""``--whole-cpus``: every run's jobs ask for whole CPUs (``suite.Suite.whole_cpus``)."""
 
 
 def lever_suite(name: str, seeds: int) -> suite.Suite:
@@ -256,6 +295,7 @@ def lever_suite(name: str, seeds: int) -> suite.Suite:
         seeds=tuple(range(42, 42 + seeds)),
         policies=(name,),
         defrag=("none",),
+        whole_cpus=WHOLE_CPUS["on"],
     )
 
 
@@ -285,6 +325,19 @@ def class_order(every: list[int], seeds: int) -> None:
         name = f"packing/class-order/{n}"
         POLICIES[name] = PackingClassOrder
         run_and_print(console, name, seeds, f"Protocol A — {name}")
+
+
+def agree(levers: list[str], every: int, seeds: int) -> None:
+    POLICIES[SLURM_POLICY] = AgreeingSelect
+    console = Console(width=160)
+    for name in mode_policies(levers, [every]):
+        AgreeingSelect.counts.clear()
+        run_and_print(console, name, seeds, f"Protocol A — {name}")
+        table = Table("job kind", "packing's node", "another node")
+        for kind in KINDS.values():
+            c = AgreeingSelect.counts
+            table.add_row(kind, str(c[(kind, "same node")]), str(c[(kind, "other node")]))
+        console.print(table)
 
 
 def count_levers(levers: list[str], every: int, seeds: int) -> None:

@@ -3,7 +3,7 @@
     .venv/bin/python bench/sim_protocol_a.py [--seeds 10] [--out docs/img/sim]
         [--overlays none,nvlink] [--policies ...] [--defrag none,planner]
         [--requeue-cap step|total] [--name protocol_a]
-        [--levers none,weight-tiers,fgd-tiers --lever-every 1,60]
+        [--levers none,weight-tiers,fgd-tiers --lever-every 1,60] [--whole-cpus]
 
 Runs the grid once per overlay: without topology (the paper's setting) and with the
 ``nvlink`` overlay and NVLink-bound multi-GPU jobs. Prints the rich tables (and the defrag
@@ -41,6 +41,11 @@ def main() -> None:
         "added as policy slurm+<lever>/<N>",
     )
     ap.add_argument("--lever-every", default="1", help="comma list of N (arrivals per cycle)")
+    ap.add_argument(
+        "--whole-cpus",
+        action="store_true",
+        help="round every job's CPUs up to whole CPUs, as Slurm allocates them",
+    )
     args = ap.parse_args()
     policies = args.policies.split(",") if args.policies else []
     if args.levers:
@@ -55,11 +60,13 @@ def main() -> None:
             policies=tuple(policies),
             defrag=tuple(args.defrag.split(",")),
             requeue_cap=args.requeue_cap,
+            whole_cpus=args.whole_cpus,
         )
         t0 = time.perf_counter()
         runs = suite.protocol_a(s)
         took = time.perf_counter() - t0
         title = f"openb default, overlay {overlay}" + (", NVLink jobs" if s.nvlink_jobs else "")
+        title += ", whole CPUs" if s.whole_cpus else ""
         console.print(report.table_a(runs, f"Protocol A — {title}", show_paper=overlay == "none"))
         if any(r.defrag != "none" for r in runs):
             console.print(report.table_a_defrag(runs, f"Protocol A with defrag — {title}"))

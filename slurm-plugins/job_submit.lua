@@ -13,7 +13,10 @@ For every job that asks for GPUs it:
      user says any GPUs will do (--comment=defrag:anygpu),
   4. adds a soft packing hint (--prefer=<feature>) to small single-node GPU jobs, so they
      land on nodes the service marks as already partly used,
-  5. honours the user opt-out --comment=defrag:protect ("never requeue this job").
+  5. honours the user opt-out --comment=defrag:protect ("never requeue this job"),
+  6. with a `route` entry in the table (the fgd-route lever), names one node per one-node
+     job in --prefer, chosen on its own copy of the cycle's free resources (see "Per-job
+     routing" below).
 
 What it knows about the nodes comes from defrag_nodes.lua next to this file, written by
 `slurm-defrag plugins render`; this script never changes per cluster.
@@ -67,6 +70,13 @@ end
 -- (Node, task and GPU counts never reach 65534, so one bound serves 16- and 32-bit fields.)
 local function given(n)
   if type(n) ~= "number" or n ~= n or n <= 0 or n >= NO_VAL16 then return nil end
+  return n
+end
+
+-- A memory size in MB that may be unset (NO_VAL64) or per CPU (--mem-per-cpu sets bit
+-- 63): nil unless a plain per-node amount.
+local function mem_mb(n)
+  if type(n) ~= "number" or n ~= n or n <= 0 or n >= 2 ^ 40 then return nil end
   return n
 end
 
@@ -201,6 +211,169 @@ end
 D.asks_shards = asks_shards
 
 ------------------------------------------------------------------------------------------
+-- Per-job routing (the `route` entry; the service's fgd-route lever)
+------------------------------------------------------------------------------------------
+--[[
+The service writes, once per cycle, the free GPUs (milli-GPUs per GPU), CPUs and memory of
+every routed node in cons_tres order, each node's own feature, and the workload mix. For
+every one-node job this picks the node the simulator's `packing` policy would choose: the
+smallest rise of FGD fragmentation (Weng et al., ATC '23) in `step` milli-GPUs, then a node
+already in use, then the least free GPU left, then the table's order. The job gets
+--prefer=<that node's feature> (soft: Slurm falls back to any node) and is taken off this
+copy, so the next submission sees it. Until the next cycle's table the copy misses jobs
+that ended and counts jobs still queued: both make a node look fuller, never emptier.
+The measure is the one in src/slurm_defrag/planner/fit_classes.py, which tests compare
+with this one; rises are cached per node state, so a submission costs one pass over the
+nodes with a table lookup each once the common states are known.
+]]
+
+local function route_key(n)
+  return n.model .. "|" .. int(n.cpus) .. "|" .. table.concat(n.free, ",")
+end
+
+-- Can task type t run on a node with these free GPUs, CPUs and model?
+local function runs_on(t, free, cpus, model)
+  if cpus < t.cpus then return false end
+  if t.model_set and not t.model_set[model] then return false end
+  local k = 0
+  for i = 1, #free do
+    if free[i] >= t.milli then k = k + 1 end
+  end
+  return k >= t.gpus
+end
+
+-- F_n in milli-GPUs: the expected free GPU capacity the mix's types cannot use.
+local function frag(free, cpus, model, r)
+  local total = 0
+  for i = 1, #free do total = total + free[i] end
+  if total == 0 then return 0 end
+  local usable = 0
+  for _, t in ipairs(r.mix) do
+    if t.gpus > 0 and runs_on(t, free, cpus, model) then
+      local s = 0
+      for i = 1, #free do
+        if free[i] >= t.milli then s = s + free[i] end
+      end
+      usable = usable + t.weight * s
+    end
+  end
+  return total - usable / r.wsum
+end
+D.route_frag = frag
+
+-- The free GPUs once req started where cons_tres puts it: lowest indices with room.
+local function after(free, req)
+  local out, need = {}, req.gpus
+  for i = 1, #free do
+    local f = free[i]
+    if need > 0 and f >= req.milli then
+      f = f - req.milli
+      need = need - 1
+    end
+    out[i] = f
+  end
+  return out
+end
+
+local function node_frag(n, r)
+  local f = r.frag_cache[n.key]
+  if f == nil then
+    f = frag(n.free, n.cpus, n.model, r)
+    r.frag_cache[n.key] = f
+  end
+  return f
+end
+
+-- Rise of FGD fragmentation if req started on node n (nil: it does not fit there).
+local function route_rise(n, req, r)
+  if req.model and req.model ~= n.model then return nil end
+  if n.cpus < req.cpus or (n.mem >= 0 and n.mem < req.mem) then return nil end
+  local t = { gpus = req.gpus, milli = req.milli, cpus = 0 }
+  if not runs_on(t, n.free, n.cpus, n.model) then return nil end
+  local cache = r.rise_cache[req.key]
+  if cache == nil then
+    cache = {}
+    r.rise_cache[req.key] = cache
+  end
+  local v = cache[n.key]
+  if v == nil then
+    v = frag(after(n.free, req), n.cpus - req.cpus, n.model, r) - node_frag(n, r)
+    cache[n.key] = v
+  end
+  return v
+end
+D.route_rise = route_rise
+
+-- Index in r.nodes of the node for req, or nil when it fits none.
+function D.route_pick(req, r)
+  req.key = int(req.gpus) .. ":" .. int(req.milli) .. ":" .. int(req.cpus) .. ":"
+    .. (req.model or "")
+  local best, b1, b2, b3
+  for i, n in ipairs(r.nodes) do
+    local v = route_rise(n, req, r)
+    if v ~= nil then
+      local k1 = math.floor(v / r.step + 1e-9)
+      local k2 = n.idle and 1 or 0
+      local k3 = n.total - req.gpus * req.milli
+      if best == nil or k1 < b1 or (k1 == b1 and (k2 < b2 or (k2 == b2 and k3 < b3))) then
+        best, b1, b2, b3 = i, k1, k2, k3
+      end
+    end
+  end
+  return best
+end
+
+local function route_refresh(n)
+  local total = 0
+  for i = 1, #n.free do total = total + n.free[i] end
+  n.total = total
+  n.key = route_key(n)
+end
+
+-- Take req off node i of the copy (what Slurm will allocate there).
+function D.route_take(i, req, r)
+  local n = r.nodes[i]
+  n.free = after(n.free, req)
+  n.cpus = n.cpus - req.cpus
+  if n.mem >= 0 then n.mem = n.mem - req.mem end
+  n.idle = false
+  route_refresh(n)
+end
+
+-- Check the route entry and add what the search needs; nil, message when it is unusable.
+local function prepare_route(r)
+  if type(r.step) ~= "number" or r.step <= 0 then return nil, "route: step missing" end
+  if type(r.mix) ~= "table" or type(r.nodes) ~= "table" then
+    return nil, "route: mix or nodes missing"
+  end
+  r.shards_per_gpu = r.shards_per_gpu or 1000
+  r.wsum = 0
+  for i, t in ipairs(r.mix) do
+    if type(t.cpus) ~= "number" or type(t.gpus) ~= "number" or type(t.milli) ~= "number"
+      or type(t.weight) ~= "number" then
+      return nil, "route: mix type " .. i .. ": cpus/gpus/milli/weight missing"
+    end
+    if type(t.models) == "table" then
+      t.model_set = {}
+      for _, m in ipairs(t.models) do t.model_set[m] = true end
+    end
+    r.wsum = r.wsum + t.weight
+  end
+  if r.wsum <= 0 then return nil, "route: mix weights sum to 0" end
+  for i, n in ipairs(r.nodes) do
+    if type(n.feature) ~= "string" or type(n.free) ~= "table" or type(n.cpus) ~= "number" then
+      return nil, "route: node " .. i .. ": feature/free/cpus missing"
+    end
+    n.model = n.model or ""
+    n.mem = n.mem or -1
+    route_refresh(n)
+  end
+  r.frag_cache, r.rise_cache = {}, {}
+  return r
+end
+D.prepare_route = prepare_route
+
+------------------------------------------------------------------------------------------
 -- The node table (defrag_nodes.lua)
 ------------------------------------------------------------------------------------------
 
@@ -243,6 +416,10 @@ local function prepare_table(t)
   if type(t.pack) == "table" and type(t.pack.fit_sizes) == "table" then
     t.pack.fit_set = {}
     for _, k in ipairs(t.pack.fit_sizes) do t.pack.fit_set[k] = true end
+  end
+  if t.route ~= nil then
+    local r, err = prepare_route(t.route)
+    if not r then return nil, err end
   end
   return t
 end
@@ -578,6 +755,27 @@ function D.plan(f, opts)
     and (f("prefer") == nil or f("prefer") == "") then
     plan.prefer = pack.cpu_feature
   end
+  -- Per-job routing: one node for a one-node job (GPUs, shards or CPUs only).
+  local route = tbl and tbl.route
+  if route and opts.submit and err == nil and f("shared") ~= JOB_SHARED_NONE
+    and (given(f("min_nodes")) or 1) == 1
+    and (f("prefer") == nil or f("prefer") == "")
+    and (req == nil or (req.nodes == 1 and req.model ~= false)) then
+    local cpus = given(f("min_cpus"))
+      or (given(f("cpus_per_task")) or 1) * (given(f("num_tasks")) or 1)
+    local mem = mem_mb(f("pn_min_memory")) or 0
+    local rq = { gpus = 0, milli = 0, cpus = cpus, mem = mem, model = req and req.model }
+    if req ~= nil and req.gpn > 0 then
+      rq.gpus, rq.milli = req.gpn, 1000
+    elseif shards and type(shards) == "number" then
+      rq.gpus, rq.milli = 1, math.ceil(shards * 1000 / route.shards_per_gpu)
+    end
+    local i = D.route_pick(rq, route)
+    if i then
+      plan.prefer = route.nodes[i].feature
+      plan.route = { i = i, req = rq }
+    end
+  end
   if protect then table.insert(tokens, "defrag:protect") end
 
   if #tokens > 0 then
@@ -614,6 +812,7 @@ local function apply(plan, job_desc, label, is_modify)
   if plan.user_note then log_user(plan.user_note) end
   if plan.admin_comment ~= nil then job_desc.admin_comment = plan.admin_comment end
   if plan.prefer ~= nil then job_desc.prefer = plan.prefer end
+  if plan.route then D.route_take(plan.route.i, plan.route.req, D.nodes.route) end
   if plan.log then
     log_debug(label .. ": " .. plan.log .. (plan.prefer and (" prefer=" .. plan.prefer) or ""))
   end

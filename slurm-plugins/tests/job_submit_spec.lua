@@ -554,3 +554,106 @@ describe("speed", function()
     assert.is_true(per_job_us < 200, string.format("%.1f us per job", per_job_us))
   end)
 end)
+
+describe("per-job routing (route entry, fgd-route)", function()
+  -- b runs a 1-GPU job; a is idle. Mix: 1-GPU jobs, 2-GPU jobs and half-GPU shares.
+  local TABLE = [[return { version = 1, default_partition = "p",
+    partitions = { p = { types = { { gpus = 4, nodes = 2, models = { v100 = 4 } },
+                                   { gpus = 2, nodes = 1, models = { t4 = 2 } } } } },
+    route = { step = 40, shards_per_gpu = 1000,
+      mix = { { cpus = 2, gpus = 1, milli = 1000, weight = 0.5 },
+              { cpus = 2, gpus = 2, milli = 1000, weight = 0.3 },
+              { cpus = 1, gpus = 1, milli = 500, weight = 0.2 } },
+      nodes = {
+        { feature = "defrag_at_a", model = "v100", free = { 1000, 1000, 1000, 1000 },
+          cpus = 32, mem = 64000, idle = true },
+        { feature = "defrag_at_b", model = "v100", free = { 0, 1000, 1000, 1000 },
+          cpus = 28, mem = 60000, idle = false },
+        { feature = "defrag_at_t", model = "t4", free = { 1000, 1000 },
+          cpus = 8, mem = 8000, idle = true } } } }]]
+
+  before_each(function()
+    local path = H.tmpfile(TABLE)
+    H.load(path)
+    os.remove(path)
+  end)
+
+  it("names the node packing would choose, and counts what it named", function()
+    local _, jd = H.submit({ tres_per_node = "gres:gpu:1", min_cpus = 2 })
+    assert.are.equal("defrag_at_b", jd.prefer) -- in use: a stays whole
+    _, jd = H.submit({ tres_per_node = "gres:gpu:2", min_cpus = 2 })
+    assert.are.equal("defrag_at_b", jd.prefer) -- one free GPU left there
+    _, jd = H.submit({ tres_per_node = "gres:gpu:2", min_cpus = 2 })
+    assert.are.equal("defrag_at_t", jd.prefer) -- b is full in the copy; t fills exactly
+    _, jd = H.submit({ tres_per_node = "gres:gpu:2", min_cpus = 2 })
+    assert.are.equal("defrag_at_a", jd.prefer)
+    assert.is_not_nil(string.find(jd.admin_comment, "defrag:gpn=2", 1, true))
+  end)
+
+  it("routes shards and CPU-only jobs, and honours type, CPUs and memory", function()
+    local _, jd = H.submit({ tres_per_node = "gres/shard:500", min_cpus = 1 })
+    assert.are.equal("defrag_at_b", jd.prefer)
+    _, jd = H.submit({ tres_per_node = "gres/gpu:t4:1", min_cpus = 1 })
+    assert.are.equal("defrag_at_t", jd.prefer)
+    _, jd = H.submit({ tres_per_node = "gres:gpu:1", min_cpus = 30 })
+    assert.are.equal("defrag_at_a", jd.prefer) -- only a has 30 CPUs free
+    _, jd = H.submit({ tres_per_node = "gres:gpu:1", min_cpus = 1, pn_min_memory = 62000 })
+    assert.are.equal("defrag_at_a", jd.prefer)
+    -- --mem-per-cpu sets bit 63: not a per-node amount, so memory does not count
+    _, jd = H.submit({ tres_per_node = "gres:gpu:1", min_cpus = 1,
+      pn_min_memory = 2 ^ 63 + 100 })
+    assert.is_not_nil(jd.prefer)
+    _, jd = H.submit({ min_cpus = 1 })
+    assert.is_not_nil(string.find(jd.prefer, "^defrag_at_"))
+  end)
+
+  it("leaves alone what it cannot place on one node or the user placed", function()
+    local _, jd = H.submit({ tres_per_node = "gres:gpu:8" })
+    assert.is_nil(jd.prefer) -- fits no node
+    _, jd = H.submit({ tres_per_node = "gres:gpu:1", min_nodes = 2, max_nodes = 2 })
+    assert.is_nil(jd.prefer)
+    _, jd = H.submit({ tres_per_node = "gres:gpu:1", shared = 0 })
+    assert.is_nil(jd.prefer)
+    _, jd = H.submit({ tres_per_node = "gres:gpu:1", prefer = "fast_disk" })
+    assert.are.equal("fast_disk", jd.prefer)
+    _, jd = H.submit({ tres_per_node = "gres/gpu:v100:1,gres/gpu:t4:1" })
+    assert.is_nil(jd.prefer) -- several types at once
+  end)
+
+  it("refuses a broken route entry by name, and then hints nothing", function()
+    local path = H.tmpfile([[return { version = 1, default_partition = "p",
+      partitions = { p = { types = { { gpus = 4, nodes = 1, models = {} } } } },
+      route = { step = 40, mix = { { cpus = 1, gpus = 1, milli = 1000, weight = 1 } },
+        nodes = { { feature = "defrag_at_a", free = "all" } } } }]])
+    local s = H.load(path)
+    os.remove(path)
+    assert.is_not_nil(string.find(s.logs.error[1], "route: node 1", 1, true))
+    local rc, jd = H.submit({ tres_per_node = "gres:gpu:1" })
+    assert.are.equal(0, rc)
+    assert.is_nil(jd.prefer)
+  end)
+
+  it("costs little per submission on a thousand nodes", function()
+    local nodes = {}
+    for i = 1, 1000 do
+      nodes[i] = string.format("{ feature = 'defrag_at_n%d', model = 'v100', "
+        .. "free = { %d, 1000, 1000, 1000, 1000, 1000, 1000, 1000 }, cpus = 64, "
+        .. "mem = 500000, idle = false }", i, (i % 5) * 250)
+    end
+    local path = H.tmpfile("return { version = 1, default_partition = 'p', partitions = "
+      .. "{ p = { types = { { gpus = 8, nodes = 1000, models = {} } } } }, route = { "
+      .. "step = 40, mix = { { cpus = 2, gpus = 1, milli = 1000, weight = 0.5 }, "
+      .. "{ cpus = 4, gpus = 4, milli = 1000, weight = 0.3 }, "
+      .. "{ cpus = 1, gpus = 1, milli = 250, weight = 0.2 } }, nodes = { "
+      .. table.concat(nodes, ", ") .. " } } }")
+    H.load(path)
+    os.remove(path)
+    local n = 300
+    local start = os.clock()
+    for i = 1, n do
+      H.submit({ tres_per_node = "gres:gpu:" .. (1 + i % 4), min_cpus = 2 })
+    end
+    local per_job_ms = (os.clock() - start) / n * 1e3
+    assert.is_true(per_job_ms < 20, string.format("%.2f ms per job", per_job_ms))
+  end)
+end)

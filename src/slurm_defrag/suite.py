@@ -15,6 +15,7 @@ from pathlib import Path
 import numpy as np
 from rich.console import Console
 
+from slurm_defrag.domain.units import MILLI
 from slurm_defrag.errors import InputError
 from slurm_defrag.sim.defrag import DefragStep
 from slurm_defrag.sim.engine import EngineConfig
@@ -55,6 +56,10 @@ class Suite:
     """``head``: EASY (only the blocked head job is planned); ``all``: as slurmctld's
     sched/backfill plans every job it tests, whole nodes, ``bf_resolution`` 60 s (the
     model the real-Slurm cross-check validated; :mod:`slurm_defrag.sim.backfill`)."""
+    whole_cpus: bool = False
+    """Every job's CPUs rounded up to whole CPUs, as Slurm allocates them: openb's pods
+    ask for fractions of a CPU (Kubernetes millicores), which the simulator otherwise
+    allocates as asked, something no Slurm selection does."""
     extra: dict[str, object] = field(default_factory=dict)
 
     def settings(self) -> dict[str, object]:
@@ -65,6 +70,8 @@ def load(suite: Suite, traces: Path | None = None) -> tuple[list[NodeSpec], list
     """The suite's cluster and jobs; ``traces`` is the trace folder (default: the env var)."""
     nodes = apply_overlay(openb.load_nodes(suite.node_list, traces), suite.overlay)
     jobs = openb.load_pods(suite.trace, traces)
+    if suite.whole_cpus:
+        jobs = [replace(j, cpu_milli=-(-j.cpu_milli // MILLI) * MILLI) for j in jobs]
     return nodes, require_nvlink(jobs) if suite.nvlink_jobs else jobs
 
 

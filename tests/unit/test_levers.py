@@ -12,7 +12,9 @@ from slurm_defrag.planner.levers import (
     TIER_SPAN,
     LeverSettings,
     compute_levers,
+    is_ours,
     pack_table,
+    route_feature,
 )
 from slurm_defrag.synth import EPOCH
 
@@ -199,3 +201,39 @@ def test_small_admin_weights_are_used_as_they_are() -> None:
     w = compute_levers(snap, LeverSettings("size-weights")).weights
     assert w == {"a": edge * TIER_SPAN + 4, "b": 3 * TIER_SPAN + 4}
     assert w["a"] <= MAX_WEIGHT
+
+
+ROUTE_MIX = Mix((TaskClass(2, 1, 500, 0.5), TaskClass(4, 2, 1000, 0.5)))
+
+
+def test_route_gives_every_node_its_own_feature_and_the_table() -> None:
+    out = compute_levers(_snap(), LeverSettings("fgd-route", mix=ROUTE_MIX))
+    assert out.weights == {}
+    assert {n: set(f) for n, f in out.features.items()} == {n: {f"defrag_at_{n}"} for n in "abcd"}
+    table = out.route
+    assert table is not None
+    nodes = table["nodes"]
+    assert isinstance(nodes, list)
+    # cons_tres order: a has Weight 2, the others 1
+    assert [n["feature"] for n in nodes] == [f"defrag_at_{n}" for n in "bcda"]
+    d = nodes[2]
+    assert d["free"] == [500, 1000, 1000, 1000]
+    assert (d["cpus"], d["idle"]) == (28, False)
+    assert nodes[3]["idle"] is True
+    assert table["mix"] == [
+        {"cpus": 2, "gpus": 1, "milli": 500, "weight": 0.5},
+        {"cpus": 4, "gpus": 2, "milli": 1000, "weight": 0.5},
+    ]
+    assert compute_levers(_snap(), LeverSettings("fgd-tiers", mix=ROUTE_MIX)).route is None
+
+
+def test_route_features_are_ours_and_never_ambiguous() -> None:
+    assert route_feature("gpu-01.rack2") == "defrag_at_gpu_01_rack2"
+    assert is_ours("defrag_at_gpu_01")
+    assert not is_ours("nvlink")
+    snap = ClusterSnapshot(taken_at=EPOCH, nodes=(_node("g-1"), _node("g_1"), _node("g2")))
+    out = compute_levers(snap, LeverSettings("fgd-route", mix=ROUTE_MIX))
+    # g-1 and g_1 would share a feature: neither is routed, so a hint names one node only
+    assert out.features == {"g2": frozenset({"defrag_at_g2"})}
+    assert out.route is not None
+    assert [n["feature"] for n in out.route["nodes"]] == ["defrag_at_g2"]  # type: ignore[index]

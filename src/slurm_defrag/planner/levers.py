@@ -48,6 +48,13 @@ Levers (:data:`LEVERS`):
 * ``fgd-tiers`` — ``fgd-features`` and ``weight-tiers``: Slurm's choice among the tagged
   nodes is then the partly used node with the least free capacity, then node order —
   the tie-breaks of the simulator's ``packing`` policy, executed by cons_tres.
+* ``fgd-route`` — a decision per job instead of per cycle: every GPU node carries its own
+  feature (:func:`route_feature`), and the cycle's free resources of every node go to
+  job_submit.lua (:func:`route_table`), which gives each one-node job ``--prefer=`` the
+  node ``packing`` would choose on its copy of the table and takes the job off that copy.
+  Per-cycle levers lose ``packing``'s re-ranking after every job (docs/benchmarks.md,
+  "Where the levers lose against packing"); this keeps it. Simulated only: the service
+  does not write the table yet.
 
 What a node offers comes from the snapshot: whole free GPUs (no owner), free CPUs, and,
 for shards, ``Node.gpu_milli_used`` (milli-GPUs used per GPU). Without that field a GPU is
@@ -57,6 +64,7 @@ wholly free or wholly busy and the shard class is tagged on nodes with a free GP
 from __future__ import annotations
 
 import math
+import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from functools import cached_property
@@ -76,6 +84,7 @@ LEVERS = (
     "fit-size",
     "fgd-features",
     "fgd-tiers",
+    "fgd-route",
 )
 IDLE_BUMP = "idle-bump"
 """The original lever (the service's default)."""
@@ -84,6 +93,9 @@ SIZE_LEVERS = ("size-weights", "shape-weights", "fit-size")
 FIT_PREFIX = "defrag_fit"
 SHARD_FEATURE = FIT_PREFIX + "shard"
 CPU_FEATURE = FIT_PREFIX + "cpu"
+ROUTE_PREFIX = "defrag_at_"
+"""``fgd-route``: every node's own feature, ``defrag_at_<node name>`` (characters other
+than letters, digits and ``_`` as ``_``), which job_submit.lua names in ``--prefer``."""
 FIT_SIZES = (1, 2, 4, 8)
 TIER_SPAN = 4096
 """Weight = original x TIER_SPAN + tier: the admin's order first, ours within it."""
@@ -138,7 +150,19 @@ class LeverSettings:
 
     @property
     def features(self) -> bool:
-        return self.lever in ("fit-features", "fit-tiers", "fit-size", "fgd-features", "fgd-tiers")
+        return self.lever in (
+            "fit-features",
+            "fit-tiers",
+            "fit-size",
+            "fgd-features",
+            "fgd-tiers",
+            "fgd-route",
+        )
+
+    @property
+    def route(self) -> bool:
+        """job_submit.lua picks one node per job from this cycle's table (:func:`route_table`)."""
+        return self.lever == "fgd-route"
 
     @property
     def fgd(self) -> bool:
@@ -202,11 +226,18 @@ class NodeLevers:
     features: Mapping[str, frozenset[str]]
     """GPU node -> the slurm-defrag features it should carry (:func:`is_ours`); the
     node's own features are kept beside them (only when the lever sets features)."""
+    route: Mapping[str, object] | None = None
+    """``fgd-route``: the ``route`` entry of defrag_nodes.lua (:func:`route_table`)."""
 
 
 def is_ours(feature: str) -> bool:
     """A feature slurm-defrag sets and removes (never one of the admin's)."""
-    return feature.startswith(FIT_PREFIX)
+    return feature.startswith((FIT_PREFIX, ROUTE_PREFIX))
+
+
+def route_feature(node: str) -> str:
+    """The node's own feature under ``fgd-route`` (:data:`ROUTE_PREFIX`)."""
+    return ROUTE_PREFIX + re.sub(r"[^A-Za-z0-9_]", "_", node)
 
 
 def pack_table(settings: LeverSettings) -> dict[str, object] | None:
@@ -216,7 +247,7 @@ def pack_table(settings: LeverSettings) -> dict[str, object] | None:
     ``--prefer=<fit_prefix><k>``, a job asking only for shards ``--prefer=<shard>``, and
     a one-node job asking for no GPU ``--prefer=<cpu_feature>``.
     """
-    if not settings.features:
+    if not settings.features or settings.route:  # fgd-route: the route entry instead
         return None
     table: dict[str, object] = {
         "fit_prefix": FIT_PREFIX,
@@ -388,6 +419,14 @@ def compute_levers(
             tier = IDLE_TIER if f is None else _tier(f)
             weights[n.name] = order[n.name] * TIER_SPAN + tier
     features: dict[str, frozenset[str]] = {}
+    if settings.route:
+        assert settings.mix is not None
+        # every node, GPU-less ones too: a CPU-only job raises no fragmentation there
+        every = {n.name: _free(n, owners.get(n.name, ())) for n in snapshot.nodes if n.available}
+        table = route_table(snapshot, settings.mix, every)
+        routed = _routed(list(snapshot.nodes))
+        features = {name: frozenset({route_feature(name)}) for name in routed}
+        return NodeLevers(weights, features, table)
     if settings.features:
         tagged: dict[str, set[str]] = {n.name: set() for n in nodes}
         sets = _fgd_sets(free, settings) if settings.fgd else _fit_sets(free, settings)
@@ -396,3 +435,65 @@ def compute_levers(
                 tagged[name].add(feature)
         features = {name: frozenset(fs) for name, fs in tagged.items()}
     return NodeLevers(weights, features)
+
+
+def _routed(nodes: list[Node]) -> list[str]:
+    """Nodes that get a route feature: those whose feature no other node shares (two
+    names that differ only in characters a feature cannot hold get none)."""
+    count: dict[str, int] = {}
+    for n in nodes:
+        f = route_feature(n.name)
+        count[f] = count.get(f, 0) + 1
+    return [n.name for n in nodes if count[route_feature(n.name)] == 1]
+
+
+def route_table(
+    snapshot: ClusterSnapshot, mix: Mix, free: Mapping[str, _Free]
+) -> dict[str, object]:
+    """The ``route`` entry of defrag_nodes.lua for ``fgd-route``.
+
+    job_submit.lua keeps it between submissions and, for every one-node job, picks the
+    node of ``nodes`` with the simulator's ``packing`` keys (FGD rise in ``step``
+    milli-GPUs, a node in use, the least free GPU left, then this list's order, which is
+    cons_tres's: Weight, then node order), names it with ``--prefer=<feature>`` and takes
+    the job off its copy. ``free`` holds each GPU's free milli-GPUs, ``cpus`` the free
+    CPUs (2^20 when not tracked, as the FGD measure's vector), ``mem`` the free memory in
+    MB (-1: not tracked).
+    """
+    names = set(_routed(list(snapshot.nodes)))
+    position = {n.name: i for i, n in enumerate(snapshot.nodes)}
+    routed = sorted(
+        (n for n in snapshot.nodes if n.name in names and n.name in free),
+        key=lambda n: (n.weight if n.weight is not None else 1, position[n.name]),
+    )
+    nodes = []
+    for n in routed:
+        f = free[n.name]
+        mem = n.memory_free_mb
+        nodes.append(
+            {
+                "feature": route_feature(n.name),
+                "model": n.gpu_model or "",
+                "free": list(f.vector[0]),
+                "cpus": f.vector[1],
+                "mem": mem if mem is not None else -1,
+                "idle": f.idle,
+            }
+        )
+    types = []
+    for t in mix.types:
+        entry: dict[str, object] = {
+            "cpus": t.cpus,
+            "gpus": t.gpus,
+            "milli": t.milli,
+            "weight": t.weight,
+        }
+        if t.models is not None:
+            entry["models"] = sorted(t.models)
+        types.append(entry)
+    return {
+        "step": RISE_STEP,
+        "shards_per_gpu": SHARDS_PER_GPU,
+        "mix": types,
+        "nodes": nodes,
+    }

@@ -126,11 +126,14 @@ class Engine:
         window: tuple[float, float] = (0.0, float("inf")),
         plan_node: NodePicker | None = None,
         levers: Callable[[float], object] | None = None,
+        submit: Callable[[JobSpec], JobSpec] | None = None,
     ) -> None:
         """``plan_node`` chooses the node of a ``bf_reserve="all"`` plan among those where
         the job will fit (default: the first in Slurm's node order). ``levers`` is one
         service cycle of packing levers (:class:`slurm_defrag.sim.levers.SimLevers`),
-        called at 0 and every ``lever_interval`` s while work remains."""
+        called at 0 and every ``lever_interval`` s while work remains. ``submit`` is what
+        job_submit.lua does to a job when it arrives (once: a requeued job keeps it), for
+        hooks whose answer depends on the moment (per-job routing)."""
         self.state = state
         self._plan_node = plan_node or first_in_order(state)
         self.jobs = list(jobs)
@@ -138,6 +141,7 @@ class Engine:
         self.rng = rng
         self.step = defrag or NoDefrag()
         self.levers = levers
+        self.submit = submit
         self.cfg = config or EngineConfig()
         self.pending: list[tuple[int, float, int]] = []  # (-priority, submit, id), sorted
         self.running: dict[int, RunningJob] = {}
@@ -197,6 +201,8 @@ class Engine:
                     self._finish(jid)
                     self._schedule()
             elif kind == _ARRIVAL:
+                if self.submit is not None:
+                    self.jobs[jid] = self.submit(self.jobs[jid])
                 self._enqueue(jid)
                 if self.pending[0][2] == jid:
                     self._released = True

@@ -22,7 +22,7 @@ seconds, the service's 60 s.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 
 from slurm_defrag.domain.cluster import ClusterSnapshot, Node, Partition
@@ -122,6 +122,8 @@ class SimLevers:
         self._nodes: list[Node | None] = [None] * state.size
         self._seen = [-1] * state.size
         self.cycles = 0
+        self.route: Mapping[str, object] | None = None
+        """``fgd-route``: the last cycle's table for job_submit.lua."""
         self.changes = 0
         """Weight and feature updates made (each an ``scontrol update`` on a real cluster)."""
 
@@ -149,6 +151,7 @@ class SimLevers:
         if self.settings.lever == "none":
             return 0
         want = compute_levers(self.snapshot(now), self.settings, self.originals)
+        self.route = want.route
         changed = 0
         for name, w in want.weights.items():
             changed += self.state.set_weight(self._index[name], w)

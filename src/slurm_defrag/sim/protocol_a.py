@@ -126,6 +126,8 @@ def run_a(
     for i, job in enumerate(jobs):
         if levers is not None and mode is not None and i % mode.every == 0:
             levers.apply()  # one service cycle every N arrivals (no clock here)
+            if hook is not None and levers.route is not None:
+                hook.route(levers.route)
         if hook is not None:
             job = hook.apply(job)
         arrived += job.total_milli

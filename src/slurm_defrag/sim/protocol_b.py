@@ -22,7 +22,7 @@ stream, so the arrivals are the same with and without them.
 from __future__ import annotations
 
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 
 import numpy as np
@@ -35,7 +35,7 @@ from slurm_defrag.sim.levers import SLURM_POLICY, SimLevers, parse_mode, with_mi
 from slurm_defrag.sim.model import JobSpec, NodeSpec
 from slurm_defrag.sim.policies.base import PolicyContext
 from slurm_defrag.sim.policies.registry import build
-from slurm_defrag.sim.submit_hook import SubmitHook, node_table
+from slurm_defrag.sim.submit_hook import SubmitHook, node_table, routed
 from slurm_defrag.sim.timed_workload import arrival_rate, arrivals, job_pool, with_user_limits
 
 LARGE_GPUS = 4
@@ -111,19 +111,25 @@ def run_b(
     rank = rng.permutation(state.size).astype(np.int64)
     types = typical_types(trace)
     mode = parse_mode(policy)
-    levers = None
+    levers: Callable[[float], object] | None = None
+    submit = None
     if mode is not None:
         # slurm mode: Slurm's selection; levers every cycle; job_submit.lua's --prefer
         mode = with_mix(mode, types)
         levers = SimLevers(state, mode.lever).apply
-        if mode.lever.features:
+        if mode.lever.route:
+            levers, submit = routed(state, mode.lever)
+        elif mode.lever.features:
             hook = SubmitHook(node_table(state, mode.lever))
             jobs = [hook.apply(j) for j in jobs]
     chooser = build(SLURM_POLICY if mode else policy, PolicyContext(state, types, rank))
     step = defrag or NoDefrag()
     window = (cfg.warmup, cfg.horizon)
-    engine = Engine(state, jobs, chooser, rng, step, cfg.engine, window, levers=levers)
+    engine = Engine(
+        state, jobs, chooser, rng, step, cfg.engine, window, levers=levers, submit=submit
+    )
     stats = engine.run()
+    jobs = engine.jobs
 
     waits: list[float] = []
     large: list[float] = []

@@ -18,7 +18,7 @@ the hint.
 from __future__ import annotations
 
 import os
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
@@ -28,6 +28,7 @@ from slurm_defrag.errors import InputError
 from slurm_defrag.hooks_location import candidates, plugins_dir
 from slurm_defrag.planner.levers import SHARDS_PER_GPU, LeverSettings, pack_table
 from slurm_defrag.sim.cluster import ClusterState
+from slurm_defrag.sim.levers import SimLevers
 from slurm_defrag.sim.model import JobSpec
 from slurm_defrag.sim.snapshot_view import PARTITION
 
@@ -89,18 +90,25 @@ def node_table(state: ClusterState, settings: LeverSettings) -> dict[str, Any]:
     return table
 
 
-def request_of(job: JobSpec) -> dict[str, Any]:
-    """The job description fields sbatch would send for this job (one node)."""
+def request_of(job: JobSpec, *, full: bool = False) -> dict[str, Any]:
+    """The job description fields sbatch would send for this job (one node). ``full``
+    adds what only per-job routing reads: ``--mem`` and a GPU type when the job names
+    exactly one model."""
     desc: dict[str, Any] = {
         "min_nodes": 1,
         "max_nodes": 1,
         "partition": PARTITION,
         "min_cpus": max(1, -(-job.cpu_milli // MILLI)),  # what -c/-n ask for, whole CPUs
     }
+    model = ""
+    if full:
+        desc["pn_min_memory"] = job.memory_mib
+        if job.gpu_models is not None and len(job.gpu_models) == 1:
+            model = next(iter(job.gpu_models)) + ":"
     if job.shared:
         desc["tres_per_node"] = f"gres/shard:{max(1, job.gpu_milli * SHARDS_PER_GPU // MILLI)}"
     elif job.num_gpu:
-        desc["tres_per_node"] = f"gres/gpu:{job.num_gpu}"
+        desc["tres_per_node"] = f"gres/gpu:{model}{job.num_gpu}"
     return desc
 
 
@@ -126,10 +134,29 @@ class SubmitHook:
         g.slurm_defrag.nodes = prepared
         self._submit = g.slurm_job_submit
         self._cache: dict[tuple[str, ...], str | None] = {}
+        self._routing = False
         self.calls = 0
+
+    def route(self, entry: Mapping[str, Any]) -> None:
+        """A new cycle's ``route`` entry (:func:`slurm_defrag.planner.levers.route_table`),
+        as slurmctld reloads the script when the service rewrites the table: from now on
+        every job is asked (the answer depends on what came before it)."""
+        d = self._lua.globals().slurm_defrag
+        out = d.prepare_route(self._lua.table_from(entry, recursive=True))
+        prepared, err = out if isinstance(out, tuple) else (out, None)
+        if prepared is None:
+            raise InputError(f"route table refused by job_submit.lua: {err}")
+        d.nodes.route = prepared
+        self._routing = True
 
     def prefer(self, job: JobSpec) -> str | None:
         """The ``--prefer`` job_submit.lua gives this job's request (None: none)."""
+        if self._routing:
+            self.calls += 1
+            jd = self._lua.table_from(request_of(job, full=True))
+            self._submit(jd, None, 0)
+            p = jd["prefer"]
+            return str(p) if p is not None else None
         desc = request_of(job)
         key = tuple(f"{k}={v}" for k, v in sorted(desc.items()))
         if key not in self._cache:
@@ -143,3 +170,20 @@ class SubmitHook:
     def apply(self, job: JobSpec) -> JobSpec:
         p = self.prefer(job)
         return job if p == job.prefer else replace(job, prefer=p)
+
+
+def routed(
+    state: ClusterState, settings: LeverSettings
+) -> tuple[Callable[[float], None], Callable[[JobSpec], JobSpec]]:
+    """``fgd-route`` with a clock (Protocol B): one service cycle (the levers, then their
+    table handed to job_submit.lua, as a rewritten table is reloaded) and the submit step
+    (the script's ``--prefer`` for a job when it arrives)."""
+    levers = SimLevers(state, settings)
+    hook = SubmitHook(node_table(state, settings))
+
+    def cycle(now: float) -> None:
+        levers.apply(now)
+        if levers.route is not None:
+            hook.route(levers.route)
+
+    return cycle, hook.apply
