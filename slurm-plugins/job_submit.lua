@@ -218,7 +218,9 @@ The service writes, once per cycle, the free GPUs (milli-GPUs per GPU), CPUs and
 every routed node in cons_tres order, each node's own feature, and the workload mix. For
 every one-node job this picks the node the simulator's `packing` policy would choose: the
 smallest rise of FGD fragmentation (Weng et al., ATC '23) in `step` milli-GPUs, then a node
-already in use, then the least free GPU left, then the table's order. The job gets
+already in use, then the least free GPU left, then the table's order; with `score = true`,
+FGD's own rule instead (the artifact's integer score 100·sigmoid(-rise/1000), ties in the
+order of each node's `rank`). The job gets
 --prefer=<that node's feature> (soft: Slurm falls back to any node) and is taken off this
 copy, so the next submission sees it. Until the next cycle's table the copy misses jobs
 that ended and counts jobs still queued: both make a node look fuller, never emptier.
@@ -312,9 +314,14 @@ function D.route_pick(req, r)
   for i, n in ipairs(r.nodes) do
     local v = route_rise(n, req, r)
     if v ~= nil then
-      local k1 = math.floor(v / r.step + 1e-9)
-      local k2 = n.idle and 1 or 0
-      local k3 = n.total - req.gpus * req.milli
+      local k1, k2, k3
+      if r.score then -- FGD's own rule: its integer score, ties in the table's rank order
+        k1, k2, k3 = -math.floor(100 / (1 + math.exp(v / 1000))), 0, n.rank or i
+      else
+        k1 = math.floor(v / r.step + 1e-9)
+        k2 = n.idle and 1 or 0
+        k3 = n.total - req.gpus * req.milli
+      end
       if best == nil or k1 < b1 or (k1 == b1 and (k2 < b2 or (k2 == b2 and k3 < b3))) then
         best, b1, b2, b3 = i, k1, k2, k3
       end

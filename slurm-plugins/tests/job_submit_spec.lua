@@ -633,27 +633,23 @@ describe("per-job routing (route entry, fgd-route)", function()
     assert.is_nil(jd.prefer)
   end)
 
-  it("costs little per submission on a thousand nodes", function()
-    local nodes = {}
-    for i = 1, 1000 do
-      nodes[i] = string.format("{ feature = 'defrag_at_n%d', model = 'v100', "
-        .. "free = { %d, 1000, 1000, 1000, 1000, 1000, 1000, 1000 }, cpus = 64, "
-        .. "mem = 500000, idle = false }", i, (i % 5) * 250)
-    end
-    local path = H.tmpfile("return { version = 1, default_partition = 'p', partitions = "
-      .. "{ p = { types = { { gpus = 8, nodes = 1000, models = {} } } } }, route = { "
-      .. "step = 40, mix = { { cpus = 2, gpus = 1, milli = 1000, weight = 0.5 }, "
-      .. "{ cpus = 4, gpus = 4, milli = 1000, weight = 0.3 }, "
-      .. "{ cpus = 1, gpus = 1, milli = 250, weight = 0.2 } }, nodes = { "
-      .. table.concat(nodes, ", ") .. " } } }")
+  it("with score = true uses FGD's integer score, ties by rank", function()
+    local path = H.tmpfile([[return { version = 1, default_partition = "p",
+      partitions = { p = { types = { { gpus = 4, nodes = 3, models = {} } } } },
+      route = { score = true, step = 40,
+        mix = { { cpus = 1, gpus = 1, milli = 1000, weight = 1 } },
+        nodes = {
+          { feature = "defrag_at_a", free = { 1000, 1000, 1000, 1000 }, cpus = 8, rank = 30 },
+          { feature = "defrag_at_b", free = { 0, 1000, 1000, 1000 }, cpus = 8, rank = 20 },
+          { feature = "defrag_at_c", free = { 1000, 1000, 1000, 1000 }, cpus = 8,
+            rank = 10 } } } }]])
     H.load(path)
     os.remove(path)
-    local n = 300
-    local start = os.clock()
-    for i = 1, n do
-      H.submit({ tres_per_node = "gres:gpu:" .. (1 + i % 4), min_cpus = 2 })
-    end
-    local per_job_ms = (os.clock() - start) / n * 1e3
-    assert.is_true(per_job_ms < 20, string.format("%.2f ms per job", per_job_ms))
+    -- 1-GPU jobs raise no fragmentation anywhere: the lowest rank wins, busy or not
+    local _, jd = H.submit({ tres_per_node = "gres:gpu:1" })
+    assert.are.equal("defrag_at_c", jd.prefer)
+    -- c now has 3 free GPUs in the copy, b 3: a 4-GPU job fits only a
+    _, jd = H.submit({ tres_per_node = "gres:gpu:4" })
+    assert.are.equal("defrag_at_a", jd.prefer)
   end)
 end)

@@ -224,7 +224,15 @@ def test_route_gives_every_node_its_own_feature_and_the_table() -> None:
         {"cpus": 2, "gpus": 1, "milli": 500, "weight": 0.5},
         {"cpus": 4, "gpus": 2, "milli": 1000, "weight": 0.5},
     ]
+    assert table["score"] is False
     assert compute_levers(_snap(), LeverSettings("fgd-tiers", mix=ROUTE_MIX)).route is None
+    scored = compute_levers(_snap(), LeverSettings("fgd-route-score", mix=ROUTE_MIX)).route
+    assert scored is not None
+    assert scored["score"] is True
+    # FGD breaks ties by a node order of its own: a fixed hash of the name, per node
+    nodes = scored["nodes"]
+    assert isinstance(nodes, list)
+    assert len({n["rank"] for n in nodes}) == 4
 
 
 def test_route_features_are_ours_and_never_ambiguous() -> None:

@@ -55,6 +55,8 @@ Levers (:data:`LEVERS`):
   Per-cycle levers lose ``packing``'s re-ranking after every job (docs/benchmarks.md,
   "Where the levers lose against packing"); this keeps it. Simulated only: the service
   does not write the table yet.
+* ``fgd-route-score`` — ``fgd-route`` with FGD's own rule in the script (its integer
+  score, ties by a fixed hash order of the nodes) instead of ``packing``'s keys.
 
 What a node offers comes from the snapshot: whole free GPUs (no owner), free CPUs, and,
 for shards, ``Node.gpu_milli_used`` (milli-GPUs used per GPU). Without that field a GPU is
@@ -65,6 +67,7 @@ from __future__ import annotations
 
 import math
 import re
+import zlib
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from functools import cached_property
@@ -85,6 +88,7 @@ LEVERS = (
     "fgd-features",
     "fgd-tiers",
     "fgd-route",
+    "fgd-route-score",
 )
 IDLE_BUMP = "idle-bump"
 """The original lever (the service's default)."""
@@ -157,12 +161,13 @@ class LeverSettings:
             "fgd-features",
             "fgd-tiers",
             "fgd-route",
+            "fgd-route-score",
         )
 
     @property
     def route(self) -> bool:
         """job_submit.lua picks one node per job from this cycle's table (:func:`route_table`)."""
-        return self.lever == "fgd-route"
+        return self.lever.startswith("fgd-route")
 
     @property
     def fgd(self) -> bool:
@@ -423,7 +428,7 @@ def compute_levers(
         assert settings.mix is not None
         # every node, GPU-less ones too: a CPU-only job raises no fragmentation there
         every = {n.name: _free(n, owners.get(n.name, ())) for n in snapshot.nodes if n.available}
-        table = route_table(snapshot, settings.mix, every)
+        table = route_table(snapshot, settings.mix, every, score=settings.lever.endswith("score"))
         routed = _routed(list(snapshot.nodes))
         features = {name: frozenset({route_feature(name)}) for name in routed}
         return NodeLevers(weights, features, table)
@@ -448,7 +453,7 @@ def _routed(nodes: list[Node]) -> list[str]:
 
 
 def route_table(
-    snapshot: ClusterSnapshot, mix: Mix, free: Mapping[str, _Free]
+    snapshot: ClusterSnapshot, mix: Mix, free: Mapping[str, _Free], *, score: bool = False
 ) -> dict[str, object]:
     """The ``route`` entry of defrag_nodes.lua for ``fgd-route``.
 
@@ -458,7 +463,9 @@ def route_table(
     cons_tres's: Weight, then node order), names it with ``--prefer=<feature>`` and takes
     the job off its copy. ``free`` holds each GPU's free milli-GPUs, ``cpus`` the free
     CPUs (2^20 when not tracked, as the FGD measure's vector), ``mem`` the free memory in
-    MB (-1: not tracked).
+    MB (-1: not tracked). ``score`` (``fgd-route-score``): the script uses FGD's own rule
+    instead, its integer score and ties by ``rank``, a fixed order from a hash of the
+    node's name (FGD's artifact breaks ties by a random node order).
     """
     names = set(_routed(list(snapshot.nodes)))
     position = {n.name: i for i, n in enumerate(snapshot.nodes)}
@@ -478,6 +485,7 @@ def route_table(
                 "cpus": f.vector[1],
                 "mem": mem if mem is not None else -1,
                 "idle": f.idle,
+                "rank": zlib.crc32(n.name.encode()),
             }
         )
     types = []
@@ -492,6 +500,7 @@ def route_table(
             entry["models"] = sorted(t.models)
         types.append(entry)
     return {
+        "score": score,
         "step": RISE_STEP,
         "shards_per_gpu": SHARDS_PER_GPU,
         "mix": types,
