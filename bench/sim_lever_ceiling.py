@@ -10,6 +10,11 @@ can be split into its causes:
   index with room, :func:`slurm_defrag.sim.gpus.lowest`): the part of packing's gain that
   comes from choosing the GPU inside the node, which no Slurm lever controls.
 
+* ``fgd/lowest-gpu`` — the same for ``fgd``: FGD's node, cons_tres's GPUs on it (for a
+  shard job, FGD takes the GPU with the best score; Slurm the lowest index with room).
+* ``fgd/as-routed`` — FGD as ``fgd-route-score`` runs it through Slurm: every node scored
+  at the GPU cons_tres would take, ties in the route table's fixed order.
+
 * ``packing/cpu-first-fit`` — packing for GPU jobs, cons_tres order for CPU-only jobs
   (the levers steer GPU requests only): what steering CPU-only jobs is worth.
 * ``packing/gpu-first-fit`` — the reverse: packing for CPU-only jobs only.
@@ -34,9 +39,9 @@ refreshed only every N arrivals. No Slurm lever can express a per-class total or
 this estimates what a per-cycle lever can get for whole-GPU jobs when N jobs arrive per
 cycle: N = 1 costs only the class request, larger N adds the staleness.
 
-With ``--levers fgd-route --agree`` it counts, per kind of job, how often Slurm (steered
-by the lever) took the node ``packing`` would have taken on the same state: where the
-per-job lever's decision differs from the policy it copies.
+With ``--levers fgd-route,fgd-route-score --agree`` it counts, per kind of job, how often
+Slurm (steered by the lever) took the node the copied policy would have taken on the same
+state (``packing``; ``fgd/as-routed``): where the per-job lever decides differently.
 
 Not a product policy: registered here only, for this measurement.
 """
@@ -45,6 +50,7 @@ from __future__ import annotations
 
 import argparse
 import time
+import zlib
 from collections import Counter
 from dataclasses import replace
 from typing import ClassVar
@@ -60,7 +66,8 @@ from slurm_defrag.sim import gpus, report
 from slurm_defrag.sim.cluster import BoolArray, ClusterState
 from slurm_defrag.sim.levers import CPU_BUCKETS, SLURM_POLICY, mode_policies
 from slurm_defrag.sim.model import JobSpec, Placement
-from slurm_defrag.sim.policies.base import PolicyContext
+from slurm_defrag.sim.policies.base import PolicyContext, argmax_ranked
+from slurm_defrag.sim.policies.fgd import Fgd, fgd_score
 from slurm_defrag.sim.policies.packing import RISE_STEP, Packing
 from slurm_defrag.sim.policies.registry import POLICIES
 from slurm_defrag.sim.policies.slurm_select import SlurmSelect, first_in_order
@@ -68,6 +75,18 @@ from slurm_defrag.sim.policies.slurm_select import SlurmSelect, first_in_order
 
 class PackingLowestGpu(Packing):
     name = "packing/lowest-gpu"
+
+    def choose(
+        self, state: ClusterState, job: JobSpec, feasible: BoolArray, rng: np.random.Generator
+    ) -> Placement | None:
+        chosen = super().choose(state, job, feasible, rng)
+        if chosen is None:
+            return None
+        return Placement(chosen.node, gpus.lowest(state, chosen.node, job))
+
+
+class FgdLowestGpu(Fgd):
+    name = "fgd/lowest-gpu"
 
     def choose(
         self, state: ClusterState, job: JobSpec, feasible: BoolArray, rng: np.random.Generator
@@ -124,23 +143,51 @@ class CountingSelect(SlurmSelect):
         return super().choose(state, job, feasible, rng)
 
 
-class AgreeingSelect(SlurmSelect):
-    """Slurm's selection, counting per kind of job whether it took packing's node (on the
-    same state, before the job starts): where a per-job lever (``fgd-route``) decides
-    differently from the policy it copies."""
+class FgdAsRouted(Fgd):
+    """FGD as ``fgd-route-score`` executes it through Slurm: each node scored at the GPU
+    cons_tres takes there (a shard job: the lowest index with room), ties in the route
+    table's order (CRC-32 of the node name, lowest first), GPUs lowest index first."""
 
-    counts: ClassVar[Counter[tuple[str, str]]] = Counter()
+    name = "fgd/as-routed"
 
     def __init__(self, ctx: PolicyContext) -> None:
         super().__init__(ctx)
-        self.packing = Packing(ctx)
+        crc = np.array([zlib.crc32(s.name.encode()) for s in ctx.state.nodes], dtype=np.int64)
+        self._rank = np.argsort(np.argsort(crc, kind="stable"), kind="stable")
+
+    def choose(
+        self, state: ClusterState, job: JobSpec, feasible: BoolArray, rng: np.random.Generator
+    ) -> Placement | None:
+        if not feasible.any():
+            return None
+        score = fgd_score(self.cache.delta(state, job))
+        if job.shared:
+            lowest = np.argmax(state.gpu_left >= job.gpu_milli, axis=1)
+            node_score = score[np.arange(state.size), lowest]
+        else:
+            node_score = score.max(axis=1)
+        node = argmax_ranked(node_score, feasible, self._rank)
+        return None if node is None else Placement(node, gpus.lowest(state, node, job))
+
+
+class AgreeingSelect(SlurmSelect):
+    """Slurm's selection, counting per kind of job whether it took the node of the policy
+    the per-job lever copies (``packing`` for ``fgd-route``, :class:`FgdAsRouted` for
+    ``fgd-route-score``), on the same state before the job starts."""
+
+    counts: ClassVar[Counter[tuple[str, str]]] = Counter()
+    copies: ClassVar[type[Packing | Fgd]] = Packing
+
+    def __init__(self, ctx: PolicyContext) -> None:
+        super().__init__(ctx)
+        self.copy = self.copies(ctx)
 
     def choose(
         self, state: ClusterState, job: JobSpec, feasible: BoolArray, rng: np.random.Generator
     ) -> Placement | None:
         ours = super().choose(state, job, feasible, rng)
         if ours is not None:
-            theirs = self.packing.choose(state, job, feasible, rng)
+            theirs = self.copy.choose(state, job, feasible, rng)
             same = theirs is not None and theirs.node == ours.node
             self.counts[(job_kind(job), "same node" if same else "other node")] += 1
         return ours
@@ -217,7 +264,7 @@ class PreferForSomeKinds(SlurmSelect):
         return super().choose(state, job, feasible, rng)
 
 
-DIAGNOSTIC = (PackingLowestGpu, PackingCpuFirstFit, PackingGpuFirstFit)
+DIAGNOSTIC = (PackingLowestGpu, FgdLowestGpu, FgdAsRouted, PackingCpuFirstFit, PackingGpuFirstFit)
 
 
 def main() -> None:
@@ -267,13 +314,13 @@ def main() -> None:
     if args.levers:
         count_levers(args.levers.split(","), args.every, args.seeds)
         return
-    for policy in DIAGNOSTIC:
-        POLICIES[policy.name] = policy
+    for diag in DIAGNOSTIC:
+        POLICIES[diag.name] = diag
     s = suite.Suite(
         overlay="none",
         nvlink_jobs=False,
         seeds=tuple(range(42, 42 + args.seeds)),
-        policies=("first-fit", "packing", *(p.name for p in DIAGNOSTIC)),
+        policies=("first-fit", "packing", "fgd", *(d.name for d in DIAGNOSTIC)),
         defrag=("none",),
         whole_cpus=args.whole_cpus,
     )
@@ -332,8 +379,9 @@ def agree(levers: list[str], every: int, seeds: int) -> None:
     console = Console(width=160)
     for name in mode_policies(levers, [every]):
         AgreeingSelect.counts.clear()
+        AgreeingSelect.copies = FgdAsRouted if "route-score" in name else Packing
         run_and_print(console, name, seeds, f"Protocol A — {name}")
-        table = Table("job kind", "packing's node", "another node")
+        table = Table("job kind", f"{AgreeingSelect.copies.name}'s node", "another node")
         for kind in KINDS.values():
             c = AgreeingSelect.counts
             table.add_row(kind, str(c[(kind, "same node")]), str(c[(kind, "other node")]))
