@@ -1,5 +1,7 @@
 from __future__ import annotations
 
+from dataclasses import replace
+
 import numpy as np
 from simkit import job, node
 
@@ -7,6 +9,7 @@ from slurm_defrag.sim.cluster import ClusterState
 from slurm_defrag.sim.defrag import DefragPlan, DefragView
 from slurm_defrag.sim.engine import Engine, EngineConfig
 from slurm_defrag.sim.frag import typical_types
+from slurm_defrag.sim.model import JobSpec
 from slurm_defrag.sim.policies.base import PolicyContext
 from slurm_defrag.sim.policies.registry import build
 
@@ -126,3 +129,30 @@ def test_backfill_plans_with_time_limits() -> None:
     late = first_start(200.0)
     assert late is not None
     assert late >= 100.0
+
+
+def test_submit_hook_runs_once_per_job_at_its_arrival() -> None:
+    """Per-job routing answers from the moment's table: the engine asks at arrival (not
+    before the run), and a requeued job keeps what it was given, as in slurmctld."""
+    seen: list[tuple[str, float]] = []
+
+    def submit(j: JobSpec) -> JobSpec:
+        seen.append((j.name, engine.now))
+        return replace(j, prefer="f_" + j.name)
+
+    jobs = [job(f"j{i}", submit=float(10 * i), duration=600.0) for i in range(9)]
+    s = ClusterState([node("a", 8)])
+    pol = build("first-fit", PolicyContext(s, typical_types(jobs), np.arange(s.size)))
+    engine = Engine(
+        s,
+        jobs,
+        pol,
+        np.random.default_rng(0),
+        _RequeueFirst(),
+        EngineConfig(defrag_interval=60.0),
+        submit=submit,
+    )
+    stats = engine.run()
+    assert stats.requeues == 1
+    assert seen == [(f"j{i}", float(10 * i)) for i in range(9)]
+    assert [j.prefer for j in engine.jobs] == [f"f_j{i}" for i in range(9)]
