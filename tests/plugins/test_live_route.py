@@ -1,0 +1,118 @@
+"""Live: per-job routing (the fgd-route levers) in a real slurmctld.
+
+What the simulator assumes and this records on each release:
+
+* slurmctld loads job_submit.lua with a ``route`` entry in defrag_nodes.lua, and a node
+  carrying its own feature (``defrag_at_<node>``, set with ``scontrol update`` as the
+  service would) gets the job the script names in ``--prefer``, although cons_tres's own
+  order would pick another node;
+* the script's Lua state lives between submissions: a job it routed is taken off its copy
+  of the table, so the next submission sees it (the whole point of a per-job decision);
+* touching job_submit.lua reloads the table and resets that copy (what a new cycle does).
+
+The table is made by hand here: node03 is shown running a 1-GPU job (it is really idle),
+every other node idle, nodes in slurm.conf order.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from .plugins_support import ETC, Cluster, Installed
+from .test_live_packing import features, node_of
+
+pytestmark = pytest.mark.slurm
+
+TARGET = "node03"
+NODES = ("node01", "node02", "node03", "node04")
+
+
+def _route_entry() -> str:
+    nodes = []
+    for name in NODES:
+        free = "0, " + ", ".join(["1000"] * 7) if name == TARGET else ", ".join(["1000"] * 8)
+        nodes.append(
+            f"{{ feature = 'defrag_at_{name}', model = '', free = {{ {free} }}, "
+            f"cpus = 32, mem = -1, idle = {'false' if name == TARGET else 'true'} }}"
+        )
+    return (
+        "  route = { step = 40, shards_per_gpu = 1000,\n"
+        "    mix = { { cpus = 1, gpus = 1, milli = 1000, weight = 0.5 },\n"
+        "            { cpus = 1, gpus = 8, milli = 1000, weight = 0.5 } },\n"
+        "    nodes = {\n      " + ",\n      ".join(nodes) + " } },\n"
+    )
+
+
+def _reload(c: Cluster) -> None:
+    """What a new cycle does: slurmctld reloads the script (and the table) on the next
+    submission when the script's mtime changed."""
+    time.sleep(1.1)  # mtime has whole seconds on some file systems
+    c.run("touch", f"{ETC}/job_submit.lua")
+
+
+def _set_features(c: Cluster, node: str, value: str) -> None:
+    c.run(
+        "scontrol",
+        "update",
+        f"NodeName={node}",
+        f"AvailableFeatures={value}",
+        f"ActiveFeatures={value}",
+    )
+
+
+def _prefer_then_node(c: Cluster, *opts: str) -> tuple[str, str]:
+    """Submit held (a running job no longer shows Prefer=), read it, release, wait."""
+    rc, job, err = c.sbatch("-H", *opts)
+    assert rc == 0, err
+    prefer = c.job_field(job, "Prefer")
+    c.run("scontrol", "release", job)
+    return prefer, node_of(c, job)
+
+
+@pytest.fixture
+def routed(installed: Installed, tmp_path: Path) -> Iterator[Cluster]:
+    c = installed.cluster
+    idle = c.sh("sinfo -h -N -p batch -t idle -o '%N' | sort -u").split()
+    assert set(NODES) <= set(idle), f"need {NODES} idle in batch, have {idle}"
+    original = tmp_path / "defrag_nodes.lua"
+    c.cp_out(f"{ETC}/defrag_nodes.lua", original)
+    text = original.read_text(encoding="utf-8").rstrip()
+    assert text.endswith("}"), "the rendered table does not end its return table"
+    routed_table = tmp_path / "routed.lua"
+    routed_table.write_text(text[:-1] + _route_entry() + "}\n", encoding="utf-8")
+    own = {n: features(c, n)[0] for n in NODES}
+    try:
+        for n in NODES:
+            base = [f for f in own[n].split(",") if f and f != "(null)"]
+            _set_features(c, n, ",".join([*base, f"defrag_at_{n}"]))
+        c.cp_in(routed_table, f"{ETC}/defrag_nodes.lua")
+        _reload(c)
+        yield c
+    finally:
+        c.cleanup_jobs()
+        c.cp_in(original, f"{ETC}/defrag_nodes.lua")
+        _reload(c)
+        for n in NODES:
+            base = [f for f in own[n].split(",") if f and f != "(null)"]
+            _set_features(c, n, ",".join(base))
+
+
+def test_the_script_names_one_node_per_job_and_remembers_it(routed: Cluster) -> None:
+    c = routed
+    # 1 GPU: the node the table shows in use, not cons_tres's first node (node01)
+    prefer, node = _prefer_then_node(c, "--gres=gpu:1", "-c", "1")
+    assert (prefer, node) == (f"defrag_at_{TARGET}", TARGET)
+    # 7 GPUs: in the table node03 has 7 free (an exact fit) but in the script's copy only
+    # 6 after the job above; the copy is what counts, so a whole idle node gets it
+    prefer, node = _prefer_then_node(c, "--gres=gpu:7", "-c", "1")
+    assert prefer == "defrag_at_node01", "the script forgot the job it routed"
+    assert node == "node01"
+    c.cleanup_jobs()
+    # a new table (touch): the copy starts again from it
+    _reload(c)
+    prefer, node = _prefer_then_node(c, "--gres=gpu:7", "-c", "1")
+    assert (prefer, node) == (f"defrag_at_{TARGET}", TARGET)
