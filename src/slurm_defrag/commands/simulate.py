@@ -11,6 +11,7 @@ from rich.console import Console
 
 from slurm_defrag.commands.common import JsonOpt
 from slurm_defrag.errors import InputError
+from slurm_defrag.planner.levers import LEVERS
 
 
 def _csv(text: str) -> list[str]:
@@ -39,9 +40,7 @@ def simulate(
         str,
         typer.Option(
             "--levers",
-            help="Slurm mode: comma list of packing levers (none, idle-bump, weight-tiers, "
-            "fit-features, fit-tiers, size-weights, shape-weights, fit-size, fgd-features, "
-            "fgd-tiers), "
+            help=f"Slurm mode: comma list of packing levers ({', '.join(LEVERS)}), "
             "each run as policy "
             "slurm+<lever>/<N> beside --policies; none = Slurm alone.",
         ),
