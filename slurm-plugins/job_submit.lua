@@ -216,14 +216,18 @@ D.asks_shards = asks_shards
 --[[
 The service writes, once per cycle, the free GPUs (milli-GPUs per GPU), CPUs and memory of
 every routed node in cons_tres order, each node's own feature, and the workload mix. For
-every one-node job this picks the node the simulator's `packing` policy would choose: the
+every one-node job this picks the node the simulator's `packing` policy would choose
+(with the GPU cons_tres takes for a shard job, the lowest index with room): the
 smallest rise of FGD fragmentation (Weng et al., ATC '23) in `step` milli-GPUs, then a node
 already in use, then the least free GPU left, then the table's order; with `score = true`,
 FGD's own rule instead (the artifact's integer score 100·sigmoid(-rise/1000), ties in the
 order of each node's `rank`). The job gets
 --prefer=<that node's feature> (soft: Slurm falls back to any node) and is taken off this
-copy, so the next submission sees it. Until the next cycle's table the copy misses jobs
-that ended and counts jobs still queued: both make a node look fuller, never emptier.
+copy, so the next submission sees it. Until the next cycle's table the copy is only an
+estimate: it misses jobs that ended and counts jobs still queued (a node looks fuller than
+it is), and it misses the jobs it does not route (their own --prefer, --exclusive,
+several nodes, array tasks after the first) and those Slurm put elsewhere (a node looks
+emptier). Each cycle's table starts it again from what Slurm reports.
 The measure is the one in src/slurm_defrag/planner/fit_classes.py, which tests compare
 with this one; rises are cached per node state, so a submission costs one pass over the
 nodes with a table lookup each once the common states are known.
@@ -277,10 +281,22 @@ local function after(free, req)
   return out
 end
 
+-- Users choose request shapes (CPUs, shard counts), so the caches are bounded: past this
+-- many entries they start again empty (they also do with every new table).
+local CACHE_LIMIT = 200000
+
+local function remember(r)
+  r.cached = r.cached + 1
+  if r.cached > CACHE_LIMIT then
+    r.frag_cache, r.rise_cache, r.cached = {}, {}, 0
+  end
+end
+
 local function node_frag(n, r)
   local f = r.frag_cache[n.key]
   if f == nil then
     f = frag(n.free, n.cpus, n.model, r)
+    remember(r)
     r.frag_cache[n.key] = f
   end
   return f
@@ -299,7 +315,11 @@ local function route_rise(n, req, r)
   end
   local v = cache[n.key]
   if v == nil then
-    v = frag(after(n.free, req), n.cpus - req.cpus, n.model, r) - node_frag(n, r)
+    local before = node_frag(n, r) -- may start the caches again: write after it
+    v = frag(after(n.free, req), n.cpus - req.cpus, n.model, r) - before
+    remember(r)
+    cache = r.rise_cache[req.key] or {}
+    r.rise_cache[req.key] = cache
     cache[n.key] = v
   end
   return v
@@ -348,19 +368,29 @@ function D.route_take(i, req, r)
 end
 
 -- Check the route entry and add what the search needs; nil, message when it is unusable.
+local function is_number(v) return type(v) == "number" and v == v end
+
+-- Check the route entry and add what the search needs; nil, message when it is unusable.
+-- The service writes it, but a wrong value must stop here, by name, never later inside a
+-- submission (where an error would also lose the job's record and refusal check).
 local function prepare_route(r)
-  if type(r.step) ~= "number" or r.step <= 0 then return nil, "route: step missing" end
+  if type(r) ~= "table" then return nil, "route: not a table" end
+  if not is_number(r.step) or r.step <= 0 then return nil, "route: step missing" end
   if type(r.mix) ~= "table" or type(r.nodes) ~= "table" then
     return nil, "route: mix or nodes missing"
   end
   r.shards_per_gpu = r.shards_per_gpu or 1000
+  if not is_number(r.shards_per_gpu) or r.shards_per_gpu <= 0 then
+    return nil, "route: shards_per_gpu must be a positive number"
+  end
   r.wsum = 0
   for i, t in ipairs(r.mix) do
-    if type(t.cpus) ~= "number" or type(t.gpus) ~= "number" or type(t.milli) ~= "number"
-      or type(t.weight) ~= "number" then
+    if type(t) ~= "table" or not is_number(t.cpus) or not is_number(t.gpus)
+      or not is_number(t.milli) or not is_number(t.weight) then
       return nil, "route: mix type " .. i .. ": cpus/gpus/milli/weight missing"
     end
-    if type(t.models) == "table" then
+    if t.models ~= nil then
+      if type(t.models) ~= "table" then return nil, "route: mix type " .. i .. ": models" end
       t.model_set = {}
       for _, m in ipairs(t.models) do t.model_set[m] = true end
     end
@@ -368,14 +398,24 @@ local function prepare_route(r)
   end
   if r.wsum <= 0 then return nil, "route: mix weights sum to 0" end
   for i, n in ipairs(r.nodes) do
-    if type(n.feature) ~= "string" or type(n.free) ~= "table" or type(n.cpus) ~= "number" then
-      return nil, "route: node " .. i .. ": feature/free/cpus missing"
+    local bad = type(n) ~= "table" or type(n.feature) ~= "string" or type(n.free) ~= "table"
+      or not is_number(n.cpus)
+    if not bad then
+      n.model = n.model or ""
+      n.mem = n.mem or -1
+      n.rank = n.rank or i
+      bad = type(n.model) ~= "string" or not is_number(n.mem) or not is_number(n.rank)
+      for g = 1, #n.free do
+        if not is_number(n.free[g]) then bad = true end
+      end
     end
-    n.model = n.model or ""
-    n.mem = n.mem or -1
+    if bad then
+      return nil, "route: node " .. i .. ": feature/free/cpus/model/mem/rank missing or wrong"
+    end
+    n.idle = n.idle == true
     route_refresh(n)
   end
-  r.frag_cache, r.rise_cache = {}, {}
+  r.frag_cache, r.rise_cache, r.cached = {}, {}, 0
   return r
 end
 D.prepare_route = prepare_route
@@ -435,7 +475,8 @@ D.prepare_table = prepare_table
 function D.load_table(path)
   local ok, t = pcall(dofile, path)
   if not ok then return nil, tostring(t) end
-  local prepared, err = prepare_table(t)
+  local done, prepared, err = pcall(prepare_table, t)
+  if not done then return nil, path .. ": " .. tostring(prepared) end
   if not prepared then return nil, path .. ": " .. err end
   return prepared
 end
@@ -767,7 +808,8 @@ function D.plan(f, opts)
   if route and opts.submit and err == nil and f("shared") ~= JOB_SHARED_NONE
     and (given(f("min_nodes")) or 1) == 1
     and (f("prefer") == nil or f("prefer") == "")
-    and (req == nil or (req.nodes == 1 and req.model ~= false)) then
+    and (req == nil or (req.nodes == 1 and req.model ~= false))
+    and shards ~= true then -- a shard count it cannot read: no hint
     local cpus = given(f("min_cpus"))
       or (given(f("cpus_per_task")) or 1) * (given(f("num_tasks")) or 1)
     local mem = mem_mb(f("pn_min_memory")) or 0

@@ -620,6 +620,36 @@ describe("per-job routing (route entry, fgd-route)", function()
     assert.is_nil(jd.prefer) -- several types at once
   end)
 
+  it("refuses every malformed route value at load, by name, without an error", function()
+    local bad_nodes = {
+      "{ feature = 'x', free = { '1000' }, cpus = 8 }",
+      "{ feature = 'x', free = { true }, cpus = 8 }",
+      "{ feature = 'x', free = { 1000 }, cpus = 8, model = {} }",
+      "{ feature = 'x', free = { 1000 }, cpus = 8, mem = '5' }",
+      "{ feature = 'x', free = { 1000 }, cpus = 0/0 }",
+      "42",
+    }
+    for _, node in ipairs(bad_nodes) do
+      local path = H.tmpfile("return { version = 1, default_partition = 'p', partitions = "
+        .. "{ p = { types = { { gpus = 4, nodes = 1, models = {} } } } }, route = { "
+        .. "step = 40, mix = { { cpus = 1, gpus = 1, milli = 1000, weight = 1 } }, "
+        .. "nodes = { " .. node .. " } } }")
+      local s = H.load(path)
+      os.remove(path)
+      assert.are.equal(1, #s.logs.error, node)
+      assert.is_not_nil(string.find(s.logs.error[1], "route: node 1", 1, true), node)
+      local rc, jd = H.submit({ tres_per_node = "gres:gpu:1" })
+      assert.are.equal(0, rc)
+      assert.is_nil(jd.prefer)
+      assert.is_not_nil(jd.admin_comment) -- the record still works without the table
+    end
+  end)
+
+  it("gives no hint to a shard count it cannot read", function()
+    local _, jd = H.submit({ tres_per_node = "gres/shard:abc" })
+    assert.is_nil(jd.prefer)
+  end)
+
   it("refuses a broken route entry by name, and then hints nothing", function()
     local path = H.tmpfile([[return { version = 1, default_partition = "p",
       partitions = { p = { types = { { gpus = 4, nodes = 1, models = {} } } } },

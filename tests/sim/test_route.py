@@ -132,3 +132,12 @@ def test_the_scripts_fgd_rise_is_the_planners(free: list[int], cpus: int, req: T
         assert got is None
     else:
         assert got == pytest.approx(want, abs=1e-6)
+
+
+def test_an_error_inside_the_script_stops_the_simulation() -> None:
+    """slurmctld's hook fails open (no hint); a simulator that did the same would publish
+    a figure for a lever that never ran."""
+    _, hook = _routed([NodeSpec("a", 8_000, 100_000, 2, "t4")])
+    hook._lua.execute("slurm_defrag.route_pick = function() error('boom') end")
+    with pytest.raises(RuntimeError, match="boom"):
+        hook.prefer(_job(1))

@@ -28,6 +28,7 @@ refuses a request because of that node.
 from __future__ import annotations
 
 import json
+import math
 import os
 import re
 import sys
@@ -244,7 +245,8 @@ def _lua_key(k: str) -> str:
 
 
 def to_lua(value: object, indent: int = 0) -> str:
-    """Serialise JSON-like data (dict, list, str, int, bool) as a Lua expression.
+    """Serialise JSON-like data (dict, list, str, int, finite float, bool) as a Lua
+    expression.
 
     ``None`` values in a dict are left out (a missing key is nil in Lua). Short lists of
     scalars and small scalar-only dicts stay on one line so the file reads like a table.
@@ -254,6 +256,10 @@ def to_lua(value: object, indent: int = 0) -> str:
         return "true" if value else "false"
     if isinstance(value, int):
         return str(value)
+    if isinstance(value, float):
+        if not math.isfinite(value):
+            raise TypeError(f"cannot write {value} to Lua")
+        return repr(value)  # "40.0", "1e-05": Lua numbers as written
     if isinstance(value, str):
         return lua_string(value)
     if isinstance(value, Mapping):

@@ -48,7 +48,7 @@ Levers (:data:`LEVERS`):
 * ``fgd-tiers`` — ``fgd-features`` and ``weight-tiers``: Slurm's choice among the tagged
   nodes is then the partly used node with the least free capacity, then node order —
   the tie-breaks of the simulator's ``packing`` policy, executed by cons_tres.
-* ``fgd-route`` — a decision per job instead of per cycle: every GPU node carries its own
+* ``fgd-route`` — a decision per job instead of per cycle: every node carries its own
   feature (:func:`route_feature`), and the cycle's free resources of every node go to
   job_submit.lua (:func:`route_table`), which gives each one-node job ``--prefer=`` the
   node ``packing`` would choose on its copy of the table and takes the job off that copy.
@@ -229,8 +229,9 @@ class NodeLevers:
     weights: Mapping[str, int]
     """GPU node -> Weight (only when the lever sets weights)."""
     features: Mapping[str, frozenset[str]]
-    """GPU node -> the slurm-defrag features it should carry (:func:`is_ours`); the
-    node's own features are kept beside them (only when the lever sets features)."""
+    """GPU node (``fgd-route``: every node) -> the slurm-defrag features it should carry
+    (:func:`is_ours`); the node's own features are kept beside them (only when the lever
+    sets features)."""
     route: Mapping[str, object] | None = None
     """``fgd-route``: the ``route`` entry of defrag_nodes.lua (:func:`route_table`)."""
 

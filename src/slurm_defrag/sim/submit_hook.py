@@ -39,8 +39,9 @@ _STUB = """
 local s = { SUCCESS = 0, ERROR = -1, FAILURE = -1, NO_VAL = 4294967294, NO_VAL16 = 65534,
   NO_VAL8 = 254, INFINITE = 4294967295, JOB_SHARED_NONE = 0, JOB_SHARED_OK = 1 }
 local function quiet() end
-s.log_info, s.log_verbose, s.log_debug, s.log_error, s.log_user =
-  quiet, quiet, quiet, quiet, quiet
+s.log_info, s.log_verbose, s.log_debug, s.log_user = quiet, quiet, quiet, quiet
+DEFRAG_ERRORS = {}
+s.log_error = function(fmt, ...) table.insert(DEFRAG_ERRORS, string.format(fmt, ...)) end
 slurm = s
 DEFRAG_NODES_FILE = "/nonexistent/defrag_nodes.lua"
 """
@@ -126,6 +127,7 @@ class SubmitHook:
         src = (script or default_script()).read_text(encoding="utf-8")
         self._lua.execute(_STUB)
         self._lua.execute(src)
+        self._lua.execute("DEFRAG_ERRORS = {}")  # the table file the stub names is missing
         g = self._lua.globals()
         out = g.slurm_defrag.prepare_table(self._lua.table_from(table, recursive=True))
         prepared, err = out if isinstance(out, tuple) else (out, None)
@@ -155,6 +157,7 @@ class SubmitHook:
             self.calls += 1
             jd = self._lua.table_from(request_of(job, full=True))
             self._submit(jd, None, 0)
+            self._raise_logged_errors()
             p = jd["prefer"]
             return str(p) if p is not None else None
         desc = request_of(job)
@@ -163,9 +166,17 @@ class SubmitHook:
             self.calls += 1
             jd = self._lua.table_from(desc)
             self._submit(jd, None, 0)
+            self._raise_logged_errors()
             p = jd["prefer"]
             self._cache[key] = str(p) if p is not None else None
         return self._cache[key]
+
+    def _raise_logged_errors(self) -> None:
+        """The script fails open (an error becomes "no hint" in slurmctld); in the
+        simulator that would quietly change the measurement, so it stops the run."""
+        errors = self._lua.globals().DEFRAG_ERRORS
+        if len(errors):
+            raise RuntimeError(f"job_submit.lua logged an error: {errors[1]}")
 
     def apply(self, job: JobSpec) -> JobSpec:
         p = self.prefer(job)
