@@ -63,38 +63,36 @@ import repo_traces  # noqa: F401  (sets SLURM_DEFRAG_TRACES for a checkout)
 from slurm_defrag import suite
 from slurm_defrag.domain.units import MILLI
 from slurm_defrag.sim import gpus, report
-from slurm_defrag.sim.cluster import BoolArray, ClusterState
+from slurm_defrag.sim.cluster import BoolArray, ClusterState, IntArray
+from slurm_defrag.sim.frag import FloatArray
 from slurm_defrag.sim.levers import CPU_BUCKETS, SLURM_POLICY, mode_policies
 from slurm_defrag.sim.model import JobSpec, Placement
-from slurm_defrag.sim.policies.base import PolicyContext, argmax_ranked
+from slurm_defrag.sim.policies.base import PolicyContext
 from slurm_defrag.sim.policies.fgd import Fgd, fgd_score
 from slurm_defrag.sim.policies.packing import RISE_STEP, Packing
 from slurm_defrag.sim.policies.registry import POLICIES
 from slurm_defrag.sim.policies.slurm_select import SlurmSelect, first_in_order
 
 
-class PackingLowestGpu(Packing):
+class OnLowestGpus:
+    """Mixin: the policy's node, with the GPUs cons_tres takes on it (lowest index with
+    room), which no Slurm lever controls."""
+
+    def choose(
+        self, state: ClusterState, job: JobSpec, feasible: BoolArray, rng: np.random.Generator
+    ) -> Placement | None:
+        chosen: Placement | None = super().choose(state, job, feasible, rng)  # type: ignore[misc]
+        if chosen is None:
+            return None
+        return Placement(chosen.node, gpus.lowest(state, chosen.node, job))
+
+
+class PackingLowestGpu(OnLowestGpus, Packing):
     name = "packing/lowest-gpu"
 
-    def choose(
-        self, state: ClusterState, job: JobSpec, feasible: BoolArray, rng: np.random.Generator
-    ) -> Placement | None:
-        chosen = super().choose(state, job, feasible, rng)
-        if chosen is None:
-            return None
-        return Placement(chosen.node, gpus.lowest(state, chosen.node, job))
 
-
-class FgdLowestGpu(Fgd):
+class FgdLowestGpu(OnLowestGpus, Fgd):
     name = "fgd/lowest-gpu"
-
-    def choose(
-        self, state: ClusterState, job: JobSpec, feasible: BoolArray, rng: np.random.Generator
-    ) -> Placement | None:
-        chosen = super().choose(state, job, feasible, rng)
-        if chosen is None:
-            return None
-        return Placement(chosen.node, gpus.lowest(state, chosen.node, job))
 
 
 class PackingCpuFirstFit(Packing):
@@ -155,19 +153,12 @@ class FgdAsRouted(Fgd):
         crc = np.array([zlib.crc32(s.name.encode()) for s in ctx.state.nodes], dtype=np.int64)
         self._rank = np.argsort(np.argsort(crc, kind="stable"), kind="stable")
 
-    def choose(
-        self, state: ClusterState, job: JobSpec, feasible: BoolArray, rng: np.random.Generator
-    ) -> Placement | None:
-        if not feasible.any():
-            return None
+    def node_scores(self, state: ClusterState, job: JobSpec) -> tuple[FloatArray, IntArray]:
+        if not job.shared:
+            return super().node_scores(state, job)
         score = fgd_score(self.cache.delta(state, job))
-        if job.shared:
-            lowest = np.argmax(state.gpu_left >= job.gpu_milli, axis=1)
-            node_score = score[np.arange(state.size), lowest]
-        else:
-            node_score = score.max(axis=1)
-        node = argmax_ranked(node_score, feasible, self._rank)
-        return None if node is None else Placement(node, gpus.lowest(state, node, job))
+        lowest = np.argmax(state.gpu_left >= job.gpu_milli, axis=1)
+        return score[np.arange(state.size), lowest], lowest
 
 
 class AgreeingSelect(SlurmSelect):

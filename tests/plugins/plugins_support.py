@@ -300,6 +300,23 @@ class Cluster:
             self.created_jobs.clear()
 
 
+def set_node_features(c: Cluster, node: str, features: list[str]) -> None:
+    """Set a node's available and active features, as the service's levers do."""
+    value = ",".join(features)
+    c.run(
+        "scontrol",
+        "update",
+        f"NodeName={node}",
+        f"AvailableFeatures={value}",
+        f"ActiveFeatures={value}",
+    )
+
+
+def own_features(text: str) -> list[str]:
+    """A node's AvailableFeatures as ``scontrol`` prints them, "(null)" for none."""
+    return [f for f in text.split(",") if f and f != "(null)"]
+
+
 def _split_fields(line: str) -> dict[str, str]:
     """``scontrol -o`` output into fields; a value runs until the next ``Key=``.
 

@@ -16,7 +16,14 @@ from collections.abc import Iterator
 
 import pytest
 
-from .plugins_support import ETC, Cluster, Installed, require
+from .plugins_support import (
+    ETC,
+    Cluster,
+    Installed,
+    own_features,
+    require,
+    set_node_features,
+)
 
 pytestmark = pytest.mark.slurm
 
@@ -48,15 +55,8 @@ def features(c: Cluster, node: str) -> tuple[str, str]:
 
 def set_feature(c: Cluster, node: str, on: bool, base: str) -> None:
     """What the service does on partly used nodes (keeping the node's own features)."""
-    own = [f for f in base.split(",") if f and f != "(null)"]
-    value = ",".join([*own, FEATURE] if on else own)
-    c.run(
-        "scontrol",
-        "update",
-        f"NodeName={node}",
-        f"AvailableFeatures={value}",
-        f"ActiveFeatures={value}",
-    )
+    own = own_features(base)
+    set_node_features(c, node, [*own, FEATURE] if on else own)
 
 
 def toggle_plugin(c: Cluster, on: bool) -> None:

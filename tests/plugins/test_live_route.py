@@ -22,7 +22,7 @@ from pathlib import Path
 
 import pytest
 
-from .plugins_support import ETC, Cluster, Installed
+from .plugins_support import ETC, Cluster, Installed, own_features, set_node_features
 from .test_live_packing import features, node_of
 
 pytestmark = pytest.mark.slurm
@@ -54,16 +54,6 @@ def _reload(c: Cluster) -> None:
     c.run("touch", f"{ETC}/job_submit.lua")
 
 
-def _set_features(c: Cluster, node: str, value: str) -> None:
-    c.run(
-        "scontrol",
-        "update",
-        f"NodeName={node}",
-        f"AvailableFeatures={value}",
-        f"ActiveFeatures={value}",
-    )
-
-
 def _prefer_then_node(c: Cluster, *opts: str) -> tuple[str, str]:
     """Submit held (a running job no longer shows Prefer=), read it, release, wait."""
     rc, job, err = c.sbatch("-H", *opts)
@@ -87,8 +77,7 @@ def routed(installed: Installed, tmp_path: Path) -> Iterator[Cluster]:
     own = {n: features(c, n)[0] for n in NODES}
     try:
         for n in NODES:
-            base = [f for f in own[n].split(",") if f and f != "(null)"]
-            _set_features(c, n, ",".join([*base, f"defrag_at_{n}"]))
+            set_node_features(c, n, [*own_features(own[n]), f"defrag_at_{n}"])
         c.cp_in(routed_table, f"{ETC}/defrag_nodes.lua")
         _reload(c)
         yield c
@@ -97,8 +86,7 @@ def routed(installed: Installed, tmp_path: Path) -> Iterator[Cluster]:
         c.cp_in(original, f"{ETC}/defrag_nodes.lua")
         _reload(c)
         for n in NODES:
-            base = [f for f in own[n].split(",") if f and f != "(null)"]
-            _set_features(c, n, ",".join(base))
+            set_node_features(c, n, own_features(own[n]))
 
 
 def test_the_script_names_one_node_per_job_and_remembers_it(routed: Cluster) -> None:

@@ -15,7 +15,7 @@ from __future__ import annotations
 import numpy as np
 
 from slurm_defrag.sim import gpus
-from slurm_defrag.sim.cluster import BoolArray, ClusterState
+from slurm_defrag.sim.cluster import BoolArray, ClusterState, IntArray
 from slurm_defrag.sim.frag import FloatArray, FragModel
 from slurm_defrag.sim.model import JobSpec, Placement
 from slurm_defrag.sim.policies.base import PolicyContext, argmax_ranked
@@ -37,17 +37,22 @@ class Fgd:
         self.cache = DeltaCache(FragModel(ctx.state, ctx.task_types))
         self._rank = ctx.tie_rank
 
+    def node_scores(self, state: ClusterState, job: JobSpec) -> tuple[FloatArray, IntArray]:
+        """Each node's score for the job and the GPU it is reached at (a shared job's GPU;
+        for whole GPUs the column does not matter): here the best GPU."""
+        score = fgd_score(self.cache.delta(state, job))
+        best_col = np.argmax(score, axis=1)
+        return score[np.arange(state.size), best_col], best_col
+
     def choose(
         self, state: ClusterState, job: JobSpec, feasible: BoolArray, rng: np.random.Generator
     ) -> Placement | None:
         if not feasible.any():
             return None
-        score = fgd_score(self.cache.delta(state, job))
-        best_col = np.argmax(score, axis=1)
-        node_score = score[np.arange(state.size), best_col]
+        node_score, col = self.node_scores(state, job)
         node = argmax_ranked(node_score, feasible, self._rank)
         if node is None:
             return None
         if job.shared:
-            return Placement(node, (int(best_col[node]),))
+            return Placement(node, (int(col[node]),))
         return Placement(node, gpus.lowest(state, node, job))
