@@ -429,8 +429,9 @@ def compute_levers(
         assert settings.mix is not None
         # every node, GPU-less ones too: a CPU-only job raises no fragmentation there
         every = {n.name: _free(n, owners.get(n.name, ())) for n in snapshot.nodes if n.available}
-        table = route_table(snapshot, settings.mix, every, score=settings.lever.endswith("score"))
         routed = _routed(list(snapshot.nodes))
+        score = settings.lever.endswith("score")
+        table = route_table(snapshot, settings.mix, every, routed, score=score)
         features = {name: frozenset({route_feature(name)}) for name in routed}
         return NodeLevers(weights, features, table)
     if settings.features:
@@ -454,7 +455,12 @@ def _routed(nodes: list[Node]) -> list[str]:
 
 
 def route_table(
-    snapshot: ClusterSnapshot, mix: Mix, free: Mapping[str, _Free], *, score: bool = False
+    snapshot: ClusterSnapshot,
+    mix: Mix,
+    free: Mapping[str, _Free],
+    routed: list[str],
+    *,
+    score: bool = False,
 ) -> dict[str, object]:
     """The ``route`` entry of defrag_nodes.lua for ``fgd-route``.
 
@@ -462,20 +468,21 @@ def route_table(
     node of ``nodes`` with the simulator's ``packing`` keys (FGD rise in ``step``
     milli-GPUs, a node in use, the least free GPU left, then this list's order, which is
     cons_tres's: Weight, then node order), names it with ``--prefer=<feature>`` and takes
-    the job off its copy. ``free`` holds each GPU's free milli-GPUs, ``cpus`` the free
+    the job off its copy. Only ``routed`` nodes (:func:`_routed`) that are available (in
+    ``free``) are listed. ``free`` holds each GPU's free milli-GPUs, ``cpus`` the free
     CPUs (2^20 when not tracked, as the FGD measure's vector), ``mem`` the free memory in
     MB (-1: not tracked). ``score`` (``fgd-route-score``): the script uses FGD's own rule
     instead, its integer score and ties by ``rank``, a fixed order from a hash of the
     node's name (FGD's artifact breaks ties by a random node order).
     """
-    names = set(_routed(list(snapshot.nodes)))
+    names = set(routed)
     position = {n.name: i for i, n in enumerate(snapshot.nodes)}
-    routed = sorted(
+    ordered = sorted(
         (n for n in snapshot.nodes if n.name in names and n.name in free),
         key=lambda n: (n.weight if n.weight is not None else 1, position[n.name]),
     )
     nodes = []
-    for n in routed:
+    for n in ordered:
         f = free[n.name]
         mem = n.memory_free_mb
         nodes.append(

@@ -154,22 +154,21 @@ class SubmitHook:
     def prefer(self, job: JobSpec) -> str | None:
         """The ``--prefer`` job_submit.lua gives this job's request (None: none)."""
         if self._routing:
-            self.calls += 1
-            jd = self._lua.table_from(request_of(job, full=True))
-            self._submit(jd, None, 0)
-            self._raise_logged_errors()
-            p = jd["prefer"]
-            return str(p) if p is not None else None
+            return self._ask(request_of(job, full=True))
         desc = request_of(job)
         key = tuple(f"{k}={v}" for k, v in sorted(desc.items()))
         if key not in self._cache:
-            self.calls += 1
-            jd = self._lua.table_from(desc)
-            self._submit(jd, None, 0)
-            self._raise_logged_errors()
-            p = jd["prefer"]
-            self._cache[key] = str(p) if p is not None else None
+            self._cache[key] = self._ask(desc)
         return self._cache[key]
+
+    def _ask(self, desc: Mapping[str, Any]) -> str | None:
+        """One submission through the script; the ``--prefer`` it set."""
+        self.calls += 1
+        jd = self._lua.table_from(dict(desc))
+        self._submit(jd, None, 0)
+        self._raise_logged_errors()
+        p = jd["prefer"]
+        return str(p) if p is not None else None
 
     def _raise_logged_errors(self) -> None:
         """The script fails open (an error becomes "no hint" in slurmctld); in the
