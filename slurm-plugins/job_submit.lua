@@ -14,15 +14,19 @@ For every job that asks for GPUs it:
   4. adds a soft packing hint (--prefer=<feature>) to small single-node GPU jobs, so they
      land on nodes the service marks as already partly used,
   5. honours the user opt-out --comment=defrag:protect ("never requeue this job"),
-  6. with a `route` entry in the table (the fgd-route lever), names one node per one-node
-     job in --prefer, chosen on its own copy of the cycle's free resources (see "Per-job
-     routing" below).
+  6. with per-job routing (the service's fgd-route levers: the route file it rewrites every
+     cycle, or a `route` entry in the table itself), names one node per one-node job in
+     --prefer, chosen on its own copy of the cycle's free resources (see "Per-job routing"
+     below).
 
 What it knows about the nodes comes from defrag_nodes.lua next to this file, written by
 `slurm-defrag plugins render`; this script never changes per cluster.
 
 Rules that keep slurmctld safe (this code runs inside slurmctld, under its locks):
-  * no I/O except reading defrag_nodes.lua once, when Slurm loads this script;
+  * no I/O except reading defrag_nodes.lua once, when Slurm loads this script, and, with
+    per-job routing on, the route file's first line at most once a second (the whole
+    file only when that line changed, i.e. once per service cycle); both must sit on a
+    local file system (a hung network mount would hang slurmctld);
   * every entry point runs under pcall: an internal error is logged and the job is
     accepted unchanged (fail open: the record and the hint are advisory, and a bug here
     must never stop a cluster from taking jobs);
@@ -41,6 +45,9 @@ local JOB_SHARED_NONE = slurm.JOB_SHARED_NONE or 0 -- --exclusive
 local SANE_COUNT = 65535
 
 local TABLE_NAME = "defrag_nodes.lua"
+local ROUTE_NAME = "defrag_route.lua" -- the route file's default name, beside the table
+-- Seconds between two looks at the route file's first line (its stamp).
+local ROUTE_CHECK_S = 1
 
 -- Everything below is also reachable as the global `slurm_defrag`, for the unit tests
 -- (slurm-plugins/tests/) and for poking at it from a Lua prompt. Slurm itself only calls
@@ -497,6 +504,84 @@ do
 end
 
 ------------------------------------------------------------------------------------------
+-- The route file (per-job routing, written by the service every cycle)
+------------------------------------------------------------------------------------------
+--[[
+The service rewrites the route file once per cycle (atomically: a new file renamed over
+the old one). Its first line is a stamp that changes with every write; the script reads
+that line at most once every ROUTE_CHECK_S seconds and the whole file only when the stamp
+changed, so a new cycle's table replaces the copy the script kept (and the jobs it took
+off it). A route whose `generated_at + valid_s` has passed is not used: the service
+stopped writing (stopped, crashed, lost its lease), and a stale copy would steer jobs by
+a cluster long gone. A missing file means no routing. The path: `route_file` in
+defrag_nodes.lua (`plugins render --route-file`), else defrag_route.lua beside the table.
+]]
+local route_file = { checked = nil, stamp = nil, route = nil, stale_logged = false }
+D.route_file_state = route_file
+
+local function first_line(path)
+  local fh = io.open(path, "r")
+  if not fh then return nil end
+  local line = fh:read("*l")
+  fh:close()
+  return line
+end
+
+function D.route_file_path(tbl)
+  if tbl and type(tbl.route_file) == "string" then return tbl.route_file end
+  return (string.match(D.table_path, "^(.*)/[^/]*$") or ".") .. "/" .. ROUTE_NAME
+end
+
+-- The route file checked and prepared; nil and a message when it is unusable.
+function D.load_route(path)
+  local ok, r = pcall(dofile, path)
+  if not ok then return nil, tostring(r) end
+  if type(r) ~= "table" then return nil, path .. ": does not return a table" end
+  if not is_number(r.generated_at) or not is_number(r.valid_s) then
+    return nil, path .. ": generated_at/valid_s missing"
+  end
+  local done, prepared, err = pcall(prepare_route, r)
+  if not done then return nil, path .. ": " .. tostring(prepared) end
+  if not prepared then return nil, path .. ": " .. err end
+  return prepared
+end
+
+-- The route to use for a submission at `now` (seconds): the table's own entry, else the
+-- route file's while it is fresh; nil: no routing.
+function D.current_route(tbl, now)
+  if tbl == nil then return nil end
+  if tbl.route ~= nil then return tbl.route end
+  local rf = route_file
+  if rf.checked == nil or now - rf.checked >= ROUTE_CHECK_S or now < rf.checked then
+    rf.checked = now
+    local path = D.route_file_path(tbl)
+    local stamp = first_line(path)
+    if stamp ~= rf.stamp then
+      rf.stamp, rf.route, rf.stale_logged = stamp, nil, false
+      if stamp ~= nil then
+        local r, err = D.load_route(path)
+        if r then
+          rf.route = r
+        else
+          log_error("route file refused, no per-job routing until the next one: "
+            .. tostring(err))
+        end
+      end
+    end
+  end
+  local r = rf.route
+  if r and now > r.generated_at + r.valid_s then
+    if not rf.stale_logged then
+      rf.stale_logged = true
+      log_info("route file older than " .. tostring(r.valid_s) .. " s: no per-job routing"
+        .. " until the service writes a new one")
+    end
+    return nil
+  end
+  return r
+end
+
+------------------------------------------------------------------------------------------
 -- From a job description to a normalised GPU request
 ------------------------------------------------------------------------------------------
 
@@ -804,7 +889,7 @@ function D.plan(f, opts)
     plan.prefer = pack.cpu_feature
   end
   -- Per-job routing: one node for a one-node job (GPUs, shards or CPUs only).
-  local route = tbl and tbl.route
+  local route = opts.submit and D.current_route(tbl, os.time())
   if route and opts.submit and err == nil and f("shared") ~= JOB_SHARED_NONE
     and (given(f("min_nodes")) or 1) == 1
     and (f("prefer") == nil or f("prefer") == "")
@@ -822,7 +907,7 @@ function D.plan(f, opts)
     local i = D.route_pick(rq, route)
     if i then
       plan.prefer = route.nodes[i].feature
-      plan.route = { i = i, req = rq }
+      plan.route = { i = i, req = rq, table = route }
     end
   end
   if protect then table.insert(tokens, "defrag:protect") end
@@ -861,7 +946,7 @@ local function apply(plan, job_desc, label, is_modify)
   if plan.user_note then log_user(plan.user_note) end
   if plan.admin_comment ~= nil then job_desc.admin_comment = plan.admin_comment end
   if plan.prefer ~= nil then job_desc.prefer = plan.prefer end
-  if plan.route then D.route_take(plan.route.i, plan.route.req, D.nodes.route) end
+  if plan.route then D.route_take(plan.route.i, plan.route.req, plan.route.table) end
   if plan.log then
     log_debug(label .. ": " .. plan.log .. (plan.prefer and (" prefer=" .. plan.prefer) or ""))
   end

@@ -683,3 +683,114 @@ describe("per-job routing (route entry, fgd-route)", function()
     assert.are.equal("defrag_at_a", jd.prefer)
   end)
 end)
+
+describe("the route file (the service's fgd-route levers)", function()
+  local TABLE = [[return { version = 1, default_partition = "p",
+    partitions = { p = { types = { { gpus = 4, nodes = 2, models = {} } } } },
+    route_file = %q }]]
+  local function route(at, valid, busy_b)
+    local b_free = busy_b and "0, 1000, 1000, 1000" or "1000, 1000, 1000, 1000"
+    return "-- slurm-defrag route " .. tostring(at) .. " " .. tostring(busy_b) .. "\n"
+      .. "return { generated_at = " .. at .. ", valid_s = " .. valid .. ", step = 40,"
+      .. " shards_per_gpu = 1000, mix = { { cpus = 1, gpus = 1, milli = 1000, weight = 1 },"
+      .. " { cpus = 1, gpus = 4, milli = 1000, weight = 1 } }, nodes = {"
+      .. " { feature = 'defrag_at_a', model = '', free = { 1000, 1000, 1000, 1000 },"
+      .. "   cpus = 32, mem = -1, idle = true, rank = 1 },"
+      .. " { feature = 'defrag_at_b', model = '', free = { " .. b_free .. " },"
+      .. "   cpus = 32, mem = -1, idle = " .. tostring(not busy_b) .. ", rank = 2 } } }\n"
+  end
+  local function write(path, text)
+    local fh = assert(io.open(path, "w"))
+    fh:write(text)
+    fh:close()
+  end
+  local route_path, table_path, s
+
+  before_each(function()
+    route_path = os.tmpname()
+    table_path = H.tmpfile(string.format(TABLE, route_path))
+    s = H.load(table_path)
+  end)
+  after_each(function()
+    os.remove(table_path)
+    os.remove(route_path)
+  end)
+
+  local function prefer(now, fields)
+    -- the script asks os.time(); the tests move the clock by hand
+    local real = os.time
+    os.time = function() return now end
+    local _, jd = H.submit(fields or { tres_per_node = "gres:gpu:1", min_cpus = 1 })
+    os.time = real
+    return jd.prefer
+  end
+
+  it("routes by the file, and re-reads it only when its stamp changed", function()
+    write(route_path, route(1000, 180, true))
+    assert.are.equal("defrag_at_b", prefer(1000)) -- b in use: a stays whole
+    assert.are.equal("defrag_at_b", prefer(1000))
+    assert.are.equal("defrag_at_b", prefer(1001))
+    -- the copy counts what it routed: b has 1 GPU left, a 4-GPU job goes to a
+    assert.are.equal("defrag_at_a", prefer(1001, { tres_per_node = "gres:gpu:4" }))
+    -- a new cycle's file: both idle, cons_tres order (a first, the lower rank too)
+    write(route_path, route(1060, 180, false))
+    assert.are.equal("defrag_at_a", prefer(1060))
+    assert.are.same({}, s.logs.error)
+  end)
+
+  it("looks at the stamp at most once a second", function()
+    write(route_path, route(1000, 180, true))
+    assert.are.equal("defrag_at_b", prefer(1000))
+    write(route_path, route(1000.5, 180, false))
+    -- same second: the old copy (b took the first job; b still has room)
+    assert.are.equal("defrag_at_b", prefer(1000))
+    assert.are.equal("defrag_at_a", prefer(1001)) -- a second later: the new file
+  end)
+
+  it("ignores a stale route, and a missing file means no routing", function()
+    assert.is_nil(prefer(1000)) -- no file yet
+    write(route_path, route(1000, 180, true))
+    assert.are.equal("defrag_at_b", prefer(1100))
+    assert.is_nil(prefer(1181)) -- the service stopped writing
+    assert.is_nil(prefer(1182))
+    local stale = 0
+    for _, line in ipairs(s.logs.info) do
+      if string.find(line, "older than 180 s", 1, true) then stale = stale + 1 end
+    end
+    assert.are.equal(1, stale) -- said once
+    os.remove(route_path)
+    assert.is_nil(prefer(1200))
+    assert.are.same({}, s.logs.error)
+  end)
+
+  it("refuses a broken route file by name, keeps taking jobs, and recovers", function()
+    write(route_path, "-- slurm-defrag route x\nreturn { generated_at = 1000, step = 40 }\n")
+    local rc = H.submit({ tres_per_node = "gres:gpu:1" })
+    assert.are.equal(0, rc)
+    assert.is_nil(prefer(1000))
+    assert.is_not_nil(string.find(s.logs.error[1], "generated_at/valid_s missing", 1, true))
+    write(route_path, "-- slurm-defrag route y\nreturn { generated_at = 1000, valid_s = 9,"
+      .. " step = 40, shards_per_gpu = 1000, mix = {}, nodes = {} }\n")
+    assert.is_nil(prefer(1002))
+    assert.is_not_nil(string.find(s.logs.error[2], "route:", 1, true))
+    write(route_path, "-- slurm-defrag route z\nerror('boom')\n")
+    assert.is_nil(prefer(1004))
+    assert.is_not_nil(string.find(s.logs.error[3], "boom", 1, true))
+    write(route_path, route(1006, 180, true))
+    assert.are.equal("defrag_at_b", prefer(1006))
+    assert.are.equal(3, #s.logs.error)
+  end)
+
+  it("prefers the table's own route entry (the simulator's way)", function()
+    local path = H.tmpfile([[return { version = 1, default_partition = "p",
+      partitions = { p = { types = { { gpus = 4, nodes = 2, models = {} } } } },
+      route = { step = 40, shards_per_gpu = 1000,
+        mix = { { cpus = 1, gpus = 1, milli = 1000, weight = 1 } },
+        nodes = { { feature = "defrag_at_c", model = "", free = { 1000 }, cpus = 4,
+                    mem = -1, idle = true, rank = 1 } } } }]])
+    H.load(path)
+    os.remove(path)
+    write(route_path, route(1000, 180, true))
+    assert.are.equal("defrag_at_c", prefer(1000))
+  end)
+end)

@@ -13,6 +13,7 @@ imports the other's composition; only ``slurm-defrag serve`` imports this module
 from __future__ import annotations
 
 from slurm_defrag.actuator.killswitch import KillSwitch
+from slurm_defrag.actuator.route_file import RouteFile
 from slurm_defrag.policy.file import Policy, default_policy, load_policy
 from slurm_defrag.service.history import StoreHistory
 from slurm_defrag.service.http import Page
@@ -25,6 +26,10 @@ from slurm_defrag.slurm.backends import open_backend
 from slurm_defrag.store.database import Store
 from slurm_defrag.store.lease import Lease
 from slurm_defrag.store.repo import Repository
+
+ROUTE_VALID_CYCLES = 3
+"""job_submit.lua stops routing by a route file this many cycles old: the service
+stopped refreshing it (a late cycle or two still routes)."""
 
 
 def policy_of(settings: ServiceSettings) -> Policy:
@@ -46,8 +51,15 @@ def build(settings: ServiceSettings) -> tuple[Service, Store]:
     exporter = Exporter(history) if settings.metrics and settings.http_port else None
     if exporter is not None:  # count Slurm errors where every Slurm call passes
         backend = ObservedSlurm(backend, exporter.slurm_error)
+    route = (
+        RouteFile(settings.route_file, valid_s=ROUTE_VALID_CYCLES * settings.interval_s)
+        if settings.route_file is not None
+        else None
+    )
     cycle = Cycle(
-        CycleDeps(backend, backend, repo, lease, KillSwitch(settings.kill_switch_file), history),
+        CycleDeps(
+            backend, backend, repo, lease, KillSwitch(settings.kill_switch_file), history, route
+        ),
         CycleRules(
             settings.mode,
             policy_of(settings),

@@ -16,8 +16,9 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
+from slurm_defrag.actuator.lua_table import lua_string
 from slurm_defrag.cli import app
-from slurm_defrag.commands.plugins import lua_string, parse_slurm_conf, render_lua
+from slurm_defrag.commands.plugins import parse_slurm_conf, render_lua
 from slurm_defrag.errors import InputError
 
 from .plugins_support import require

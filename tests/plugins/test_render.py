@@ -11,14 +11,9 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
+from slurm_defrag.actuator.lua_table import lua_string, to_lua
 from slurm_defrag.cli import app
-from slurm_defrag.commands.plugins import (
-    RenderOptions,
-    build_table,
-    lua_string,
-    render_lua,
-    to_lua,
-)
+from slurm_defrag.commands.plugins import RenderOptions, build_table, render_lua
 from slurm_defrag.domain.topology import BUILTIN_TOPOLOGIES
 from slurm_defrag.errors import InputError
 from slurm_defrag.slurm.gres_conf import parse_gres_conf_links

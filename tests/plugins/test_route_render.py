@@ -9,7 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from slurm_defrag.commands.plugins import render_lua, to_lua
+from slurm_defrag.actuator.lua_table import to_lua
+from slurm_defrag.commands.plugins import render_lua
 from slurm_defrag.domain.cluster import ClusterSnapshot, Node
 from slurm_defrag.planner.fit_classes import Mix, TaskClass
 from slurm_defrag.planner.levers import LeverSettings, compute_levers

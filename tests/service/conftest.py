@@ -10,6 +10,7 @@ from service_helpers import CycleFactory, FakeClock, open_store
 
 from slurm_defrag.actuator.executor import Hook
 from slurm_defrag.actuator.killswitch import KillSwitch
+from slurm_defrag.actuator.route_file import RouteFile
 from slurm_defrag.policy.file import Policy, default_policy
 from slurm_defrag.service.loop import Cycle, CycleDeps, CycleRules
 from slurm_defrag.service.observer import NO_OBSERVER, Observer
@@ -52,6 +53,7 @@ def make_cycle(fake: FakeSlurm, store: Store, clock: FakeClock, tmp_path: Path) 
         packing_bump: int | None = None,
         packing_lever: str = "idle-bump",
         observer: Observer = NO_OBSERVER,
+        route_file: RouteFile | None = None,
     ) -> Cycle:
         deps = CycleDeps(
             reader or fake,
@@ -59,6 +61,7 @@ def make_cycle(fake: FakeSlurm, store: Store, clock: FakeClock, tmp_path: Path) 
             Repository(store),  # type: ignore[arg-type]
             Lease(store, holder, ttl_s=30),
             KillSwitch(tmp_path / "STOP"),
+            route_file=route_file,
         )
         rules = CycleRules(
             mode, policy or default_policy(), ttl_s, packing_bump, packing_lever=packing_lever

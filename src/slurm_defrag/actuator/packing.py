@@ -13,14 +13,19 @@ service stops. Every change goes through the auditing writer.
 same function the simulator's slurm mode runs): Weights as above, and node features with
 ``scontrol update NodeName=.. AvailableFeatures=.. ActiveFeatures=..`` — the node's own
 features (recorded before the first change, step ``features`` with args ``original``)
-plus the slurm-defrag ones (``defrag_fit*``) the lever wants this cycle.
+plus the slurm-defrag ones (``defrag_fit*``, ``defrag_at_*``) the lever wants this cycle.
+The ``fgd-route`` levers also write the cycle's route for job_submit.lua
+(:class:`~slurm_defrag.actuator.route_file.RouteFile`), after the features it names are
+set; :meth:`Packer.restore` removes it before it removes them.
 """
 
 from __future__ import annotations
 
 import logging
+import time
 
 from slurm_defrag.actuator.audit import AuditingWriter
+from slurm_defrag.actuator.route_file import RouteFile
 from slurm_defrag.domain.cluster import ClusterSnapshot
 from slurm_defrag.planner.levers import MAX_WEIGHT, LeverSettings, compute_levers, is_ours
 from slurm_defrag.store.plans import NewStep, PlanRecord, Plans
@@ -28,6 +33,9 @@ from slurm_defrag.store.plans import NewStep, PlanRecord, Plans
 log = logging.getLogger(__name__)
 
 KIND = "packing"
+ROUTE_SETTLE_S = 2.0
+"""Seconds between removing the route file and removing the features it named: the
+script looks at the file at most once a second (job_submit.lua, ``ROUTE_CHECK_S``)."""
 
 
 def is_packing(rec: PlanRecord) -> bool:
@@ -35,10 +43,14 @@ def is_packing(rec: PlanRecord) -> bool:
 
 
 class Packer:
-    def __init__(self, writer: AuditingWriter, plans: Plans, bump: int) -> None:
+    def __init__(
+        self, writer: AuditingWriter, plans: Plans, bump: int, route: RouteFile | None = None
+    ) -> None:
         self.writer = writer
         self.plans = plans
         self.bump = bump
+        self.route = route
+        """Where the ``fgd-route`` levers' table goes (None: those levers write none)."""
 
     def _record(self) -> PlanRecord | None:
         return next(
@@ -133,6 +145,10 @@ class Packer:
             changes += 1
         if changes:
             log.info("packing (%s): %d node update(s)", settings.lever, changes)
+        if want.route is not None:
+            if self.route is None:
+                raise ValueError(f"lever {settings.lever}: no route file to write its table to")
+            self.route.write(want.route)  # only now: every feature it names is set
         return changes
 
     def apply(self, snapshot: ClusterSnapshot) -> int:
@@ -170,7 +186,13 @@ class Packer:
         return changes
 
     def restore(self) -> int:
-        """Put every weight we changed back and close the record; returns nodes restored."""
+        """Put every weight we changed back and close the record; returns nodes restored.
+
+        The route file goes first: job_submit.lua must stop naming the ``defrag_at_``
+        features before they are removed (Slurm refuses a job whose ``--prefer`` names a
+        feature no node has unless ``ignore_prefer_validation`` is set)."""
+        if self.route is not None and self.route.clear():
+            time.sleep(ROUTE_SETTLE_S)  # the script looks at the file once a second
         rec = self._record()
         if rec is None:
             return 0

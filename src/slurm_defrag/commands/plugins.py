@@ -28,11 +28,9 @@ refuses a request because of that node.
 from __future__ import annotations
 
 import json
-import math
 import os
 import re
 import sys
-import tempfile
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -41,6 +39,7 @@ from typing import TYPE_CHECKING, Annotated
 
 import typer
 
+from slurm_defrag.actuator.lua_table import lua_string, to_lua, write_atomically
 from slurm_defrag.errors import InputError
 from slurm_defrag.slurm.slurm_conf import SlurmConf, parse_slurm_conf
 
@@ -69,6 +68,8 @@ class RenderOptions:
     pack_max_gpus: int | None = None  # None: half the largest node
     enforce: bool = True
     allow_protect: bool = True
+    route_file: Path | None = None
+    """Where the service writes the per-job route (its ``route_file`` setting)."""
 
 
 def _uid_of(user: str, warnings: list[str]) -> int | None:
@@ -168,6 +169,13 @@ def build_table(
         "partitions": partitions,
     }
 
+    if options.route_file is not None:
+        if not options.route_file.is_absolute():
+            raise InputError(
+                f"--route-file: {str(options.route_file)!r} must be an absolute path"
+                " (slurmctld reads it from its own working directory)"
+            )
+        table["route_file"] = str(options.route_file)
     if options.pack_feature is not None:
         if not _FEATURE_RE.match(options.pack_feature):
             raise InputError(
@@ -191,94 +199,6 @@ def build_table(
 
 # -- Lua output ------------------------------------------------------------------------
 
-_LUA_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
-_LUA_KEYWORDS = frozenset(
-    {
-        "and",
-        "break",
-        "do",
-        "else",
-        "elseif",
-        "end",
-        "false",
-        "for",
-        "function",
-        "goto",
-        "if",
-        "in",
-        "local",
-        "nil",
-        "not",
-        "or",
-        "repeat",
-        "return",
-        "then",
-        "true",
-        "until",
-        "while",
-    }
-)
-
-
-def lua_string(s: str) -> str:
-    """A Lua string literal; every byte outside printable ASCII is escaped as \\ddd.
-
-    The result is printable ASCII only (no newline, no control byte, no ``]]``-sensitive
-    long bracket), and means the same bytes in Lua 5.1 to 5.4: ``\\ddd`` is three decimal
-    digits, always, so a digit after it cannot extend it.
-    """
-    out = ['"']
-    for byte in s.encode("utf-8", "surrogateescape"):  # a non-UTF-8 path keeps its bytes
-        ch = chr(byte)
-        if ch in '"\\':
-            out.append("\\" + ch)
-        elif 32 <= byte < 127:
-            out.append(ch)
-        else:
-            out.append(f"\\{byte:03d}")
-    out.append('"')
-    return "".join(out)
-
-
-def _lua_key(k: str) -> str:
-    return k if _LUA_NAME.match(k) and k not in _LUA_KEYWORDS else f"[{lua_string(k)}]"
-
-
-def to_lua(value: object, indent: int = 0) -> str:
-    """Serialise JSON-like data (dict, list, str, int, finite float, bool) as a Lua
-    expression.
-
-    ``None`` values in a dict are left out (a missing key is nil in Lua). Short lists of
-    scalars and small scalar-only dicts stay on one line so the file reads like a table.
-    """
-    pad, inner = "  " * indent, "  " * (indent + 1)
-    if isinstance(value, bool):
-        return "true" if value else "false"
-    if isinstance(value, int):
-        return str(value)
-    if isinstance(value, float):
-        if not math.isfinite(value):
-            raise TypeError(f"cannot write {value} to Lua")
-        return repr(value)  # "40.0", "1e-05": Lua numbers as written
-    if isinstance(value, str):
-        return lua_string(value)
-    if isinstance(value, Mapping):
-        items = [(str(k), v) for k, v in value.items() if v is not None]
-        if not items:
-            return "{}"
-        if all(not isinstance(v, Mapping | list | tuple) for _, v in items) and len(items) <= 4:
-            return "{ " + ", ".join(f"{_lua_key(k)} = {to_lua(v)}" for k, v in items) + " }"
-        body = ",\n".join(f"{inner}{_lua_key(k)} = {to_lua(v, indent + 1)}" for k, v in items)
-        return "{\n" + body + ",\n" + pad + "}"
-    if isinstance(value, list | tuple):
-        if not value:
-            return "{}"
-        if all(not isinstance(v, Mapping | list | tuple) for v in value):
-            return "{ " + ", ".join(to_lua(v) for v in value) + " }"
-        body = ",\n".join(inner + to_lua(v, indent + 1) for v in value)
-        return "{\n" + body + ",\n" + pad + "}"
-    raise TypeError(f"cannot write {type(value).__name__} to Lua")
-
 
 def render_lua(table: Mapping[str, object], sources: Sequence[str]) -> str:
     """The whole file. Every string in it, the comment's source paths included, is a Lua
@@ -292,20 +212,6 @@ def render_lua(table: Mapping[str, object], sources: Sequence[str]) -> str:
         "-- changes (touch it; `plugins render -o` does) or slurmctld restarts.",
     ]
     return "\n".join(header) + "\nreturn " + to_lua(dict(table)) + "\n"
-
-
-def _write_atomically(path: Path, text: str) -> None:
-    """Write via a temporary file in the same directory and rename: slurmctld may read
-    the table at any moment and must never see half a file."""
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent or Path("."))
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as fh:
-            fh.write(text)
-        os.chmod(tmp, 0o644)
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
 
 
 def _read_topology_map(path: Path) -> dict[str, str]:
@@ -379,6 +285,14 @@ def render(
         bool,
         typer.Option("--no-user-protect", help="Ignore users' --comment=defrag:protect opt-outs."),
     ] = False,
+    route_file: Annotated[
+        Path | None,
+        typer.Option(
+            "--route-file",
+            help="Where the service writes the per-job route (its route_file setting, for "
+            "packing_lever = fgd-route-score); default: defrag_route.lua beside the table.",
+        ),
+    ] = None,
     no_touch: Annotated[
         bool,
         typer.Option(
@@ -404,6 +318,7 @@ def render(
         pack_max_gpus=pack_max_gpus,
         enforce=not no_enforce,
         allow_protect=not no_user_protect,
+        route_file=route_file,
     )
     table, warnings = build_table(conf, node_topologies(settings), options)
     sources = [str(slurm_conf)]
@@ -417,7 +332,7 @@ def render(
     if out is None or str(out) == "-":
         sys.stdout.write(text)
         return
-    _write_atomically(out, text)
+    write_atomically(out, text)
     parts = table["partitions"]
     assert isinstance(parts, dict)
     summary = (

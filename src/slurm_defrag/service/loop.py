@@ -28,6 +28,7 @@ from slurm_defrag.actuator.audit import AuditingWriter
 from slurm_defrag.actuator.executor import Channel, Executor, Hook, Safety
 from slurm_defrag.actuator.killswitch import KillSwitch
 from slurm_defrag.actuator.packing import Packer
+from slurm_defrag.actuator.route_file import RouteFile
 from slurm_defrag.domain.cluster import ClusterSnapshot
 from slurm_defrag.domain.plan import Plan
 from slurm_defrag.metrics.cache import MetricsCache
@@ -35,6 +36,7 @@ from slurm_defrag.metrics.compute import compute
 from slurm_defrag.planner.facade import make_plan
 from slurm_defrag.planner.fingerprint import plan_inputs_fingerprint
 from slurm_defrag.planner.levers import IDLE_BUMP, LeverSettings
+from slurm_defrag.planner.workload_mix import MixEstimate
 from slurm_defrag.policy.file import Policy
 from slurm_defrag.service.history import StoreHistory
 from slurm_defrag.service.observer import NO_OBSERVER, Observer
@@ -74,6 +76,8 @@ class CycleDeps:
     lease: Lease
     killswitch: KillSwitch
     history: StoreHistory | None = None
+    route_file: RouteFile | None = None
+    """Where the ``fgd-route`` levers write the cycle's route for job_submit.lua."""
 
 
 @dataclass(frozen=True)
@@ -133,13 +137,15 @@ class Cycle:
             ),
             hook,
         )
-        self.packer = Packer(self.executor.writer, deps.repo.plans, rules.packing_bump or 0)
+        self.packer = Packer(
+            self.executor.writer, deps.repo.plans, rules.packing_bump or 0, deps.route_file
+        )
         self.packing = rules.packing_bump is not None
         """Packing wanted; when False, weights changed earlier are restored."""
-        self.lever = (
-            None if rules.packing_lever == IDLE_BUMP else LeverSettings(rules.packing_lever)
-        )
-        """The lever packing runs through :meth:`Packer.apply_levers`; None: idle-bump."""
+        self.lever_name = rules.packing_lever
+        """The lever packing runs (:meth:`Packer.apply_levers`; idle-bump: :meth:`Packer.apply`)."""
+        self.mix = MixEstimate()
+        """``fgd-*`` levers: the workload mix, counted from the jobs of every snapshot."""
         self.last: CycleReport | None = None
 
     def _executor(self, channel: Channel, hook: Hook | None) -> Executor:
@@ -239,12 +245,24 @@ class Cycle:
             log.info("cycle: snapshot #%d; no plan: %s", sid, report.detail)
 
     def _pack(self, snapshot: ClusterSnapshot) -> None:
-        if self.packing and self.lever is not None:
-            self.packer.apply_levers(snapshot, self.lever)
-        elif self.packing:
-            self.packer.apply(snapshot)
-        else:
+        if not self.packing:
             self.packer.restore()  # packing was switched off: put the weights back
+        elif self.lever_name == IDLE_BUMP:
+            self.packer.apply(snapshot)
+        elif (lever := self._lever(snapshot)) is not None:
+            self.packer.apply_levers(snapshot, lever)
+
+    def _lever(self, snapshot: ClusterSnapshot) -> LeverSettings | None:
+        """This cycle's lever settings; an ``fgd-*`` lever gets the mix of the jobs seen
+        so far (None before the first job: nothing to weigh fragmentation by)."""
+        if not self.lever_name.startswith("fgd-"):
+            return LeverSettings(self.lever_name)
+        self.mix.observe_snapshot(snapshot)
+        mix = self.mix.mix()
+        if mix is None:
+            log.info("packing (%s): no job seen yet, no workload mix: not applied", self.lever_name)
+            return None
+        return LeverSettings(self.lever_name, mix=mix)
 
     def shutdown(self) -> None:
         """On a clean stop: restore packing weights if we hold the lease and may act."""

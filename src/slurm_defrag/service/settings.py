@@ -21,7 +21,14 @@ from contextvars import ContextVar
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
-from pydantic import Field, IPvAnyNetwork, ValidationError, ValidationInfo, field_validator
+from pydantic import (
+    Field,
+    IPvAnyNetwork,
+    ValidationError,
+    ValidationInfo,
+    field_validator,
+    model_validator,
+)
 from pydantic_settings import (
     BaseSettings,
     EnvSettingsSource,
@@ -97,7 +104,9 @@ class ServiceSettings(BaseSettings):
     packing_weight_bump: Annotated[int, Field(ge=1, le=1_000_000)] = 1000
     """Added to a whole-free node's original weight while packing. Default 1000."""
 
-    packing_lever: Literal["idle-bump", "size-weights", "shape-weights"] = "idle-bump"
+    packing_lever: Literal[
+        "idle-bump", "size-weights", "shape-weights", "fgd-route-score", "fgd-route"
+    ] = "idle-bump"
     """How packing sets ``Weight`` (none needs the job_submit plugin): ``idle-bump`` adds
     ``packing_weight_bump`` to whole-free GPU nodes; ``size-weights`` makes every GPU
     node's Weight ``original x 4096 + its GPU count``, so that, within the admin's order,
@@ -105,7 +114,19 @@ class ServiceSettings(BaseSettings):
     (docs/benchmarks.md, "Node size as Weight"); ``shape-weights`` uses the node's rank by
     (GPUs, CPUs, memory) instead of its GPU count, so the few largest nodes of a size also
     stay free for the jobs only they can hold (docs/benchmarks.md, "Node shape as
-    Weight"). Default ``idle-bump``."""
+    Weight"); ``fgd-route-score`` decides per job: every node gets its own feature
+    (``defrag_at_<node>``) and every cycle the service writes the nodes' free resources
+    and the workload mix (counted from the jobs it sees) to ``route_file``, from which
+    job_submit.lua names, for each one-node job, the node where it raises FGD
+    fragmentation least (``--prefer``; docs/service.md, "Per-job routing");
+    ``fgd-route`` is the same with the simulator's ``packing`` tie-breaks. Default
+    ``idle-bump``."""
+
+    route_file: NonEmptyPath | None = None
+    """``fgd-route*`` levers: the file the route is written to every cycle, on the
+    slurmctld host's local disk, readable by SlurmUser; the same path as ``route_file``
+    in defrag_nodes.lua (``slurm-defrag plugins render --route-file``). Required by those
+    levers. Default: none."""
 
     lease_ttl_s: Annotated[float, Field(gt=0)] = 30.0
     """Leader lease lifetime in seconds; a dead leader is replaced after at most this.
@@ -160,6 +181,15 @@ class ServiceSettings(BaseSettings):
     """Tests only: ``<step kind>`` (e.g. ``requeue``) or ``<kind>:recorded`` makes the
     process exit with status 137 right after that step acted on Slurm (before or after
     it is recorded done), as ``kill -9`` would. Default: none."""
+
+    @model_validator(mode="after")
+    def _route_needs_its_file(self) -> ServiceSettings:
+        if self.packing and self.packing_lever.startswith("fgd-route") and not self.route_file:
+            raise ValueError(
+                f"route_file: packing_lever {self.packing_lever} writes its route there"
+                " for job_submit.lua; set it (the path of route_file in defrag_nodes.lua)"
+            )
+        return self
 
     @field_validator("web")
     @classmethod
