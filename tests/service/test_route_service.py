@@ -135,7 +135,9 @@ def test_restore_removes_the_route_before_the_features(
 ) -> None:
     path = tmp_path / "defrag_route.lua"
     seen: list[str] = []
-    monkeypatch.setattr(packing.time, "sleep", lambda s: seen.append(f"sleep {s}"))
+    monkeypatch.setattr(
+        "slurm_defrag.actuator.packing.time.sleep", lambda s: seen.append(f"sleep {s}")
+    )
     cycle = make_cycle(packing_bump=0, packing_lever=LEVER, route_file=RouteFile(path, 180))
     cycle.run()
     real_update = fake.update_node
