@@ -27,6 +27,13 @@ for _ in $(seq 50); do [ -S /run/munge/munge.socket.2 ] && break; sleep 0.1; don
 
 export SLURM_DEFRAG_HOLDER_ID=${SLURM_DEFRAG_HOLDER_ID:-defrag-$(od -An -N4 -tx4 /dev/urandom | tr -d ' ')}
 
+# The per-job route's directory (a volume shared with slurmctld, docker-compose.yml): the
+# service writes there, slurmctld (SlurmUser) reads.
+if [ -d /var/lib/slurm-defrag/route ]; then
+    chown "$user" /var/lib/slurm-defrag/route
+    chmod 755 /var/lib/slurm-defrag/route
+fi
+
 # HOME too: matplotlib and friends write their caches there.
 HOME=$(getent passwd "$user" | cut -d: -f6)
 export HOME
