@@ -29,14 +29,18 @@ from slurm_defrag.domain.cluster import ClusterSnapshot, Node, Partition
 from slurm_defrag.domain.units import MILLI
 from slurm_defrag.planner.fit_classes import Mix, TaskClass
 from slurm_defrag.planner.levers import LEVERS, LeverSettings, compute_levers, is_ours
+from slurm_defrag.planner.workload_mix import MixEstimate
 from slurm_defrag.sim.cluster import ClusterState
 from slurm_defrag.sim.frag import TaskType
+from slurm_defrag.sim.model import JobSpec
 from slurm_defrag.sim.snapshot_view import PARTITION, at, sim_node
 
 SLURM_POLICY = "slurm"
 CPU_BUCKETS = (1, 2, 4, 8, 16, 32, 64, 128)
 """CPUs per node of the CPU-aware classes (``@<M>:c``): powers of two up to a node."""
 DEFAULT_EVERY = 1
+SEEN_MIX = "~seen"
+"""Policy-name suffix of the lever: the mix of the jobs seen so far (:attr:`SlurmMode.seen_mix`)."""
 
 
 @dataclass(frozen=True)
@@ -46,6 +50,10 @@ class SlurmMode:
     lever: LeverSettings
     every: int = DEFAULT_EVERY
     """Protocol A: arrivals per service cycle."""
+    seen_mix: bool = False
+    """``~seen``: an ``fgd-*`` lever weighs by the mix of the jobs seen so far, counted as
+    the service counts them (:class:`~slurm_defrag.planner.workload_mix.MixEstimate`),
+    instead of the whole trace's (which a site does not have)."""
 
 
 def parse_mode(policy: str) -> SlurmMode | None:
@@ -56,12 +64,16 @@ def parse_mode(policy: str) -> SlurmMode | None:
     if not rest:
         return SlurmMode(LeverSettings("none"))
     lever, _, every = rest.partition("/")
+    seen = lever.endswith(SEEN_MIX)
+    lever = lever.removesuffix(SEEN_MIX)
     lever, _, members = lever.partition("@")
     members, cpu_aware, _ = members.partition(":c")
     if members and (not members.isdigit() or int(members) < 1):
         raise ValueError(f"policy {policy!r}: @M must be a whole number of nodes >= 1")
     if lever not in LEVERS:
         raise ValueError(f"policy {policy!r}: lever {lever!r}; choose from {', '.join(LEVERS)}")
+    if seen and not lever.startswith("fgd-"):
+        raise ValueError(f"policy {policy!r}: {SEEN_MIX} needs an fgd-* lever (a mix to weigh)")
     mix = Mix((TaskClass(1, 1, MILLI, 1.0),))  # placeholder until with_mix() sets the real one
     n = DEFAULT_EVERY
     if every:
@@ -73,7 +85,7 @@ def parse_mode(policy: str) -> SlurmMode | None:
     settings = LeverSettings(
         lever, mix=mix_or_none, min_members=int(members or 1), cpu_buckets=buckets
     )
-    return SlurmMode(settings, n)
+    return SlurmMode(settings, n, seen)
 
 
 def mode_policies(levers: Sequence[str], every: Sequence[int] = (DEFAULT_EVERY,)) -> list[str]:
@@ -104,6 +116,11 @@ def mix_of(types: Sequence[TaskType]) -> Mix:
     )
 
 
+def task_class(job: JobSpec) -> TaskClass:
+    """A job's request as one type of the mix (whole CPUs, as Slurm states them)."""
+    return TaskClass(-(-job.cpu_milli // MILLI), job.num_gpu, job.gpu_milli, 1.0, job.gpu_models)
+
+
 def with_mix(mode: SlurmMode, types: Sequence[TaskType]) -> SlurmMode:
     """``mode`` with the workload mix its lever needs (``fgd-*``); unchanged otherwise."""
     if not mode.lever.fgd:
@@ -114,9 +131,13 @@ def with_mix(mode: SlurmMode, types: Sequence[TaskType]) -> SlurmMode:
 class SimLevers:
     """Applies one lever configuration to a cluster state, cycle after cycle."""
 
-    def __init__(self, state: ClusterState, settings: LeverSettings) -> None:
+    def __init__(
+        self, state: ClusterState, settings: LeverSettings, *, seen_mix: bool = False
+    ) -> None:
         self.state = state
         self.settings = settings
+        self.seen = MixEstimate() if seen_mix else None
+        """``~seen``: the jobs seen so far (:meth:`observe`), the service's estimate."""
         self.originals = {s.name: s.weight for s in state.nodes}
         self._index = {s.name: i for i, s in enumerate(state.nodes)}
         self._nodes: list[Node | None] = [None] * state.size
@@ -145,12 +166,24 @@ class SimLevers:
             partitions=(Partition(name=PARTITION, nodes=tuple(n.name for n in nodes)),),
         )
 
+    def observe(self, job_id: str, job: JobSpec) -> None:
+        """A job the service will see in its next snapshot (``~seen`` only)."""
+        if self.seen is not None:
+            self.seen.observe([(job_id, task_class(job))])
+
     def apply(self, now: float = 0.0) -> int:
         """One service cycle: compute the levers and set them; returns updates made."""
         self.cycles += 1
         if self.settings.lever == "none":
             return 0
-        want = compute_levers(self.snapshot(now), self.settings, self.originals)
+        settings = self.settings
+        if self.seen is not None:
+            mix = self.seen.mix()
+            if mix is None:  # no job seen yet: the service writes no route either
+                self.route = None
+                return 0
+            settings = replace(settings, mix=mix)
+        want = compute_levers(self.snapshot(now), settings, self.originals)
         self.route = want.route
         changed = 0
         for name, w in want.weights.items():

@@ -103,7 +103,7 @@ def run_a(
     if mode is not None:
         mode = with_mix(mode, types)
     chooser = build(SLURM_POLICY if mode else policy, PolicyContext(state, types, rank))
-    levers = SimLevers(state, mode.lever) if mode else None
+    levers = SimLevers(state, mode.lever, seen_mix=mode.seen_mix) if mode else None
     hook = SubmitHook(node_table(state, mode.lever)) if mode and mode.lever.features else None
     step = defrag or NoDefrag()
     cap = state.total_gpu_milli
@@ -130,6 +130,8 @@ def run_a(
                 hook.route(levers.route)
         if hook is not None:
             job = hook.apply(job)
+        if levers is not None:
+            levers.observe(str(i), job)  # the next cycle's snapshot shows it
         arrived += job.total_milli
         if not place(i, job) and job.num_gpu:
             limit = requeue_limit(len(running))

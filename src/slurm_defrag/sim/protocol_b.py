@@ -27,6 +27,7 @@ from dataclasses import dataclass, field, replace
 
 import numpy as np
 
+from slurm_defrag.errors import InputError
 from slurm_defrag.sim.cluster import ClusterState
 from slurm_defrag.sim.defrag import DefragStep, NoDefrag
 from slurm_defrag.sim.engine import Engine, EngineConfig
@@ -116,9 +117,11 @@ def run_b(
     if mode is not None:
         # slurm mode: Slurm's selection; levers every cycle; job_submit.lua's --prefer
         mode = with_mix(mode, types)
+        if mode.seen_mix and not mode.lever.route:
+            raise InputError(f"policy {policy!r}: in Protocol B ~seen is for the fgd-route levers")
         levers = SimLevers(state, mode.lever).apply
         if mode.lever.route:
-            levers, submit = routed(state, mode.lever)
+            levers, submit = routed(state, mode.lever, seen_mix=mode.seen_mix)
         elif mode.lever.features:
             hook = SubmitHook(node_table(state, mode.lever))
             jobs = [hook.apply(j) for j in jobs]

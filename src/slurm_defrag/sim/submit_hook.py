@@ -17,6 +17,7 @@ the hint.
 
 from __future__ import annotations
 
+import itertools
 import os
 from collections.abc import Callable, Mapping
 from dataclasses import replace
@@ -183,17 +184,24 @@ class SubmitHook:
 
 
 def routed(
-    state: ClusterState, settings: LeverSettings
+    state: ClusterState, settings: LeverSettings, *, seen_mix: bool = False
 ) -> tuple[Callable[[float], None], Callable[[JobSpec], JobSpec]]:
     """``fgd-route`` with a clock (Protocol B): one service cycle (the levers, then their
     table handed to job_submit.lua, as a rewritten table is reloaded) and the submit step
-    (the script's ``--prefer`` for a job when it arrives)."""
-    levers = SimLevers(state, settings)
+    (the script's ``--prefer`` for a job when it arrives; with ``seen_mix`` the service
+    also counts it into its workload mix)."""
+    levers = SimLevers(state, settings, seen_mix=seen_mix)
     hook = SubmitHook(node_table(state, settings))
+    arrivals = itertools.count()
 
     def cycle(now: float) -> None:
         levers.apply(now)
         if levers.route is not None:
             hook.route(levers.route)
 
-    return cycle, hook.apply
+    def submit(job: JobSpec) -> JobSpec:
+        job = hook.apply(job)
+        levers.observe(str(next(arrivals)), job)
+        return job
+
+    return cycle, submit
