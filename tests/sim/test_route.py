@@ -13,7 +13,7 @@ from slurm_defrag.errors import InputError
 from slurm_defrag.planner.fit_classes import Mix, NodeFree, TaskClass, rise
 from slurm_defrag.planner.levers import LeverSettings, route_feature
 from slurm_defrag.sim.cluster import ClusterState
-from slurm_defrag.sim.levers import SimLevers
+from slurm_defrag.sim.levers import SimLevers, parse_mode
 from slurm_defrag.sim.model import JobSpec, NodeSpec, Placement
 from slurm_defrag.sim.submit_hook import SubmitHook, node_table
 
@@ -141,3 +141,22 @@ def test_an_error_inside_the_script_stops_the_simulation() -> None:
     hook._lua.execute("slurm_defrag.route_pick = function() error('boom') end")
     with pytest.raises(RuntimeError, match="boom"):
         hook.prefer(_job(1))
+
+
+def test_seen_mix_policies_weigh_by_the_jobs_seen_so_far() -> None:
+    mode = parse_mode("slurm+fgd-route-score~seen/30")
+    assert mode is not None
+    assert (mode.lever.lever, mode.every, mode.seen_mix) == ("fgd-route-score", 30, True)
+    with pytest.raises(ValueError, match="needs an fgd"):
+        parse_mode("slurm+fit-features~seen/30")
+    state = ClusterState(
+        [NodeSpec("a", 64_000, 100_000, 4, "v100"), NodeSpec("b", 64_000, 100_000, 4, "v100")]
+    )
+    levers = SimLevers(state, SETTINGS, seen_mix=True)
+    assert levers.apply() == 0  # no job seen: no mix, no route, nothing set
+    assert levers.route is None
+    levers.observe("1", _job(2, cpus=3))
+    levers.observe("1", _job(1))  # the same job again counts once
+    levers.apply()
+    assert levers.route is not None
+    assert levers.route["mix"] == [{"cpus": 3, "gpus": 2, "milli": 1000, "weight": 1.0}]
