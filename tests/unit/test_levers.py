@@ -235,6 +235,25 @@ def test_route_gives_every_node_its_own_feature_and_the_table() -> None:
     assert len({n["rank"] for n in nodes}) == 4
 
 
+def test_route_shape_orders_by_shape_weights_and_breaks_ties_in_that_order() -> None:
+    snap = ClusterSnapshot(
+        taken_at=EPOCH,
+        nodes=(_node("big", cpus=96), _node("small"), _node("mid", cpus=64, weight=1)),
+    )
+    out = compute_levers(snap, LeverSettings("fgd-route-shape", mix=ROUTE_MIX))
+    # shape-weights: (GPUs, CPUs, memory) rank within the admin's Weight (1 for all)
+    assert out.weights == {"small": TIER_SPAN + 1, "mid": TIER_SPAN + 2, "big": TIER_SPAN + 3}
+    table = out.route
+    assert table is not None
+    assert table["score"] is True
+    # ordered by the Weights set this cycle (the snapshot's are all 1), ranks in that order
+    assert [(n["feature"], n["rank"]) for n in table["nodes"]] == [  # type: ignore[index]
+        ("defrag_at_small", 0),
+        ("defrag_at_mid", 1),
+        ("defrag_at_big", 2),
+    ]
+
+
 def test_route_features_are_ours_and_never_ambiguous() -> None:
     assert route_feature("gpu-01.rack2") == "defrag_at_gpu_01_rack2"
     assert is_ours("defrag_at_gpu_01")

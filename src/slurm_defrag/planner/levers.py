@@ -53,10 +53,13 @@ Levers (:data:`LEVERS`):
   job_submit.lua (:func:`route_table`), which gives each one-node job ``--prefer=`` the
   node ``packing`` would choose on its copy of the table and takes the job off that copy.
   Per-cycle levers lose ``packing``'s re-ranking after every job (docs/benchmarks.md,
-  "Where the levers lose against packing"); this keeps it. Simulated only: the service
-  does not write the table yet.
+  "Where the levers lose against packing"); this keeps it. The service writes the table
+  to its ``route_file`` every cycle (:class:`~slurm_defrag.actuator.route_file.RouteFile`).
 * ``fgd-route-score`` — ``fgd-route`` with FGD's own rule in the script (its integer
   score, ties by a fixed hash order of the nodes) instead of ``packing``'s keys.
+* ``fgd-route-shape`` — ``fgd-route-score`` with ``shape-weights``: FGD's ties go to the
+  node first in the shape order (fewer GPUs, CPUs, memory), and so does Slurm when it
+  falls back (Protocol B: keep the largest nodes for the jobs only they can hold).
 
 What a node offers comes from the snapshot: whole free GPUs (no owner), free CPUs, and,
 for shards, ``Node.gpu_milli_used`` (milli-GPUs used per GPU). Without that field a GPU is
@@ -89,10 +92,11 @@ LEVERS = (
     "fgd-tiers",
     "fgd-route",
     "fgd-route-score",
+    "fgd-route-shape",
 )
 IDLE_BUMP = "idle-bump"
 """The original lever (the service's default)."""
-SIZE_LEVERS = ("size-weights", "shape-weights", "fit-size")
+SIZE_LEVERS = ("size-weights", "shape-weights", "fit-size", "fgd-route-shape")
 """Levers whose Weights order nodes by GPU count (fewer first)."""
 FIT_PREFIX = "defrag_fit"
 SHARD_FEATURE = FIT_PREFIX + "shard"
@@ -162,6 +166,7 @@ class LeverSettings:
             "fgd-tiers",
             "fgd-route",
             "fgd-route-score",
+            "fgd-route-shape",
         )
 
     @property
@@ -415,7 +420,8 @@ def compute_levers(
             weights[n.name] = min(bumped, MAX_WEIGHT)
     elif settings.lever in SIZE_LEVERS:
         order = _admin_order(nodes, orig)
-        size = _shape_rank(nodes) if settings.lever == "shape-weights" else _gpu_count
+        by_shape = settings.lever in ("shape-weights", "fgd-route-shape")
+        size = _shape_rank(nodes) if by_shape else _gpu_count
         for n in nodes:
             weights[n.name] = order[n.name] * TIER_SPAN + min(size(n), TIER_SPAN - 1)
     elif settings.weights:
@@ -430,8 +436,16 @@ def compute_levers(
         # every node, GPU-less ones too: a CPU-only job raises no fragmentation there
         every = {n.name: _free(n, owners.get(n.name, ())) for n in snapshot.nodes if n.available}
         routed = _routed(list(snapshot.nodes))
-        score = settings.lever.endswith("score")
-        table = route_table(snapshot, settings.mix, every, routed, score=score)
+        score = settings.lever != "fgd-route"
+        table = route_table(
+            snapshot,
+            settings.mix,
+            every,
+            routed,
+            score=score,
+            weights=weights,
+            rank_by_order=settings.lever == "fgd-route-shape",
+        )
         features = {name: frozenset({route_feature(name)}) for name in routed}
         return NodeLevers(weights, features, table)
     if settings.features:
@@ -461,6 +475,8 @@ def route_table(
     routed: list[str],
     *,
     score: bool = False,
+    weights: Mapping[str, int] | None = None,
+    rank_by_order: bool = False,
 ) -> dict[str, object]:
     """The ``route`` entry of defrag_nodes.lua for ``fgd-route``.
 
@@ -473,16 +489,24 @@ def route_table(
     CPUs (2^20 when not tracked, as the FGD measure's vector), ``mem`` the free memory in
     MB (-1: not tracked). ``score`` (``fgd-route-score``): the script uses FGD's own rule
     instead, its integer score and ties by ``rank``, a fixed order from a hash of the
-    node's name (FGD's artifact breaks ties by a random node order).
+    node's name (FGD's artifact breaks ties by a random node order). ``weights``: the
+    Weights this cycle sets (the order Slurm will use), else the snapshot's.
+    ``rank_by_order`` (``fgd-route-shape``): FGD's ties go by that order instead of the
+    hash, so with shape Weights the smaller nodes come first.
     """
     names = set(routed)
     position = {n.name: i for i, n in enumerate(snapshot.nodes)}
+    set_now = weights or {}
+
+    def weight(n: Node) -> int:
+        return set_now.get(n.name, n.weight if n.weight is not None else 1)
+
     ordered = sorted(
         (n for n in snapshot.nodes if n.name in names and n.name in free),
-        key=lambda n: (n.weight if n.weight is not None else 1, position[n.name]),
+        key=lambda n: (weight(n), position[n.name]),
     )
     nodes = []
-    for n in ordered:
+    for i, n in enumerate(ordered):
         f = free[n.name]
         mem = n.memory_free_mb
         nodes.append(
@@ -493,7 +517,7 @@ def route_table(
                 "cpus": f.vector[1],
                 "mem": mem if mem is not None else -1,
                 "idle": f.idle,
-                "rank": zlib.crc32(n.name.encode()),
+                "rank": i if rank_by_order else zlib.crc32(n.name.encode()),
             }
         )
     types = []
