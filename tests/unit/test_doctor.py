@@ -142,6 +142,7 @@ def test_all_green_is_exit_0(tmp_path: Path) -> None:
         "rights",
         "topology",
         "job_submit",
+        "route",
         "epilog",
         "clock",
         "database",
@@ -159,7 +160,7 @@ def test_slurm_down_fails_and_skips_what_needs_it(tmp_path: Path) -> None:
     r = by_name(make_env(tmp_path, ctl))
     assert r["slurm"].status == "fail"
     assert "unavailable" in r["slurm"].summary.lower()
-    for name in ("rights", "topology", "job_submit", "epilog", "clock"):
+    for name in ("rights", "topology", "job_submit", "route", "epilog", "clock"):
         assert r[name].status == "fail", name
         assert r[name].summary.startswith("not checked"), name
     assert r["database"].status == "ok"
@@ -429,7 +430,7 @@ def test_cli_text_output_is_one_line_per_check(
     capsys.readouterr()
     assert run_main("doctor", "--config", str(cfg)) == 1
     lines = capsys.readouterr().out.splitlines()
-    assert len(lines) == 11
+    assert len(lines) == 12
     assert lines[0].startswith("FAIL slurm")
     assert "not ready for enforce" in lines[-1]
 
@@ -499,3 +500,48 @@ def test_topology_block_without_domains_is_named(tmp_path: Path) -> None:
     assert "topology/block" in r.summary
     assert "no NVLink domains" in r.summary
     assert "topology_conf" in r.fix
+
+
+def _routing(tmp_path: Path, table_names: str | None, params: str) -> dc.Env:
+    files = installed()
+    if table_names is not None:
+        files["/etc/slurm/defrag_nodes.lua"] = TABLE.replace(
+            "  version = 1,\n", f'  version = 1,\n  route_file = "{table_names}",\n'
+        )
+    text = CONFIG.format(epilog="/etc/slurm/epilog-slurmctld", plugins="lua", version="22.05.8") + (
+        f"SchedulerParameters     = {params}\n" if params else ""
+    )
+    route = tmp_path / "route" / "defrag_route.lua"
+    return make_env(
+        tmp_path,
+        Controller(files=files, config_text=text),
+        packing=True,
+        packing_lever="fgd-route-score",
+        route_file=route,
+    )
+
+
+def test_route_check_is_quiet_when_routing_is_off(tmp_path: Path) -> None:
+    r = dc.check_route(make_env(tmp_path))
+    assert (r.status, r.summary) == ("ok", "per-job routing off (packing_lever is not fgd-route*)")
+
+
+def test_route_check_green_and_red(tmp_path: Path) -> None:
+    route = tmp_path / "route" / "defrag_route.lua"
+    # Slurm would refuse a --prefer naming a feature that is gone
+    r = dc.check_route(_routing(tmp_path, str(route), "bf_continue"))
+    assert r.status == "fail"
+    assert "ignore_prefer_validation" in r.summary
+    # the table names another file (or none: defrag_route.lua beside it)
+    r = dc.check_route(_routing(tmp_path, None, "ignore_prefer_validation"))
+    assert r.status == "fail"
+    assert "reads the route from /etc/slurm/defrag_route.lua" in r.summary
+    assert f"--route-file {route}" in r.fix
+    # the directory is missing
+    r = dc.check_route(_routing(tmp_path, str(route), "bf_continue,ignore_prefer_validation"))
+    assert r.status == "fail"
+    assert "cannot write" in r.summary
+    route.parent.mkdir()
+    r = dc.check_route(_routing(tmp_path, str(route), "ignore_prefer_validation"))
+    assert r.status == "ok", r
+    assert str(route) in r.summary

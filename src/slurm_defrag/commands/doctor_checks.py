@@ -9,6 +9,7 @@ or unverified. Slurm is reached only through the adapters (:mod:`slurm_defrag.sl
 
 from __future__ import annotations
 
+import os
 import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -366,6 +367,59 @@ def check_job_submit(env: Env) -> Result:
     return Result("job_submit", "ok", f"{script}{via} is this version's, with its table {table}")
 
 
+_ROUTE_FILE = re.compile(r"""^\s*route_file\s*=\s*"([^"\\\n]{1,1024})"\s*,""", re.MULTILINE)
+
+
+def check_route(env: Env) -> Result:
+    """With per-job routing on (``packing_lever = fgd-route*``): Slurm keeps a ``--prefer``
+    soft, job_submit.lua's table names the file the service writes, and the service can
+    write there."""
+    s = env.settings
+    if not (s.packing and s.packing_lever.startswith("fgd-route")):
+        return Result("route", "ok", "per-job routing off (packing_lever is not fgd-route*)")
+    route = s.route_file
+    assert route is not None  # the settings refuse the lever without it
+    params = env.conf().get("SchedulerParameters", "")
+    if "ignore_prefer_validation" not in params:
+        return Result(
+            "route",
+            "fail",
+            "SchedulerParameters lacks ignore_prefer_validation: a job whose --prefer names a "
+            "node feature that is gone (the service stopping) would be refused",
+            "add SchedulerParameters=ignore_prefer_validation (slurm-plugins/INSTALL.md)",
+        )
+    slurm_conf = env.conf().get("SLURM_CONF") or "/etc/slurm/slurm.conf"
+    script = env.job_submit or str(Path(slurm_conf).parent / "job_submit.lua")
+    table = str(Path(script).parent / "defrag_nodes.lua")
+    render = (
+        f"slurm-defrag plugins render --slurm-conf {slurm_conf} --route-file {route} -o {table}"
+    )
+    try:
+        tab = controller.read_file(env.controller, table)
+    except SlurmUnavailableError:
+        raise
+    except SlurmError as exc:
+        return Result("route", "fail", f"{table} cannot be read: {_one_line(exc, 120)}", render)
+    m = _ROUTE_FILE.search(tab)
+    named = Path(m[1]) if m else Path(table).parent / "defrag_route.lua"
+    if named != route:
+        return Result(
+            "route",
+            "fail",
+            f"job_submit.lua reads the route from {named}, the service writes {route}",
+            render,
+        )
+    if not route.parent.is_dir() or not os.access(route.parent, os.W_OK | os.X_OK):
+        return Result(
+            "route",
+            "fail",
+            f"this process cannot write {route} (directory missing or not writable)",
+            f"create {route.parent} on the controller's local disk, owned by the service's "
+            "user and readable by SlurmUser",
+        )
+    return Result("route", "ok", f"per-job routing: the service writes {route}, {table} names it")
+
+
 def check_epilog(env: Env) -> Result:
     """EpilogSlurmctld runs this version's epilog (it wakes the service when GPUs free)."""
     conf = env.conf()
@@ -510,6 +564,7 @@ SLURM_CHECKS: Sequence[tuple[str, Check]] = (
     ("rights", check_rights),
     ("topology", check_topology),
     ("job_submit", check_job_submit),
+    ("route", check_route),
     ("epilog", check_epilog),
     ("clock", check_clock),
 )
