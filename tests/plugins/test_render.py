@@ -424,3 +424,18 @@ def test_render_finds_the_gres_conf_beside_slurm_conf(
 
     assert render() == render("--gres-conf", str(conf.parent / "gres.conf"))
     assert "nvlink" in render()
+
+
+def test_the_route_file_is_named_in_the_table_and_read_by_the_doctor(tmp_path: Path) -> None:
+    from slurm_defrag.commands.doctor_checks import _ROUTE_FILE
+
+    path = Path("/var/lib/slurm-defrag/route/defrag_route.lua")
+    table, _ = compose_table(tmp_path, route_file=path)
+    assert table["route_file"] == str(path)
+    text = render_lua(table, ["slurm.conf"])
+    m = _ROUTE_FILE.search(text)
+    assert m is not None
+    assert m[1] == str(path)
+    assert "route_file" not in compose_table(tmp_path)[0]
+    with pytest.raises(InputError, match=r"--route-file: 'route\.lua' must be an absolute path"):
+        compose_table(tmp_path, route_file=Path("route.lua"))
