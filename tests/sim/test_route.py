@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
+import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -160,3 +161,16 @@ def test_seen_mix_policies_weigh_by_the_jobs_seen_so_far() -> None:
     levers.apply()
     assert levers.route is not None
     assert levers.route["mix"] == [{"cpus": 3, "gpus": 2, "milli": 1000, "weight": 1.0}]
+
+
+def test_warm_policies_start_with_a_full_estimate() -> None:
+    mode = parse_mode("slurm+fgd-route-score~warm/30")
+    assert mode is not None
+    assert (mode.seen_mix, mode.warm, mode.every) == (True, True, 30)
+    state = ClusterState([NodeSpec("a", 64_000, 100_000, 4, "v100")])
+    levers = SimLevers(state, SETTINGS, seen_mix=True)
+    levers.warm_up([_job(1), _job(2)], np.random.default_rng(1))
+    assert levers.seen is not None
+    assert len(levers.seen) == levers.seen.keep
+    levers.apply()
+    assert levers.route is not None  # a route from the first cycle on

@@ -79,9 +79,25 @@ def test_the_most_common_types_are_kept_in_a_fixed_order() -> None:
     assert [(t.gpus, t.weight) for t in mix.types] == [(1, 2.0), (2, 1.0)]
 
 
+def test_the_long_tail_beyond_the_coverage_is_left_out() -> None:
+    est = MixEstimate()  # FGD's artifact: the types covering 95 % of the jobs
+    common, rare = TaskClass(1, 1, 1000, 1.0), TaskClass(7, 3, 1000, 1.0)
+    est.observe((str(i), common) for i in range(95))
+    est.observe((f"r{i}", rare) for i in range(5))
+    mix = est.mix()
+    assert mix is not None
+    assert mix.types == (TaskClass(1, 1, 1000, 95.0),)
+    est.observe([("r5", rare)])  # 95 of 101 jobs: not covered without the rare type
+    mix = est.mix()
+    assert mix is not None
+    assert [t.weight for t in mix.types] == [95.0, 6.0]
+
+
 def test_bad_bounds_are_refused() -> None:
     with pytest.raises(ValueError, match="at least 1"):
         MixEstimate(keep=0)
+    with pytest.raises(ValueError, match="coverage"):
+        MixEstimate(coverage=0)
 
 
 @given(
@@ -91,7 +107,7 @@ def test_bad_bounds_are_refused() -> None:
     )
 )
 def test_the_mix_counts_every_job_once_by_its_first_shape(seen: list[tuple[str, int, int]]) -> None:
-    est = MixEstimate(keep=8)  # as many as there are ids: none forgotten
+    est = MixEstimate(keep=8, coverage=1.0)  # as many as there are ids: none forgotten
     est.observe((jid, TaskClass(cpus, gpus, 1000 if gpus else 0, 1.0)) for jid, gpus, cpus in seen)
     first: dict[str, tuple[int, int]] = {}
     for jid, gpus, cpus in seen:

@@ -24,8 +24,10 @@ from slurm_defrag.planner.fit_classes import Mix, TaskClass
 KEEP_JOBS = 5000
 """Jobs the estimate remembers: about a day of arrivals on a busy 1,000-GPU cluster."""
 MAX_TYPES = 64
-"""Types handed to job_submit.lua: its cost per submission grows with them (the most
-common first; the rest, a long tail of odd CPU counts, are left out)."""
+"""Types handed to job_submit.lua at most: its cost per submission grows with them."""
+COVERAGE = 0.95
+"""The most common types that together cover this share of the jobs, as FGD's artifact
+keeps them (its ``typical pods``): the rest, a long tail of odd CPU counts, are left out."""
 
 
 def job_class(job: Job) -> TaskClass | None:
@@ -49,11 +51,16 @@ def job_class(job: Job) -> TaskClass | None:
 class MixEstimate:
     """The request types of the last ``keep`` jobs seen, as a :class:`Mix`."""
 
-    def __init__(self, keep: int = KEEP_JOBS, max_types: int = MAX_TYPES) -> None:
+    def __init__(
+        self, keep: int = KEEP_JOBS, max_types: int = MAX_TYPES, coverage: float = COVERAGE
+    ) -> None:
         if keep < 1 or max_types < 1:
             raise ValueError("keep and max_types must be at least 1")
+        if not 0 < coverage <= 1:
+            raise ValueError("coverage must be in (0, 1]")
         self.keep = keep
         self.max_types = max_types
+        self.coverage = coverage
         self._seen: OrderedDict[str, TaskClass] = OrderedDict()
 
     def __len__(self) -> int:
@@ -72,7 +79,8 @@ class MixEstimate:
         self.observe((j.id, job_class(j)) for j in snapshot.jobs)
 
     def mix(self) -> Mix | None:
-        """The ``max_types`` most common types, weighted by jobs; None before any job."""
+        """The most common types covering ``coverage`` of the jobs (at most ``max_types``),
+        weighted by jobs; None before any job."""
         counts: dict[TaskClass, int] = {}
         for task in self._seen.values():
             counts[task] = counts.get(task, 0) + 1
@@ -83,9 +91,11 @@ class MixEstimate:
             counts.items(),
             key=lambda kv: (-kv[1], kv[0].gpus, kv[0].cpus, sorted(kv[0].models or ())),
         )
-        return Mix(
-            tuple(
-                TaskClass(t.cpus, t.gpus, t.milli, float(n), t.models)
-                for t, n in ranked[: self.max_types]
-            )
-        )
+        kept: list[TaskClass] = []
+        covered = 0
+        for t, n in ranked[: self.max_types]:
+            if covered >= self.coverage * len(self._seen):
+                break
+            kept.append(TaskClass(t.cpus, t.gpus, t.milli, float(n), t.models))
+            covered += n
+        return Mix(tuple(kept))

@@ -25,6 +25,8 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 
+import numpy as np
+
 from slurm_defrag.domain.cluster import ClusterSnapshot, Node, Partition
 from slurm_defrag.domain.units import MILLI
 from slurm_defrag.planner.fit_classes import Mix, TaskClass
@@ -40,6 +42,7 @@ CPU_BUCKETS = (1, 2, 4, 8, 16, 32, 64, 128)
 """CPUs per node of the CPU-aware classes (``@<M>:c``): powers of two up to a node."""
 DEFAULT_EVERY = 1
 SEEN_MIX = "~seen"
+WARM_MIX = "~warm"
 """Policy-name suffix of the lever: the mix of the jobs seen so far (:attr:`SlurmMode.seen_mix`)."""
 
 
@@ -54,6 +57,11 @@ class SlurmMode:
     """``~seen``: an ``fgd-*`` lever weighs by the mix of the jobs seen so far, counted as
     the service counts them (:class:`~slurm_defrag.planner.workload_mix.MixEstimate`),
     instead of the whole trace's (which a site does not have)."""
+    warm: bool = False
+    """``~warm``: ``~seen`` whose estimate already holds as many jobs as it keeps, drawn
+    from the workload before the run: a service that watched the cluster for a day
+    before it routes (Protocol A starts from an empty cluster, so ``~seen`` alone
+    starts from no job at all)."""
 
 
 def parse_mode(policy: str) -> SlurmMode | None:
@@ -64,7 +72,9 @@ def parse_mode(policy: str) -> SlurmMode | None:
     if not rest:
         return SlurmMode(LeverSettings("none"))
     lever, _, every = rest.partition("/")
-    seen = lever.endswith(SEEN_MIX)
+    warm = lever.endswith(WARM_MIX)
+    lever = lever.removesuffix(WARM_MIX)
+    seen = warm or lever.endswith(SEEN_MIX)
     lever = lever.removesuffix(SEEN_MIX)
     lever, _, members = lever.partition("@")
     members, cpu_aware, _ = members.partition(":c")
@@ -85,7 +95,7 @@ def parse_mode(policy: str) -> SlurmMode | None:
     settings = LeverSettings(
         lever, mix=mix_or_none, min_members=int(members or 1), cpu_buckets=buckets
     )
-    return SlurmMode(settings, n, seen)
+    return SlurmMode(settings, n, seen, warm)
 
 
 def mode_policies(levers: Sequence[str], every: Sequence[int] = (DEFAULT_EVERY,)) -> list[str]:
@@ -165,6 +175,12 @@ class SimLevers:
             nodes=nodes,
             partitions=(Partition(name=PARTITION, nodes=tuple(n.name for n in nodes)),),
         )
+
+    def warm_up(self, pool: Sequence[JobSpec], rng: np.random.Generator) -> None:
+        """``~warm``: the estimate full before the run, with jobs drawn from ``pool``."""
+        if self.seen is not None:
+            for k, i in enumerate(rng.integers(0, len(pool), self.seen.keep)):
+                self.observe(f"warm{k}", pool[int(i)])
 
     def observe(self, job_id: str, job: JobSpec) -> None:
         """A job the service will see in its next snapshot (``~seen`` only)."""

@@ -104,6 +104,8 @@ def run_a(
         mode = with_mix(mode, types)
     chooser = build(SLURM_POLICY if mode else policy, PolicyContext(state, types, rank))
     levers = SimLevers(state, mode.lever, seen_mix=mode.seen_mix) if mode else None
+    if levers is not None and mode is not None and mode.warm:
+        levers.warm_up(trace, np.random.default_rng([seed, 19]))  # its own stream
     hook = SubmitHook(node_table(state, mode.lever)) if mode and mode.lever.features else None
     step = defrag or NoDefrag()
     cap = state.total_gpu_milli

@@ -117,8 +117,11 @@ def run_b(
     if mode is not None:
         # slurm mode: Slurm's selection; levers every cycle; job_submit.lua's --prefer
         mode = with_mix(mode, types)
-        if mode.seen_mix and not mode.lever.route:
-            raise InputError(f"policy {policy!r}: in Protocol B ~seen is for the fgd-route levers")
+        if (mode.seen_mix and not mode.lever.route) or mode.warm:
+            raise InputError(
+                f"policy {policy!r}: in Protocol B only the fgd-route levers take ~seen (and "
+                "none takes ~warm: the warm-up hours fill the estimate)"
+            )
         levers = SimLevers(state, mode.lever).apply
         if mode.lever.route:
             levers, submit = routed(state, mode.lever, seen_mix=mode.seen_mix)
