@@ -172,3 +172,17 @@ def test_the_route_levers_need_a_route_file() -> None:
     ok = ServiceSettings(packing=True, packing_lever=LEVER, route_file=Path("/run/route.lua"))
     assert ok.route_file == Path("/run/route.lua")
     ServiceSettings(packing=False, packing_lever=LEVER)  # not applied: nothing to write
+
+
+def test_a_restarted_service_weighs_by_the_jobs_its_database_saw(
+    make_cycle: CycleFactory, fake: FakeSlurm, tmp_path: Path
+) -> None:
+    path = tmp_path / "defrag_route.lua"
+    make_cycle(mode="dry-run").run()  # a dry-run week: snapshots stored, nothing routed
+    fake.jobs.clear()  # the jobs ended; the queue is empty when the service restarts
+    cycle = make_cycle(packing_bump=0, packing_lever=LEVER, route_file=RouteFile(path, 180))
+    cycle.run()
+    assert path.exists()
+    text = path.read_text(encoding="utf-8")
+    assert "gpus = 6" in text  # the 6-GPU jobs of the stored snapshots
+    assert len(cycle.mix) == 2

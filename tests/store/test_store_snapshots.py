@@ -236,3 +236,22 @@ def test_a_drifting_planned_start_is_stored_to_within_the_slack(store: Store) ->
     assert repo.load_snapshot(ids[0]) == at(0, t0)
     assert repo.load_snapshot(ids[1]).job_by_id[pending.id].planned_start == t0
     assert repo.load_snapshot(ids[2]) == at(2, far)
+
+
+def test_recent_jobs_are_the_last_first_seen_each_as_first_seen(
+    store: Store, churn_module: ModuleType
+) -> None:
+    sim = churn_module.Churn(40, seed=5, ends_per_min=2, arrivals_per_min=2)
+    repo = Repository(store)
+    snaps = [sim.step() for _ in range(8)]
+    for s in snaps:
+        _save(repo, s)
+    first: dict[str, object] = {}
+    for s in snaps:
+        for j in s.jobs:
+            first.setdefault(j.id, j)
+    expected = list(first.values())
+    cluster = snaps[0].cluster
+    assert repo.recent_jobs(cluster, len(expected) + 10) == expected
+    assert repo.recent_jobs(cluster, 5) == expected[-5:]
+    assert repo.recent_jobs("no-such-cluster", 5) == []

@@ -36,7 +36,7 @@ from slurm_defrag.metrics.compute import compute
 from slurm_defrag.planner.facade import make_plan
 from slurm_defrag.planner.fingerprint import plan_inputs_fingerprint
 from slurm_defrag.planner.levers import IDLE_BUMP, LeverSettings
-from slurm_defrag.planner.workload_mix import MixEstimate
+from slurm_defrag.planner.workload_mix import MixEstimate, job_class
 from slurm_defrag.policy.file import Policy
 from slurm_defrag.service.history import StoreHistory
 from slurm_defrag.service.observer import NO_OBSERVER, Observer
@@ -257,6 +257,11 @@ class Cycle:
         so far (None before the first job: nothing to weigh fragmentation by)."""
         if not self.lever_name.startswith("fgd-"):
             return LeverSettings(self.lever_name)
+        if not len(self.mix):
+            # a (re)started service: the jobs its database saw, in any mode, before this
+            # one (measured: an estimate that starts empty costs Protocol A 0.1 point)
+            recent = self.repo.recent_jobs(snapshot.cluster, self.mix.keep)
+            self.mix.observe((j.id, job_class(j)) for j in recent)
         self.mix.observe_snapshot(snapshot)
         mix = self.mix.mix()
         if mix is None:

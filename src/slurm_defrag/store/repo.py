@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from datetime import datetime
 
-from slurm_defrag.domain.cluster import ClusterSnapshot
+from slurm_defrag.domain.cluster import ClusterSnapshot, Job
 from slurm_defrag.metrics.report import FragReport
 from slurm_defrag.store import retention, snapshots
 from slurm_defrag.store.database import Store
@@ -50,6 +50,11 @@ class Repository:
         """The last snapshot saved (of ``cluster``; taken at or before ``at`` if given)."""
         with self.store.engine.connect() as conn:
             return snapshots.latest_id(conn, cluster, at)
+
+    def recent_jobs(self, cluster: str, limit: int) -> list[Job]:
+        """The last ``limit`` jobs seen in ``cluster``, oldest first, as first seen."""
+        with self.store.engine.connect() as conn:
+            return snapshots.recent_jobs(conn, cluster, limit)
 
     def latest(self, cluster: str | None = None) -> ClusterSnapshot | None:
         """The last snapshot saved (of ``cluster``), None if there is none."""

@@ -458,6 +458,26 @@ def load(conn: Connection, sid: int) -> ClusterSnapshot:
     return ClusterSnapshot.model_validate(data)
 
 
+def recent_jobs(conn: Connection, cluster: str, limit: int) -> list[Job]:
+    """The last ``limit`` jobs first seen in ``cluster``'s snapshots, oldest first, each as
+    it was when first seen (what it asked for, before it ran)."""
+    refs = (
+        select(JobRef.id)
+        .where(JobRef.cluster == cluster)
+        .order_by(JobRef.id.desc())
+        .limit(limit)
+        .subquery()
+    )
+    first: dict[int, str] = {}
+    for ref, body in conn.execute(
+        select(JobState.job_ref, JobState.body)
+        .where(JobState.job_ref.in_(select(refs.c.id)))
+        .order_by(JobState.job_ref, JobState.from_snapshot)
+    ):
+        first.setdefault(ref, body)
+    return [Job.model_validate_json(first[ref]) for ref in sorted(first)]
+
+
 def latest_id(
     conn: Connection, cluster: str | None = None, at: datetime | None = None
 ) -> int | None:
