@@ -16,7 +16,9 @@ Policy names select a configuration (:func:`parse_mode`): ``slurm`` is Slurm alo
 ``slurm+<lever>/<N>`` applies it every N arrivals (Protocol A, which has no clock;
 ``slurm+<lever>@<M>/<N>``: each class's feature on at least M nodes,
 ``LeverSettings.min_members``; ``@<M>:c``: CPU-aware classes, :data:`CPU_BUCKETS`;
-default :data:`DEFAULT_EVERY`). In Protocol B the cycle is ``EngineConfig.lever_interval``
+default :data:`DEFAULT_EVERY`; ``slurm+<lever>~seen/<N>``: an ``fgd-*`` lever weighs by
+the mix of the jobs seen so far, as the service estimates it, ``~warm``: that estimate
+full from the start). In Protocol B the cycle is ``EngineConfig.lever_interval``
 seconds, the service's 60 s.
 """
 
