@@ -45,7 +45,6 @@ local JOB_SHARED_NONE = slurm.JOB_SHARED_NONE or 0 -- --exclusive
 local SANE_COUNT = 65535
 
 local TABLE_NAME = "defrag_nodes.lua"
-local ROUTE_NAME = "defrag_route.lua" -- the route file's default name, beside the table
 -- Seconds between two looks at the route file's first line (its stamp).
 local ROUTE_CHECK_S = 1
 
@@ -333,13 +332,23 @@ local function route_rise(n, req, r)
 end
 D.route_rise = route_rise
 
--- Index in r.nodes of the node for req, or nil when it fits none.
-function D.route_pick(req, r)
+-- Whether node n is in one of the job's partitions (a node whose partitions the table
+-- does not list, or a job with none, is not filtered).
+local function in_partitions(n, parts)
+  if n.part_set == nil or parts == nil or #parts == 0 then return true end
+  for _, p in ipairs(parts) do
+    if n.part_set[p] then return true end
+  end
+  return false
+end
+
+-- Index in r.nodes of the node for req, or nil when it fits none of the job's partitions.
+function D.route_pick(req, r, parts)
   req.key = int(req.gpus) .. ":" .. int(req.milli) .. ":" .. int(req.cpus) .. ":"
     .. (req.model or "")
   local best, b1, b2, b3
   for i, n in ipairs(r.nodes) do
-    local v = route_rise(n, req, r)
+    local v = in_partitions(n, parts) and route_rise(n, req, r) or nil
     if v ~= nil then
       local k1, k2, k3
       if r.score then -- FGD's own rule: its integer score, ties in the table's rank order
@@ -415,9 +424,20 @@ local function prepare_route(r)
       for g = 1, #n.free do
         if not is_number(n.free[g]) then bad = true end
       end
+      if n.partitions ~= nil then
+        if type(n.partitions) ~= "table" then
+          bad = true
+        else
+          n.part_set = {}
+          for _, p in ipairs(n.partitions) do
+            if type(p) ~= "string" then bad = true else n.part_set[p] = true end
+          end
+        end
+      end
     end
     if bad then
-      return nil, "route: node " .. i .. ": feature/free/cpus/model/mem/rank missing or wrong"
+      return nil, "route: node " .. i
+        .. ": feature/free/cpus/model/mem/rank/partitions missing or wrong"
     end
     n.idle = n.idle == true
     route_refresh(n)
@@ -514,28 +534,68 @@ changed, so a new cycle's table replaces the copy the script kept (and the jobs 
 off it). A route whose `generated_at + valid_s` has passed is not used: the service
 stopped writing (stopped, crashed, lost its lease), and a stale copy would steer jobs by
 a cluster long gone. A missing file means no routing. The path: `route_file` in
-defrag_nodes.lua (`plugins render --route-file`), else defrag_route.lua beside the table.
+defrag_nodes.lua (`plugins render --route-file`); a table without it never routes. The
+file is run as data (no globals, no bytecode, bounded), never with slurmctld's rights.
 ]]
-local route_file = { checked = nil, stamp = nil, route = nil, stale_logged = false }
+local route_file = { checked = nil, stamp = nil, route = nil, stale_logged = false,
+  open_logged = false }
 D.route_file_state = route_file
 
+-- The file's first line; nil when there is no file. A file that exists but cannot be
+-- read (SlurmUser lacks the right) is said once in the log, then counts as no file.
 local function first_line(path)
-  local fh = io.open(path, "r")
-  if not fh then return nil end
+  local fh, msg, code = io.open(path, "r")
+  if not fh then
+    if code ~= 2 and not route_file.open_logged then -- 2: ENOENT, no file, no routing
+      route_file.open_logged = true
+      log_error("route file unreadable, no per-job routing: " .. tostring(msg))
+    end
+    return nil
+  end
+  route_file.open_logged = false
   local line = fh:read("*l")
   fh:close()
   return line
 end
 
+-- The route file's path: only a table naming one routes (`plugins render --route-file`
+-- writes it only where slurm.conf keeps --prefer soft, ignore_prefer_validation).
 function D.route_file_path(tbl)
   if tbl and type(tbl.route_file) == "string" then return tbl.route_file end
-  return (string.match(D.table_path, "^(.*)/[^/]*$") or ".") .. "/" .. ROUTE_NAME
+  return nil
+end
+
+-- Run the file's text as data, not as code with slurmctld's rights: no globals (no io,
+-- os, require), no bytecode, and a bounded number of instructions. A service account
+-- that writes the file can then steer hints, never run anything in slurmctld.
+local MAX_ROUTE_INSTRUCTIONS = 10000000 -- a 4,000-node file takes ~1 % of it
+local function load_data(path)
+  local fh, msg = io.open(path, "r")
+  if not fh then return false, tostring(msg) end
+  local text = fh:read("*a")
+  fh:close()
+  if type(text) ~= "string" or string.byte(text, 1) == 27 then
+    return false, "not a text file"
+  end
+  local chunk, err
+  if setfenv then -- Lua 5.1
+    chunk, err = loadstring(text, "=route file")
+    if chunk then setfenv(chunk, {}) end
+  else
+    chunk, err = load(text, "=route file", "t", {})
+  end
+  if not chunk then return false, tostring(err) end
+  local hook, mask, count = debug.gethook()
+  debug.sethook(function() error("route file runs too long", 2) end, "", MAX_ROUTE_INSTRUCTIONS)
+  local ok, r = pcall(chunk)
+  debug.sethook(hook, mask, count)
+  return ok, r
 end
 
 -- The route file checked and prepared; nil and a message when it is unusable.
 function D.load_route(path)
-  local ok, r = pcall(dofile, path)
-  if not ok then return nil, tostring(r) end
+  local ok, r = load_data(path)
+  if not ok then return nil, path .. ": " .. tostring(r) end
   if type(r) ~= "table" then return nil, path .. ": does not return a table" end
   if not is_number(r.generated_at) or not is_number(r.valid_s) then
     return nil, path .. ": generated_at/valid_s missing"
@@ -551,10 +611,11 @@ end
 function D.current_route(tbl, now)
   if tbl == nil then return nil end
   if tbl.route ~= nil then return tbl.route end
+  local path = D.route_file_path(tbl)
+  if path == nil then return nil end
   local rf = route_file
   if rf.checked == nil or now - rf.checked >= ROUTE_CHECK_S or now < rf.checked then
     rf.checked = now
-    local path = D.route_file_path(tbl)
     local stamp = first_line(path)
     if stamp ~= rf.stamp then
       rf.stamp, rf.route, rf.stale_logged = stamp, nil, false
@@ -570,11 +631,12 @@ function D.current_route(tbl, now)
     end
   end
   local r = rf.route
-  if r and now > r.generated_at + r.valid_s then
+  -- too old (the service stopped), or dated ahead of this clock by more than its life
+  if r and (now > r.generated_at + r.valid_s or r.generated_at > now + r.valid_s) then
     if not rf.stale_logged then
       rf.stale_logged = true
-      log_info("route file older than " .. tostring(r.valid_s) .. " s: no per-job routing"
-        .. " until the service writes a new one")
+      log_info("route file not within " .. tostring(r.valid_s) .. " s of now: no per-job"
+        .. " routing until the service writes a new one")
     end
     return nil
   end
@@ -777,6 +839,21 @@ Decide what to do with a job. `f(name)` reads a field. Returns a plan:
   { admin_comment = new text or nil (leave as is), prefer = feature or nil, log = text }
 Nothing is written here, so an error half-way leaves the job untouched.
 ]]
+-- A job that says itself where it runs (--prefer, --constraint, -w, -x, --reservation)
+-- gets no hint. Slurm schedules a job with --prefer by trying its preferred features in
+-- place of its --constraint first (a hint could override a user's constraint), and on a
+-- node the job excludes or outside its reservation the named node is no use (and the
+-- route's copy would count the job where it will not run).
+local PLACEMENT_FIELDS = { "prefer", "features", "req_nodes", "exc_nodes", "reservation" }
+local function own_placement(f)
+  for _, name in ipairs(PLACEMENT_FIELDS) do
+    local v = f(name)
+    if v ~= nil and v ~= "" then return true end
+  end
+  return false
+end
+D.own_placement = own_placement
+
 function D.plan(f, opts)
   opts = opts or {}
   local tbl = D.nodes
@@ -834,7 +911,7 @@ function D.plan(f, opts)
     local pack = tbl and tbl.pack
     if pack and opts.submit and req.nodes == 1
       and f("shared") ~= JOB_SHARED_NONE
-      and (f("prefer") == nil or f("prefer") == "") then
+      and not own_placement(f) then
       if pack.fit_prefix and pack.fit_set and pack.fit_set[req.gpn] then
         plan.prefer = pack.fit_prefix .. int(req.gpn)
       elseif pack.feature and req.gpn <= (pack.max_gpus or 0) then
@@ -852,7 +929,7 @@ function D.plan(f, opts)
   if shards and pack and pack.shard_feature and opts.submit
     and (given(f("min_nodes")) or 1) == 1
     and f("shared") ~= JOB_SHARED_NONE
-    and (f("prefer") == nil or f("prefer") == "") then
+    and not own_placement(f) then
     if type(pack.shard_sizes) == "table" then
       local s = shards
       for _, size in ipairs(pack.shard_sizes) do
@@ -885,14 +962,14 @@ function D.plan(f, opts)
     and (req == nil or req.gpn == 0) and not shards
     and (given(f("min_nodes")) or 1) == 1
     and f("shared") ~= JOB_SHARED_NONE
-    and (f("prefer") == nil or f("prefer") == "") then
+    and not own_placement(f) then
     plan.prefer = pack.cpu_feature
   end
   -- Per-job routing: one node for a one-node job (GPUs, shards or CPUs only).
   local route = opts.submit and D.current_route(tbl, os.time())
   if route and opts.submit and err == nil and f("shared") ~= JOB_SHARED_NONE
     and (given(f("min_nodes")) or 1) == 1
-    and (f("prefer") == nil or f("prefer") == "")
+    and not own_placement(f)
     and (req == nil or (req.nodes == 1 and req.model ~= false))
     and shards ~= true then -- a shard count it cannot read: no hint
     local cpus = given(f("min_cpus"))
@@ -904,7 +981,7 @@ function D.plan(f, opts)
     elseif shards and type(shards) == "number" then
       rq.gpus, rq.milli = 1, math.ceil(shards * 1000 / route.shards_per_gpu)
     end
-    local i = D.route_pick(rq, route)
+    local i = D.route_pick(rq, route, job_partitions(f("partition"), tbl))
     if i then
       plan.prefer = route.nodes[i].feature
       plan.route = { i = i, req = rq, table = route }

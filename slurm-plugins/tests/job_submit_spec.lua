@@ -755,7 +755,7 @@ describe("the route file (the service's fgd-route levers)", function()
     assert.is_nil(prefer(1182))
     local stale = 0
     for _, line in ipairs(s.logs.info) do
-      if string.find(line, "older than 180 s", 1, true) then stale = stale + 1 end
+      if string.find(line, "not within 180 s", 1, true) then stale = stale + 1 end
     end
     assert.are.equal(1, stale) -- said once
     os.remove(route_path)
@@ -773,13 +773,67 @@ describe("the route file (the service's fgd-route levers)", function()
       .. " step = 40, shards_per_gpu = 1000, mix = {}, nodes = {} }\n")
     assert.is_nil(prefer(1002))
     assert.is_not_nil(string.find(s.logs.error[2], "route:", 1, true))
-    write(route_path, "-- slurm-defrag route z\nerror('boom')\n")
+    write(route_path, "-- slurm-defrag route z\nreturn { x = os.execute('true') }\n")
     assert.is_nil(prefer(1004))
-    assert.is_not_nil(string.find(s.logs.error[3], "boom", 1, true))
+    assert.is_not_nil(string.find(s.logs.error[3], "os", 1, true)) -- no globals: data only
     write(route_path, route(1006, 180, true))
     assert.are.equal("defrag_at_b", prefer(1006))
     assert.are.equal(3, #s.logs.error)
   end)
+
+  it("runs the file as data: no bytecode, no endless loop", function()
+    write(route_path, string.dump(function() return {} end))
+    assert.is_nil(prefer(1000))
+    assert.is_not_nil(string.find(s.logs.error[1], "not a text file", 1, true))
+    write(route_path, "-- slurm-defrag route loop\nwhile true do end\n")
+    assert.is_nil(prefer(1002))
+    assert.is_not_nil(string.find(s.logs.error[2], "runs too long", 1, true))
+    write(route_path, route(1004, 180, true))
+    assert.are.equal("defrag_at_b", prefer(1004)) -- the hook is gone: it works again
+  end)
+
+  it("does not use a route dated ahead of its clock by more than its life", function()
+    write(route_path, route(2000, 180, true))
+    assert.is_nil(prefer(1000))
+    assert.are.equal("defrag_at_b", prefer(1900))
+  end)
+
+  it("says once that the file cannot be read, and routes nothing", function()
+    write(route_path, route(1000, 180, true))
+    local real = io.open
+    io.open = function(path, mode)
+      if path == route_path then return nil, path .. ": Permission denied", 13 end
+      return real(path, mode)
+    end
+    local a, b = prefer(1000), prefer(1001)
+    io.open = real
+    assert.is_nil(a)
+    assert.is_nil(b)
+    assert.are.equal(1, #s.logs.error)
+    assert.is_not_nil(string.find(s.logs.error[1], "Permission denied", 1, true))
+  end)
+
+  it("gives no hint to a job that says itself where it runs, nor outside its partition",
+    function()
+      write(route_path, route(1000, 180, true))
+      for _, own in ipairs({ { features = "ib" }, { req_nodes = "a" }, { exc_nodes = "b" },
+                             { reservation = "maint" }, { prefer = "fast" } }) do
+        own.tres_per_node, own.min_cpus = "gres:gpu:1", 1
+        assert.are.equal(own.prefer, prefer(1000, own))
+      end
+      assert.are.equal("defrag_at_b", prefer(1000)) -- the same job without them
+      -- b only in partition q: a job of p goes to a, a job of q or of p,q to b
+      local text = route(1001, 180, true):gsub("rank = 1 }", "rank = 1, partitions = { 'p' } }")
+        :gsub("rank = 2 }", "rank = 2, partitions = { 'q' } }")
+      write(route_path, text)
+      local function in_part(part)
+        return prefer(1001, { tres_per_node = "gres:gpu:1", min_cpus = 1, partition = part })
+      end
+      assert.are.equal("defrag_at_a", in_part("p"))
+      assert.are.equal("defrag_at_b", in_part("q"))
+      assert.are.equal("defrag_at_b", in_part("p,q"))
+      assert.are.same({}, s.logs.error)
+    end)
 
   it("prefers the table's own route entry (the simulator's way)", function()
     local path = H.tmpfile([[return { version = 1, default_partition = "p",

@@ -439,3 +439,6 @@ def test_the_route_file_is_named_in_the_table_and_read_by_the_doctor(tmp_path: P
     assert "route_file" not in compose_table(tmp_path)[0]
     with pytest.raises(InputError, match=r"--route-file: 'route\.lua' must be an absolute path"):
         compose_table(tmp_path, route_file=Path("route.lua"))
+    conf = parse_slurm_conf(compose_conf(tmp_path, extra_sched=""))
+    with pytest.raises(InputError, match=r"--route-file: slurm\.conf has no SchedulerParameters"):
+        build_table(conf, {}, RenderOptions(route_file=path))

@@ -186,3 +186,22 @@ def test_a_restarted_service_weighs_by_the_jobs_its_database_saw(
     text = path.read_text(encoding="utf-8")
     assert "gpus = 6" in text  # the 6-GPU jobs of the stored snapshots
     assert len(cycle.mix) == 2
+
+
+def test_the_kill_switch_and_mode_off_stop_the_routing_at_once(
+    make_cycle: CycleFactory, fake: FakeSlurm, tmp_path: Path
+) -> None:
+    path = tmp_path / "defrag_route.lua"
+    cycle = make_cycle(packing_bump=0, packing_lever=LEVER, route_file=RouteFile(path, 180))
+    cycle.run()
+    assert path.exists()
+    (tmp_path / "STOP").touch()
+    assert cycle.run().outcome == "off"
+    assert not path.exists()
+    # the features stay: a job routed just before still names one that exists
+    assert "defrag_at_g1" in fake.nodes["g1"]["features"]
+
+
+def test_the_route_file_must_be_absolute() -> None:
+    with pytest.raises(ValueError, match="must be an absolute path"):
+        ServiceSettings(packing=True, packing_lever=LEVER, route_file=Path("route.lua"))

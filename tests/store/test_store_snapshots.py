@@ -255,3 +255,16 @@ def test_recent_jobs_are_the_last_first_seen_each_as_first_seen(
     assert repo.recent_jobs(cluster, len(expected) + 10) == expected
     assert repo.recent_jobs(cluster, 5) == expected[-5:]
     assert repo.recent_jobs("no-such-cluster", 5) == []
+
+
+def test_recent_jobs_skip_a_body_no_longer_readable(store: Store, churn_module: ModuleType) -> None:
+    from sqlalchemy import update
+
+    sim = churn_module.Churn(20, seed=2, ends_per_min=1, arrivals_per_min=1)
+    repo = Repository(store)
+    snap = sim.step()
+    _save(repo, snap)
+    with store.engine.begin() as conn:
+        first = conn.execute(select(func.min(JobState.id))).scalar_one()
+        conn.execute(update(JobState).where(JobState.id == first).values(body='{"id": ""}'))
+    assert len(repo.recent_jobs(snap.cluster, 100)) == len(snap.jobs) - 1

@@ -532,11 +532,14 @@ def test_route_check_green_and_red(tmp_path: Path) -> None:
     r = dc.check_route(_routing(tmp_path, str(route), "bf_continue"))
     assert r.status == "fail"
     assert "ignore_prefer_validation" in r.summary
-    # the table names another file (or none: defrag_route.lua beside it)
+    # the table names no file, or another one
     r = dc.check_route(_routing(tmp_path, None, "ignore_prefer_validation"))
     assert r.status == "fail"
-    assert "reads the route from /etc/slurm/defrag_route.lua" in r.summary
+    assert "names no route_file" in r.summary
     assert f"--route-file {route}" in r.fix
+    r = dc.check_route(_routing(tmp_path, "/elsewhere/r.lua", "ignore_prefer_validation"))
+    assert r.status == "fail"
+    assert "reads the route from /elsewhere/r.lua" in r.summary
     # the directory is missing
     r = dc.check_route(_routing(tmp_path, str(route), "bf_continue,ignore_prefer_validation"))
     assert r.status == "fail"

@@ -121,3 +121,17 @@ def test_the_mix_counts_every_job_once_by_its_first_shape(seen: list[tuple[str, 
     assert sum(t.weight for t in mix.types) == len(kept)
     for t in mix.types:
         assert t.weight == sum(1 for _, shape in kept if shape == (t.gpus, t.cpus))
+
+
+def test_a_job_pushed_out_is_not_counted_again_while_it_stays() -> None:
+    nodes = tuple(Node(name=n, gpu_count=8, gpu_model="a100") for n in ("g1", "g2"))
+    old = _running("old", {"g1": 8})
+    est = MixEstimate(keep=2)
+    est.observe_snapshot(ClusterSnapshot(taken_at=EPOCH, nodes=nodes, jobs=(old,)))
+    new = (_running("n1", {"g2": 1}), _pending("n2", GpuRequest(gpus_per_node=1)))
+    est.observe_snapshot(ClusterSnapshot(taken_at=EPOCH, nodes=nodes, jobs=(old, *new)))
+    # "old" was pushed out by two newer jobs; still running, it does not come back
+    est.observe_snapshot(ClusterSnapshot(taken_at=EPOCH, nodes=nodes, jobs=(old, *new)))
+    mix = est.mix()
+    assert mix is not None
+    assert [(t.gpus, t.weight) for t in mix.types] == [(1, 2.0)]

@@ -185,6 +185,12 @@ class Packer:
             log.info("packing: %d node weight(s) changed", changes)
         return changes
 
+    def stop_routing(self) -> bool:
+        """Remove the route file, if any (the kill switch, ``mode = off``): a local file,
+        no Slurm call, so it is safe whatever stopped the service's actions. The
+        features stay: a job the script routed just before still names an existing one."""
+        return self.route is not None and self.route.clear()
+
     def restore(self) -> int:
         """Put every weight we changed back and close the record; returns nodes restored.
 

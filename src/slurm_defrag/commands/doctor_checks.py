@@ -401,12 +401,15 @@ def check_route(env: Env) -> Result:
     except SlurmError as exc:
         return Result("route", "fail", f"{table} cannot be read: {_one_line(exc, 120)}", render)
     m = _ROUTE_FILE.search(tab)
-    named = Path(m[1]) if m else Path(table).parent / "defrag_route.lua"
-    if named != route:
+    if m is None:
+        return Result(
+            "route", "fail", f"{table} names no route_file: job_submit.lua routes nothing", render
+        )
+    if Path(m[1]) != route:
         return Result(
             "route",
             "fail",
-            f"job_submit.lua reads the route from {named}, the service writes {route}",
+            f"job_submit.lua reads the route from {m[1]}, the service writes {route}",
             render,
         )
     if not route.parent.is_dir() or not os.access(route.parent, os.W_OK | os.X_OK):

@@ -175,6 +175,12 @@ def build_table(
                 f"--route-file: {str(options.route_file)!r} must be an absolute path"
                 " (slurmctld reads it from its own working directory)"
             )
+        if IGNORE_PREFER_VALIDATION not in conf.scheduler_parameters:
+            raise InputError(
+                f"--route-file: slurm.conf has no SchedulerParameters={IGNORE_PREFER_VALIDATION}"
+                "; without it Slurm refuses a job whose --prefer names a node feature that is"
+                " gone (the service stopping removes them): add it first"
+            )
         table["route_file"] = str(options.route_file)
     if options.pack_feature is not None:
         if not _FEATURE_RE.match(options.pack_feature):

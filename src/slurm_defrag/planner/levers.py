@@ -487,7 +487,8 @@ def route_table(
     the job off its copy. Only ``routed`` nodes (:func:`_routed`) that are available (in
     ``free``) are listed. ``free`` holds each GPU's free milli-GPUs, ``cpus`` the free
     CPUs (2^20 when not tracked, as the FGD measure's vector), ``mem`` the free memory in
-    MB (-1: not tracked). ``score`` (``fgd-route-score``): the script uses FGD's own rule
+    MB (-1: not tracked), ``partitions`` the node's (the script names only a node of the
+    job's partitions). ``score`` (``fgd-route-score``): the script uses FGD's own rule
     instead, its integer score and ties by ``rank``, a fixed order from a hash of the
     node's name (FGD's artifact breaks ties by a random node order). ``weights``: the
     Weights this cycle sets (the order Slurm will use), else the snapshot's.
@@ -518,6 +519,7 @@ def route_table(
                 "mem": mem if mem is not None else -1,
                 "idle": f.idle,
                 "rank": i if rank_by_order else zlib.crc32(n.name.encode()),
+                "partitions": sorted(n.partitions),
             }
         )
     types = []

@@ -62,6 +62,9 @@ class MixEstimate:
         self.max_types = max_types
         self.coverage = coverage
         self._seen: OrderedDict[str, TaskClass] = OrderedDict()
+        self._shown: set[str] = set()
+        """The previous snapshot's job ids: a job it showed and ``keep`` newer ones
+        pushed out is not counted again while it stays (long-pending, long-running)."""
 
     def __len__(self) -> int:
         return len(self._seen)
@@ -76,7 +79,8 @@ class MixEstimate:
                 self._seen.popitem(last=False)
 
     def observe_snapshot(self, snapshot: ClusterSnapshot) -> None:
-        self.observe((j.id, job_class(j)) for j in snapshot.jobs)
+        self.observe((j.id, job_class(j)) for j in snapshot.jobs if j.id not in self._shown)
+        self._shown = {j.id for j in snapshot.jobs}
 
     def mix(self) -> Mix | None:
         """The most common types covering ``coverage`` of the jobs (at most ``max_types``),

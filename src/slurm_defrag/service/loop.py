@@ -23,6 +23,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 
 from pydantic import ValidationError
+from sqlalchemy.exc import SQLAlchemyError
 
 from slurm_defrag.actuator.audit import AuditingWriter
 from slurm_defrag.actuator.executor import Channel, Executor, Hook, Safety
@@ -146,6 +147,8 @@ class Cycle:
         """The lever packing runs (:meth:`Packer.apply_levers`; idle-bump: :meth:`Packer.apply`)."""
         self.mix = MixEstimate()
         """``fgd-*`` levers: the workload mix, counted from the jobs of every snapshot."""
+        self._mix_warm = False
+        """The jobs stored before this process started are in :attr:`mix`."""
         self.last: CycleReport | None = None
 
     def _executor(self, channel: Channel, hook: Hook | None) -> Executor:
@@ -186,6 +189,7 @@ class Cycle:
         sid = self.repo.save_snapshot(snapshot, metrics)
         if self.mode == "off" or (why := self.killswitch.engaged()):
             why = "mode=off" if self.mode == "off" else why
+            self.packer.stop_routing()  # job_submit.lua stops naming nodes at once
             log.info("cycle: snapshot #%d stored; %s: no action", sid, why)
             return CycleReport(now, "off", why or "", sid)
         report = CycleReport(now, "idle", snapshot_id=sid)
@@ -257,11 +261,16 @@ class Cycle:
         so far (None before the first job: nothing to weigh fragmentation by)."""
         if not self.lever_name.startswith("fgd-"):
             return LeverSettings(self.lever_name)
-        if not len(self.mix):
+        if not self._mix_warm:
             # a (re)started service: the jobs its database saw, in any mode, before this
             # one (measured: an estimate that starts empty costs Protocol A 0.1 point)
-            recent = self.repo.recent_jobs(snapshot.cluster, self.mix.keep)
-            self.mix.observe((j.id, job_class(j)) for j in recent)
+            self._mix_warm = True
+            try:
+                recent = self.repo.recent_jobs(snapshot.cluster, self.mix.keep)
+            except SQLAlchemyError as exc:
+                log.warning("packing: the jobs stored before could not be read (%s)", exc)
+            else:
+                self.mix.observe((j.id, job_class(j)) for j in recent)
         self.mix.observe_snapshot(snapshot)
         mix = self.mix.mix()
         if mix is None:

@@ -182,6 +182,13 @@ class ServiceSettings(BaseSettings):
     process exit with status 137 right after that step acted on Slurm (before or after
     it is recorded done), as ``kill -9`` would. Default: none."""
 
+    @field_validator("route_file")
+    @classmethod
+    def _route_file_absolute(cls, path: Path | None) -> Path | None:
+        if path is not None and not path.is_absolute():
+            raise ValueError(f"{str(path)!r} must be an absolute path (slurmctld reads it too)")
+        return path
+
     @model_validator(mode="after")
     def _route_needs_its_file(self) -> ServiceSettings:
         if self.packing and self.packing_lever.startswith("fgd-route") and not self.route_file:

@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any
 
+from pydantic import ValidationError
 from sqlalchemy import Connection, Engine, func, insert, or_, select, tuple_, update
 
 from slurm_defrag.domain.cluster import ClusterSnapshot, Job, Node
@@ -468,14 +469,23 @@ def recent_jobs(conn: Connection, cluster: str, limit: int) -> list[Job]:
         .limit(limit)
         .subquery()
     )
-    first: dict[int, str] = {}
-    for ref, body in conn.execute(
-        select(JobState.job_ref, JobState.body)
+    # each job's first version only (ids grow with time): a pending job may have many
+    firsts = (
+        select(func.min(JobState.id))
         .where(JobState.job_ref.in_(select(refs.c.id)))
-        .order_by(JobState.job_ref, JobState.from_snapshot)
+        .group_by(JobState.job_ref)
+    )
+    out: list[Job] = []
+    for _, body in conn.execute(
+        select(JobState.job_ref, JobState.body)
+        .where(JobState.id.in_(firsts))
+        .order_by(JobState.job_ref)
     ):
-        first.setdefault(ref, body)
-    return [Job.model_validate_json(first[ref]) for ref in sorted(first)]
+        try:
+            out.append(Job.model_validate_json(body))
+        except ValidationError:  # stored by an older release, unreadable now: skip it
+            continue
+    return out
 
 
 def latest_id(
