@@ -104,3 +104,33 @@ def test_the_script_names_one_node_per_job_and_remembers_it(routed: Cluster) -> 
     _reload(c)
     prefer, node = _prefer_then_node(c, "--gres=gpu:7", "-c", "1")
     assert (prefer, node) == (f"defrag_at_{TARGET}", TARGET)
+
+
+def test_a_preference_is_tried_in_place_of_the_constraint(installed: Installed) -> None:
+    """Recorded (22.05.8, 24.11): a job with ``--constraint=X --prefer=Y`` runs on a free
+    node with Y and *without* X, so a hint added to a job with its own constraint would
+    override the user's constraint. job_submit.lua therefore gives no hint to a job that
+    names its own placement (--constraint, -w, -x, --reservation, --prefer)."""
+    c = installed.cluster
+    pair = ("node01", "node02")
+    own = {n: features(c, n)[0] for n in pair}
+    try:
+        set_node_features(c, "node02", [*own_features(own["node02"]), "defrag_rec_x"])
+        set_node_features(c, "node01", [*own_features(own["node01"]), "defrag_rec_y"])
+        rc, job, err = c.sbatch(
+            "--constraint=defrag_rec_x", "--prefer=defrag_rec_y", "--gres=gpu:1"
+        )
+        assert rc == 0, err
+        assert node_of(c, job) == "node01", "Slurm kept the constraint: record the new behaviour"
+        c.cleanup_jobs()
+        # the hook: the packing hint for a plain 1-GPU job, none for a constrained one
+        rc, plain, err = c.sbatch("-H", "--gres=gpu:1")
+        assert rc == 0, err
+        assert c.job_field(plain, "Prefer") not in ("", "(null)")
+        rc, constrained, err = c.sbatch("-H", "--constraint=defrag_rec_x", "--gres=gpu:1")
+        assert rc == 0, err
+        assert c.job_field(constrained, "Prefer") in ("", "(null)")
+    finally:
+        c.cleanup_jobs()
+        for n in pair:
+            set_node_features(c, n, own_features(own[n]))
