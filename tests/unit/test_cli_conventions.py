@@ -58,9 +58,14 @@ def test_bash_completion_completes_commands() -> None:
 
 
 def test_show_completion_prints_a_script() -> None:
-    result = CliRunner().invoke(app, ["--show-completion", "bash"])
-    assert result.exit_code == 0
-    assert "_SLURM_DEFRAG_COMPLETE" in result.output.upper()
+    # Typer detects the shell from the parent processes unless told not to (then the
+    # option takes the shell's name): a test run with no shell above it, a detached CI job,
+    # would otherwise get "Shell  not supported".
+    env = {**ENV, "_TYPER_COMPLETE_TEST_DISABLE_SHELL_DETECTION": "1"}
+    out = subprocess.run([sys.executable, "-m", "slurm_defrag", "--show-completion", "bash"],
+                         capture_output=True, text=True, timeout=60, env=env)  # fmt: skip
+    assert out.returncode == 0, out.stderr + out.stdout
+    assert "_SLURM_DEFRAG_COMPLETE" in out.stdout.upper()
 
 
 def test_usage_error_is_exit_2() -> None:
