@@ -31,7 +31,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from live_cluster import ctld, exclusive_cluster, job_states, sbatch
+from live_cluster import ctld, exclusive_cluster, job_states
+from test_levers_live import _running_on, _submit
 from test_service_live import (
     FAST,
     Scenario,
@@ -100,18 +101,6 @@ def scenario(routed: Cluster, tmp_path: Path) -> Iterator[Scenario]:
         yield sc
     finally:
         cleanup_scenario(sc)
-
-
-def _submit(sc: Scenario, role: str, gpus: int, secs: int, *opts: str) -> str:
-    sc.jobs[role] = sbatch(
-        *opts, f"--gres=gpu:a100:{gpus}", "-t", "5", "-J", f"svc-e2e-{role}", wrap=f"sleep {secs}"
-    )
-    return sc.jobs[role]
-
-
-def _running_on(job: str, timeout_s: float = 60) -> str:
-    _wait(f"job {job} running", lambda: job_states([job]).get(job) == "RUNNING", timeout_s)
-    return _show(job)["NodeList"]
 
 
 def test_the_route_lever_keeps_node01_whole_for_the_8_gpu_job(

@@ -13,6 +13,7 @@ from service_helpers import CycleFactory, FakeClock
 from slurm_defrag.actuator import packing
 from slurm_defrag.actuator.route_file import STAMP, RouteFile
 from slurm_defrag.domain.cluster import ClusterSnapshot, GpuRequest, Job, JobState, Node
+from slurm_defrag.service.loop import Cycle
 from slurm_defrag.service.settings import ServiceSettings
 from slurm_defrag.sim.submit_hook import default_script
 from slurm_defrag.slurm.fake import FakeSlurm
@@ -60,6 +61,11 @@ def fake(clock: FakeClock) -> FakeSlurm:
         jobs=(running, waiting),
     )
     return FakeSlurm(snap, clock=clock)
+
+
+def _routed_cycle(make_cycle: CycleFactory, path: Path, **kw: object) -> Cycle:
+    """A service instance with the route lever writing ``path``."""
+    return make_cycle(packing_bump=0, packing_lever=LEVER, route_file=RouteFile(path, 180), **kw)
 
 
 class Script:
@@ -111,7 +117,7 @@ def test_the_cycle_sets_features_writes_the_route_and_the_script_routes_by_it(
     make_cycle: CycleFactory, fake: FakeSlurm, tmp_path: Path
 ) -> None:
     path = tmp_path / "defrag_route.lua"
-    cycle = make_cycle(packing_bump=0, packing_lever=LEVER, route_file=RouteFile(path, 180))
+    cycle = _routed_cycle(make_cycle, path)
     cycle.run()
     for name in ("g1", "g2", "g3"):
         assert fake.nodes[name]["features"] == ["ib", f"defrag_at_{name}"]
@@ -138,7 +144,7 @@ def test_restore_removes_the_route_before_the_features(
     monkeypatch.setattr(
         "slurm_defrag.actuator.packing.time.sleep", lambda s: seen.append(f"sleep {s}")
     )
-    cycle = make_cycle(packing_bump=0, packing_lever=LEVER, route_file=RouteFile(path, 180))
+    cycle = _routed_cycle(make_cycle, path)
     cycle.run()
     real_update = fake.update_node
 
@@ -159,9 +165,7 @@ def test_no_route_before_any_job_is_seen(
 ) -> None:
     empty = FakeSlurm(ClusterSnapshot(taken_at=EPOCH, nodes=(_node("g1"),)), clock=clock)
     path = tmp_path / "defrag_route.lua"
-    cycle = make_cycle(
-        packing_bump=0, packing_lever=LEVER, route_file=RouteFile(path, 180), reader=empty
-    )
+    cycle = _routed_cycle(make_cycle, path, reader=empty)
     cycle.run()
     assert not path.exists()
 
@@ -180,7 +184,7 @@ def test_a_restarted_service_weighs_by_the_jobs_its_database_saw(
     path = tmp_path / "defrag_route.lua"
     make_cycle(mode="dry-run").run()  # a dry-run week: snapshots stored, nothing routed
     fake.jobs.clear()  # the jobs ended; the queue is empty when the service restarts
-    cycle = make_cycle(packing_bump=0, packing_lever=LEVER, route_file=RouteFile(path, 180))
+    cycle = _routed_cycle(make_cycle, path)
     cycle.run()
     assert path.exists()
     text = path.read_text(encoding="utf-8")
@@ -192,7 +196,7 @@ def test_the_kill_switch_and_mode_off_stop_the_routing_at_once(
     make_cycle: CycleFactory, fake: FakeSlurm, tmp_path: Path
 ) -> None:
     path = tmp_path / "defrag_route.lua"
-    cycle = make_cycle(packing_bump=0, packing_lever=LEVER, route_file=RouteFile(path, 180))
+    cycle = _routed_cycle(make_cycle, path)
     cycle.run()
     assert path.exists()
     (tmp_path / "STOP").touch()
