@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from lupa import lua51  # the sim extra, part of the dev install: never skipped
 from service_helpers import CycleFactory, FakeClock
 
 from slurm_defrag.actuator import packing
@@ -18,8 +19,6 @@ from slurm_defrag.service.settings import ServiceSettings
 from slurm_defrag.sim.submit_hook import default_script
 from slurm_defrag.slurm.fake import FakeSlurm
 from slurm_defrag.synth import EPOCH
-
-lupa = pytest.importorskip("lupa")  # the sim extra; a dev install has it
 
 LEVER = "fgd-route-score"
 
@@ -72,7 +71,7 @@ class Script:
     """job_submit.lua as slurmctld runs it, with a table naming the route file."""
 
     def __init__(self, route_file: Path) -> None:
-        self.lua = lupa.lua51.LuaRuntime(unpack_returned_tuples=True)
+        self.lua = lua51.LuaRuntime(unpack_returned_tuples=True)
         self.lua.execute(
             """
             local s = { SUCCESS = 0, NO_VAL = 4294967294, NO_VAL16 = 65534,
