@@ -115,17 +115,22 @@ def test_weight_lever_keeps_node01_whole_and_the_8_gpu_job_starts_without_requeu
     t = _submit(sc, "T", 8, 20)
     assert _running_on(t, 30) == "node01", service.logs()
 
-    roles = ("R", "S", "T")
-    _wait("R, S and T ended", lambda: not job_states([sc.jobs[r] for r in roles]), 120, 2)
-    for role in roles:
-        shown = _show(sc.jobs[role])
-        if shown.get("JobState"):  # still known to slurmctld (MinJobAge)
-            assert shown["JobState"] == "COMPLETED", shown["_text"]
-            assert shown.get("Restarts") == "0", shown["_text"]
+    all_completed_without_restart(sc, ("R", "S", "T"))
     code = service.stop()
     log = service.logs()
     assert code == 0, log
     assert _weights() == original, log
+
+
+def all_completed_without_restart(sc: Scenario, roles: tuple[str, ...]) -> None:
+    """Wait for these jobs to end; each still known to slurmctld (MinJobAge) COMPLETED,
+    never requeued."""
+    _wait("the jobs ended", lambda: not job_states([sc.jobs[r] for r in roles]), 120, 2)
+    for role in roles:
+        shown = _show(sc.jobs[role])
+        if shown.get("JobState"):
+            assert shown["JobState"] == "COMPLETED", shown["_text"]
+            assert shown.get("Restarts") == "0", shown["_text"]
 
 
 def _raised(original: dict[str, int]) -> set[str]:

@@ -32,7 +32,7 @@ from typing import Any
 
 import pytest
 from live_cluster import ctld, exclusive_cluster, job_states
-from test_levers_live import _running_on, _submit
+from test_levers_live import _running_on, _submit, all_completed_without_restart
 from test_service_live import (
     FAST,
     Scenario,
@@ -132,13 +132,7 @@ def test_the_route_lever_keeps_node01_whole_for_the_8_gpu_job(
     t = _submit(sc, "T", 8, 20)
     assert _running_on(t, 30) == "node01", service.logs()
 
-    roles = ("W", "R", "S", "T")
-    _wait("the jobs ended", lambda: not job_states([sc.jobs[r] for r in roles]), 120, 2)
-    for role in roles:
-        shown = _show(sc.jobs[role])
-        if shown.get("JobState"):  # still known to slurmctld (MinJobAge)
-            assert shown["JobState"] == "COMPLETED", shown["_text"]
-            assert shown.get("Restarts") == "0", shown["_text"]
+    all_completed_without_restart(sc, ("W", "R", "S", "T"))
     code = service.stop()
     log = service.logs()
     assert code == 0, log
