@@ -342,13 +342,16 @@ local function in_partitions(n, parts)
   return false
 end
 
--- Index in r.nodes of the node for req, or nil when it fits none of the job's partitions.
+-- Index in r.nodes of the node for req, or nil when it fits none of the job's partitions
+-- (a share of a GPU, req.milli < 1000, only on nodes with shards: those without are
+-- marked no_shards when any node of the cluster has them).
 function D.route_pick(req, r, parts)
   req.key = int(req.gpus) .. ":" .. int(req.milli) .. ":" .. int(req.cpus) .. ":"
     .. (req.model or "")
   local best, b1, b2, b3
   for i, n in ipairs(r.nodes) do
-    local v = in_partitions(n, parts) and route_rise(n, req, r) or nil
+    local v = in_partitions(n, parts) and not (n.no_shards and req.milli < 1000)
+      and route_rise(n, req, r) or nil
     if v ~= nil then
       local k1, k2, k3
       if r.score then -- FGD's own rule: its integer score, ties in the table's rank order
@@ -440,6 +443,7 @@ local function prepare_route(r)
         .. ": feature/free/cpus/model/mem/rank/partitions missing or wrong"
     end
     n.idle = n.idle == true
+    n.no_shards = n.no_shards == true -- no shard GRES: no shard job can run there
     route_refresh(n)
   end
   r.frag_cache, r.rise_cache, r.cached = {}, {}, 0

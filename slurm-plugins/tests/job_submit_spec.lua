@@ -607,6 +607,16 @@ describe("per-job routing (route entry, fgd-route)", function()
     assert.is_not_nil(string.find(jd.prefer, "^defrag_at_"))
   end)
 
+  it("sends a share of a GPU only to a node with shards", function()
+    local path = H.tmpfile((string.gsub(TABLE, 'idle = false }', 'idle = false, no_shards = true }')))
+    H.load(path)
+    os.remove(path)
+    local _, jd = H.submit({ tres_per_node = "gres/shard:500", min_cpus = 1 })
+    assert.are.equal("defrag_at_a", jd.prefer) -- b has no shard GRES: a, the next best
+    _, jd = H.submit({ tres_per_node = "gres:gpu:1", min_cpus = 2 })
+    assert.are.equal("defrag_at_b", jd.prefer) -- whole GPUs still go there
+  end)
+
   it("leaves alone what it cannot place on one node or the user placed", function()
     local _, jd = H.submit({ tres_per_node = "gres:gpu:8" })
     assert.is_nil(jd.prefer) -- fits no node

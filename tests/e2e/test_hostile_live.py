@@ -34,6 +34,7 @@ import uuid
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
+from pathlib import Path
 
 import pytest
 from live_cluster import (
@@ -272,6 +273,19 @@ def record(scene: Scene, runners: dict[str, Recorder], taken_at: datetime) -> No
     """``hostile-<release>/{json,text}/<command>.{json,txt,ERROR.txt}`` + ``scene.json``."""
     major, minor = version()
     base = ROOT / "tests" / "fixtures" / f"hostile-{major}.{minor:02d}"
+    write_outputs(base, runners)
+    meta = {
+        "taken_at": taken_at.astimezone(UTC).isoformat(),
+        "jobs": scene.jobs,
+        "submitted": scene.submitted,
+        "workdir": scene.workdir,
+    }
+    (base / "scene.json").write_text(json.dumps(meta, indent=1) + "\n", encoding="utf-8")
+
+
+def write_outputs(base: Path, runners: dict[str, Recorder]) -> None:
+    """Every command's output as ``base/<how>/<command, spaces as _>.{json,txt,ERROR.txt}``
+    (what ``tests/adapters/test_text_forgery.py``'s Replay answers from), plus gres.conf."""
     for how, runner in runners.items():
         out = base / how
         out.mkdir(parents=True, exist_ok=True)
@@ -285,15 +299,8 @@ def record(scene: Scene, runners: dict[str, Recorder], taken_at: datetime) -> No
             else:
                 text = done.stdout
             (out / (stem + suffix)).write_text(text, encoding="utf-8")
-    meta = {
-        "taken_at": taken_at.astimezone(UTC).isoformat(),
-        "jobs": scene.jobs,
-        "submitted": scene.submitted,
-        "workdir": scene.workdir,
-    }
     (base / "config").mkdir(exist_ok=True)
     (base / "config" / "gres.conf").write_text(GRES_CONF.read_text(encoding="utf-8"))
-    (base / "scene.json").write_text(json.dumps(meta, indent=1) + "\n", encoding="utf-8")
 
 
 # -- checks ----------------------------------------------------------------------------

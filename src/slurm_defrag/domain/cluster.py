@@ -92,7 +92,7 @@ def _omit_defaults(
     """
     data: dict[str, Any] = handler(model)
     for key, default in optional.items():
-        if key in data and data[key] == default:
+        if key in data and getattr(model, key) == default:  # () dumps as [] in JSON mode
             del data[key]
     return data
 
@@ -103,8 +103,15 @@ _NODE_HOST_DEFAULTS: Final = {
     "cpus_alloc": 0,
     "memory_mb": None,
     "memory_alloc_mb": 0,
+    "shards": 0,
 }
-_JOB_OPTIONAL_DEFAULTS: Final = {"cpus_per_node": 0, "memory_mb_per_node": 0, "planned_start": None}
+_JOB_OPTIONAL_DEFAULTS: Final = {
+    "cpus_per_node": 0,
+    "memory_mb_per_node": 0,
+    "planned_start": None,
+    "shards": 0,
+    "shard_use": (),
+}
 
 TopologySource = Literal["gres.conf", "map", "collector", "template"]
 """Where a live snapshot's node topology came from (see docs/service.md, precedence)."""
@@ -210,6 +217,9 @@ class Node(_Frozen):
         default=(),
         description="milli-GPUs in use per GPU index (Slurm shard GRES: shards used / shards "
         "per GPU x 1000); empty = not tracked (a GPU is then wholly free or wholly busy)",
+    )
+    shards: Annotated[int, Field(ge=0)] = Field(
+        default=0, description="shard GRES configured on the node (Gres=shard:N); 0 = none"
     )
 
     @model_serializer(mode="wrap")
@@ -357,6 +367,10 @@ class GpuRequest(_Frozen):
         return None
 
 
+ShardHold = tuple[str, Annotated[int, Field(ge=0, lt=16)], Annotated[int, Field(ge=1)]]
+"""(node, GPU index, shards): where a running job's shards are."""
+
+
 class Job(_Frozen):
     id: Annotated[str, Field(min_length=1, description="'123', array '123_4', het '123+1'")]
     name: str = ""
@@ -390,6 +404,12 @@ class Job(_Frozen):
     )
     memory_mb_per_node: Annotated[int, Field(ge=0)] = Field(
         default=0, description="memory held or needed on each node, MB; 0 = unknown"
+    )
+    shards: Annotated[int, Field(ge=0)] = Field(
+        default=0, description="shards (gres/shard: shares of one GPU) asked on each node"
+    )
+    shard_use: tuple[ShardHold, ...] = Field(
+        default=(), description="(node, GPU index, shards) a running shard job holds"
     )
 
     @model_serializer(mode="wrap")
@@ -554,6 +574,17 @@ class ClusterSnapshot(_Frozen):
                 key = "snapshot"
             out.setdefault(key, []).append(n.name)
         return {k: tuple(v) for k, v in sorted(out.items())}
+
+    @cached_property
+    def shards_per_gpu(self) -> int | None:
+        """Shards per GPU on the nodes that share GPUs (``Gres=shard:N`` over the GPUs),
+        the most common value when nodes differ; None when no node has shards."""
+        counts: dict[int, int] = {}
+        for n in self.nodes:
+            if n.shards and n.gpu_count:
+                per_gpu = n.shards // n.gpu_count
+                counts[per_gpu] = counts.get(per_gpu, 0) + 1
+        return max(counts, key=lambda k: (counts[k], k)) if counts else None
 
     @cached_property
     def gpu_owners(self) -> dict[str, tuple[str | None, ...]]:

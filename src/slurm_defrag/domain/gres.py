@@ -19,7 +19,7 @@ Only ASCII digits are digits (``"²".isdigit()`` is True, yet ``int("²")`` fail
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from slurm_defrag.domain.topology import MAX_GPUS_PER_NODE
 
@@ -80,6 +80,8 @@ class GresEntry:
     count: int
     indices: frozenset[int] | None = None
     no_consume: bool = False
+    detail: str | None = field(default=None, compare=False)
+    """The raw ``(...)`` part (``IDX:0-1``, ``S:0-1``, 24.11's shard ``3/4,0/4``)."""
 
 
 # name, optional type (may contain '-', digits, '.'), optional count, optional (...) detail.
@@ -186,7 +188,9 @@ def parse_gres(text: str | None) -> list[GresEntry]:
         )
         if count > MAX_GRES_COUNT:
             raise GresParseError(f"count {count} out of range in {text!r}")
-        entries.append(GresEntry(m["name"], m["type"], count, indices, m["no_consume"] is not None))
+        entries.append(
+            GresEntry(m["name"], m["type"], count, indices, m["no_consume"] is not None, detail)
+        )
     return entries
 
 
@@ -213,3 +217,71 @@ def gpu_indices(text: str | None) -> frozenset[int]:
             )
         out |= e.indices
     return frozenset(out)
+
+
+# -- shards (gres/shard: a share of one GPU) ------------------------------------------
+#
+# Recorded on the compose cluster (node04: Gres=gpu:h100:8,shard:32, tests/fixtures/
+# shards-*): Slurm prints shard use in two forms.
+#   22.05  node GresUsed  shard:h100:2(IDX:0,4)   which GPUs carry shards; the count is
+#                                                 the number of such GPUs, not of shards
+#          job GRES=      shard:3(IDX:0)          the job's shards, on these GPUs
+#   24.11  both           shard:h100:9(3/4,0/4,...)  shards used / configured, per GPU
+# A GPU that carries shards is given to no whole-GPU job (cons_tres keeps the two apart).
+
+_SHARE = re.compile(r"^[0-9]{1,9}/[0-9]{1,9}$", re.ASCII)
+
+
+@dataclass(frozen=True, slots=True)
+class ShardUse:
+    """Shards in use per GPU index, as one GRES string states them."""
+
+    gpus: frozenset[int]
+    """GPU indices that carry shards."""
+    counts: dict[int, int] | None
+    """Shards used per GPU index; None when the string does not say (22.05's node view)."""
+    totals: dict[int, int] | None = None
+    """Shards configured per GPU index, when the string says (24.11's ``u/t`` form)."""
+
+
+def shard_use(text: str | None, *, per_job: bool) -> ShardUse:
+    """The ``shard`` entries of a GRES string (see above); no entry gives no use.
+
+    ``per_job``: the string is a job's (``GRES=`` / ``gres_detail``), whose IDX form's count
+    is the job's shards. Spread over several GPUs that count is split evenly, rounded up (the
+    22.05 form does not say how; a GPU's use is then over- rather than under-stated).
+    """
+    gpus: set[int] = set()
+    counts: dict[int, int] = {}
+    totals: dict[int, int] = {}
+    exact = True
+    for e in parse_gres(text):
+        if e.name != "shard":
+            continue
+        detail = e.detail or ""
+        if detail.startswith("IDX:") or detail in ("", "N/A"):
+            idx = e.indices or frozenset()
+            gpus |= idx
+            if per_job and idx:
+                for g in idx:
+                    counts[g] = counts.get(g, 0) + -(-e.count // len(idx))
+            elif idx:
+                exact = False
+            continue
+        for g, share in enumerate(detail.split(",")):
+            if not _SHARE.match(share) or g >= MAX_GPUS_PER_NODE:
+                raise GresParseError(f"bad shard use {share[:40]!r} in {text!r}")
+            used, total = (int(x) for x in share.split("/"))
+            if used > total:
+                raise GresParseError(f"shard use {share!r} above the GPU's shards in {text!r}")
+            totals[g] = totals.get(g, 0) + total
+            if used:
+                gpus.add(g)
+                counts[g] = counts.get(g, 0) + used
+    return ShardUse(frozenset(gpus), counts if exact else None, totals or None)
+
+
+def shard_count(text: str | None) -> int:
+    """Shards a configured GRES string (``gpu:h100:8,shard:32``) or a TRES ask
+    (``gres/shard:3``, ``gres:shard:3``) names; 0 when none."""
+    return sum(e.count for e in parse_gres(text) if e.name == "shard")

@@ -506,22 +506,24 @@ def route_table(
         (n for n in snapshot.nodes if n.name in names and n.name in free),
         key=lambda n: (weight(n), position[n.name]),
     )
+    sharing = snapshot.shards_per_gpu is not None
     nodes = []
     for i, n in enumerate(ordered):
         f = free[n.name]
         mem = n.memory_free_mb
-        nodes.append(
-            {
-                "feature": route_feature(n.name),
-                "model": n.gpu_model or "",
-                "free": list(f.vector[0]),
-                "cpus": f.vector[1],
-                "mem": mem if mem is not None else -1,
-                "idle": f.idle,
-                "rank": i if rank_by_order else zlib.crc32(n.name.encode()),
-                "partitions": sorted(n.partitions),
-            }
-        )
+        entry = {
+            "feature": route_feature(n.name),
+            "model": n.gpu_model or "",
+            "free": list(f.vector[0]),
+            "cpus": f.vector[1],
+            "mem": mem if mem is not None else -1,
+            "idle": f.idle,
+            "rank": i if rank_by_order else zlib.crc32(n.name.encode()),
+            "partitions": sorted(n.partitions),
+        }
+        if sharing and not n.shards:  # Slurm puts no shard job here: the script skips it
+            entry["no_shards"] = True
+        nodes.append(entry)
     types = []
     for t in mix.types:
         entry: dict[str, object] = {
@@ -536,7 +538,8 @@ def route_table(
     return {
         "score": score,
         "step": RISE_STEP,
-        "shards_per_gpu": SHARDS_PER_GPU,
+        # a real cluster's shards per GPU; the simulator's shares are thousandths
+        "shards_per_gpu": snapshot.shards_per_gpu or SHARDS_PER_GPU,
         "mix": types,
         "nodes": nodes,
     }

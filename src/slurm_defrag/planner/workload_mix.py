@@ -7,9 +7,10 @@ its snapshots: each job once (by id), as the request one of its nodes holds or n
 (CPUs per node, GPUs per node, a GPU model when a pending job names one), over the most
 recent ``keep`` jobs, so the estimate follows the workload as it changes.
 
-What it cannot see: how many shards a job holds (the snapshot reads whole GPUs only), so
-a shard job counts as a CPU-only request; a running job's GPU type constraint (only the
-GPUs it got). Both are documented with the ``fgd-route`` levers (docs/service.md).
+A job asking for shards (``--gres=shard:S``) is a share of one GPU: S over the cluster's
+shards per GPU (:attr:`ClusterSnapshot.shards_per_gpu`), in milli-GPUs. What it cannot
+see: a running job's GPU type constraint (only the GPUs it got), documented with the
+``fgd-route`` levers (docs/service.md).
 """
 
 from __future__ import annotations
@@ -18,7 +19,7 @@ from collections import OrderedDict
 from collections.abc import Iterable
 
 from slurm_defrag.domain.cluster import ClusterSnapshot, Job, JobState
-from slurm_defrag.domain.units import MILLI
+from slurm_defrag.domain.units import MILLI, share_milli
 from slurm_defrag.planner.fit_classes import Mix, TaskClass
 
 KEEP_JOBS = 5000
@@ -30,9 +31,14 @@ COVERAGE = 0.95
 keeps them (its ``typical pods``): the rest, a long tail of odd CPU counts, are left out."""
 
 
-def job_class(job: Job) -> TaskClass | None:
-    """The per-node request of ``job`` (weight 1); None when nothing tells its shape."""
+def job_class(job: Job, shards_per_gpu: int | None = None) -> TaskClass | None:
+    """The per-node request of ``job`` (weight 1); None when nothing tells its shape.
+
+    ``shards_per_gpu``: the cluster's (None: no node shares GPUs, a shard ask is ignored).
+    """
     cpus = max(1, job.cpus_per_node)
+    if job.shards and shards_per_gpu and not job.gpus and job.request is None:
+        return TaskClass(cpus, 1, share_milli(job.shards, shards_per_gpu), 1.0)
     if job.state == JobState.PENDING:
         req = job.request
         if req is None:
@@ -79,7 +85,10 @@ class MixEstimate:
                 self._seen.popitem(last=False)
 
     def observe_snapshot(self, snapshot: ClusterSnapshot) -> None:
-        self.observe((j.id, job_class(j)) for j in snapshot.jobs if j.id not in self._shown)
+        per_gpu = snapshot.shards_per_gpu
+        self.observe(
+            (j.id, job_class(j, per_gpu)) for j in snapshot.jobs if j.id not in self._shown
+        )
         self._shown = {j.id for j in snapshot.jobs}
 
     def mix(self) -> Mix | None:

@@ -270,7 +270,8 @@ class Cycle:
             except SQLAlchemyError as exc:
                 log.warning("packing: the jobs stored before could not be read (%s)", exc)
             else:
-                self.mix.observe((j.id, job_class(j)) for j in recent)
+                per_gpu = snapshot.shards_per_gpu
+                self.mix.observe((j.id, job_class(j, per_gpu)) for j in recent)
         self.mix.observe_snapshot(snapshot)
         mix = self.mix.mix()
         if mix is None:

@@ -18,6 +18,7 @@ from pydantic import ValidationError
 
 from slurm_defrag.config_files import read_text
 from slurm_defrag.domain.cluster import (
+    HOLDS_GPUS,
     ClusterSnapshot,
     Job,
     Node,
@@ -26,6 +27,7 @@ from slurm_defrag.domain.cluster import (
     Reservation,
 )
 from slurm_defrag.domain.topology import BUILTIN_TOPOLOGIES, GpuTopology
+from slurm_defrag.domain.units import MILLI, share_milli
 from slurm_defrag.errors import InputError
 from slurm_defrag.slurm.errors import SlurmParseError
 from slurm_defrag.slurm.mapping import natural_key
@@ -68,6 +70,7 @@ def assemble(
         path = settings.topology_conf
         domains = topology_conf_domains(read_text(path, "topology_conf"), str(path))
     domain_of = {n: d.name for d in domains for n in d.nodes}
+    shard_milli = _shard_milli(parts)
     nodes = []
     for node in sorted(parts.nodes, key=lambda n: natural_key(n.name)):
         updates: dict[str, object] = {}
@@ -85,6 +88,8 @@ def assemble(
             updates["reservation"] = reserved[node.name]
         if node.nvlink_domain is None and node.name in domain_of:
             updates["nvlink_domain"] = domain_of[node.name]
+        if node.name in shard_milli:
+            updates["gpu_milli_used"] = shard_milli[node.name]
         nodes.append(_with(node, updates) if updates else node)
     try:
         return ClusterSnapshot(
@@ -100,6 +105,39 @@ def assemble(
         )
     except ValidationError as exc:
         raise SlurmParseError(format_validation_error(where, exc)) from None
+
+
+def _shard_milli(parts: Parts) -> dict[str, tuple[int, ...]]:
+    """``gpu_milli_used`` of the shard nodes whose backend could not state it (22.05's
+    GresUsed names the GPUs carrying shards, not how many; pyslurm has no node view): from
+    the running jobs' shards, the node's shards spread evenly over its GPUs (Slurm's split
+    when gres.conf gives only a count). A busy GPU no visible job explains counts as full."""
+    need = {n.name: n for n in parts.nodes if n.shards and n.gpu_count and not n.gpu_milli_used}
+    if not need:
+        return {}
+    whole: dict[str, set[int]] = {name: set() for name in need}
+    shards: dict[str, dict[int, int]] = {name: {} for name in need}
+    for job in parts.jobs:
+        if job.state not in HOLDS_GPUS:
+            continue
+        for name, idx in job.gpus.items():
+            if name in whole:
+                whole[name] |= idx
+        for name, g, n in job.shard_use:
+            if name in shards:
+                shards[name][g] = shards[name].get(g, 0) + n
+    out = {}
+    for name, node in need.items():
+        per_gpu = node.shards // node.gpu_count
+        out[name] = tuple(
+            MILLI
+            if g in whole[name]
+            else share_milli(shards[name][g], per_gpu)
+            if g in shards[name]
+            else (MILLI if g in node.gpus_used else 0)
+            for g in range(node.gpu_count)
+        )
+    return out
 
 
 def _checked(node: Node, found: Found | None) -> Found | None:

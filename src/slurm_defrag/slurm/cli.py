@@ -486,6 +486,12 @@ def cross_check(json_jobs: Sequence[Job], records: Sequence[scontrol_text.JobRec
                 f"scontrol show job -d: job {job.id}: GPU indices "
                 f"{_fmt(gpus)} disagree with squeue --json {_fmt(job.gpus)}"
             )
+        shards = scontrol_text.job_shards(r, _TEXT_WHERE, path)
+        if shards != job.shard_use:
+            raise SlurmParseError(
+                f"scontrol show job -d: job {job.id}: shards {shards} disagree with "
+                f"squeue --json {job.shard_use}"
+            )
 
 
 def _differing_string(r: scontrol_text.JobRecord, job: Job) -> str | None:

@@ -33,14 +33,25 @@ from typing import Any, TypeVar
 import hostlist
 from pydantic import BaseModel, ValidationError
 
-from slurm_defrag.domain.cluster import MAX_YEAR, MIN_YEAR, GpuRequest, JobState, NodeFlag
+from slurm_defrag.domain.cluster import (
+    GPU_MEMORY_GB,
+    MAX_YEAR,
+    MIN_YEAR,
+    GpuRequest,
+    JobState,
+    NodeFlag,
+)
 from slurm_defrag.domain.gres import (
     GresParseError,
+    ShardUse,
     ascii_digits,
     gpu_entries,
     gpu_indices,
+    shard_count,
+    shard_use,
 )
 from slurm_defrag.domain.topology import MAX_GPUS_PER_NODE
+from slurm_defrag.domain.units import MILLI, share_milli
 from slurm_defrag.errors import InputError
 from slurm_defrag.slurm.errors import SlurmParseError
 
@@ -455,6 +466,74 @@ def indices(gres: str, where: str, field: str) -> frozenset[int]:
         return gpu_indices(gres)
     except GresParseError as exc:
         raise parse_error(where, field, str(exc)) from None
+
+
+# -- shards (gres/shard, see domain/gres.py for the forms Slurm prints) ---------------
+
+
+def shards_configured(gres: str, where: str, field: str) -> int:
+    """``gpu:h100:8(S:0-1),shard:h100:32(S:0-1)`` -> 32."""
+    try:
+        return shard_count(gres)
+    except GresParseError as exc:
+        raise parse_error(where, field, str(exc)) from None
+
+
+def shards_asked(tres: str, where: str, field: str) -> int:
+    """``gres:shard:3`` / ``gres/shard:3`` / ``gres/shard=3`` (a job's per-node ask) -> 3."""
+    if tres in NULLS:
+        return 0
+    return shards_configured(tres.replace("=", ":"), where, field)
+
+
+def node_shard_use(gres_used: str, where: str, field: str) -> ShardUse:
+    """A node's ``GresUsed`` shard entries."""
+    try:
+        return shard_use(gres_used, per_job=False)
+    except GresParseError as exc:
+        raise parse_error(where, field, str(exc)) from None
+
+
+def job_shard_use(node: str, gres: str, where: str, field: str) -> list[tuple[str, int, int]]:
+    """One node's ``GRES=shard:3(IDX:0)`` -> ``[(node, 0, 3)]``."""
+    try:
+        use = shard_use(gres, per_job=True)
+    except GresParseError as exc:
+        raise parse_error(where, field, str(exc)) from None
+    return [(node, g, n) for g, n in sorted((use.counts or {}).items()) if n]
+
+
+def node_milli(use: ShardUse, whole: frozenset[int], gpu_count: int) -> tuple[int, ...]:
+    """``gpu_milli_used`` when ``use`` states shards used and configured per GPU (24.11+),
+    else ``()`` (the snapshot fills it in from the jobs); whole-GPU jobs' GPUs are full."""
+    if use.counts is None or use.totals is None:
+        return ()
+    return tuple(
+        MILLI if g in whole else share_milli(use.counts.get(g, 0), use.totals.get(g, 0))
+        for g in range(gpu_count)
+    )
+
+
+def node_gpu_fields(
+    gres: str, gres_used: str | None, where: str, gres_field: str, used_field: str
+) -> dict[str, Any]:
+    """A node's GPU fields from its configured ``Gres`` and its ``GresUsed`` (None: the
+    backend has no node-level use, pyslurm): model, count, memory, busy GPUs (whole-GPU
+    jobs' and those carrying shards), per-GPU use when Slurm states it, shards configured."""
+    model, count = gpu_inventory(gres, where, gres_field)
+    out: dict[str, Any] = {
+        "gpu_model": model,
+        "gpu_count": count,
+        "gpu_memory_gb": GPU_MEMORY_GB.get(model or "", 0.0),
+        "shards": shards_configured(gres, where, gres_field),
+    }
+    if gres_used is not None:
+        whole = indices(gres_used, where, used_field)
+        use = node_shard_use(gres_used, where, used_field)
+        out["gpus_used"] = whole | use.gpus
+        if out["shards"]:
+            out["gpu_milli_used"] = node_milli(use, whole, count)
+    return out
 
 
 def strip_reason_stamp(reason: str) -> str:

@@ -18,7 +18,6 @@ from datetime import datetime
 from typing import Any
 
 from slurm_defrag.domain.cluster import (
-    GPU_MEMORY_GB,
     GpuRequest,
     Job,
     Node,
@@ -75,7 +74,6 @@ class V0038:
 
     def node(self, d: m.Doc) -> Node:
         where, path = d.where, d.path
-        model, count = m.gpu_inventory(d.text("gres"), where, d.field("gres"))
         return m.build(
             Node,
             where,
@@ -83,10 +81,9 @@ class V0038:
             name=d.req("name"),
             partitions=m.split_list(d.get("partitions"), where, d.field("partitions")),
             state=m.node_flags(self.node_state(d)),
-            gpu_model=model,
-            gpu_count=count,
-            gpu_memory_gb=GPU_MEMORY_GB.get(model or "", 0.0),
-            gpus_used=m.indices(d.text("gres_used"), where, d.field("gres_used")),
+            **m.node_gpu_fields(
+                d.text("gres"), d.text("gres_used"), where, d.field("gres"), d.field("gres_used")
+            ),
             reservation=d.text("reservation") or None,
             features=self.node_features(d),
             weight=d.number("weight"),
@@ -150,6 +147,8 @@ class V0038:
             requeue=d.flag("requeue", True),
             gpus=self.job_gpus(d),
             request=request,
+            shards=m.shards_asked(d.text("tres_per_node"), d.where, d.field("tres_per_node")),
+            shard_use=self.job_shards(d),
             comment=comment,
             admin_comment=admin_comment,
             **host.job_use(state, self.job_allocation(d), _job_needs(d, request)),
@@ -190,6 +189,16 @@ class V0038:
                 raise d.error(f"gres_detail[{i}]", f"expected a string, got {m.show(detail)}")
             out[node] = m.indices(detail, d.where, d.field(f"gres_detail[{i}]"))
         return out
+
+    def job_shards(self, d: m.Doc) -> tuple[tuple[str, int, int], ...]:
+        """The shard entries of ``gres_detail`` (checked against the nodes by job_gpus)."""
+        out: list[tuple[str, int, int]] = []
+        for i, (node, detail) in enumerate(
+            zip(self.job_nodes(d), d.array("gres_detail"), strict=False)
+        ):
+            if isinstance(detail, str) and "shard" in detail:
+                out += m.job_shard_use(node, detail, d.where, d.field(f"gres_detail[{i}]"))
+        return tuple(out)
 
     def partitions(self, doc: m.Doc) -> list[Partition]:
         return [

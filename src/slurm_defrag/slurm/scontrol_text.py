@@ -38,7 +38,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 
-from slurm_defrag.domain.cluster import GPU_MEMORY_GB, Job, JobState, Node, Partition, Reservation
+from slurm_defrag.domain.cluster import Job, JobState, Node, Partition, Reservation
 from slurm_defrag.domain.gres import ascii_digits
 from slurm_defrag.slurm import host
 from slurm_defrag.slurm import mapping as m
@@ -132,7 +132,6 @@ def nodes(text: str, where: str) -> list[Node]:
         path = f"nodes[{i}]"
         if "NodeName" not in r.fields:
             raise m.parse_error(where, f"{path}.NodeName", "missing")
-        model, count = m.gpu_inventory(_val(r, "Gres"), where, f"{path}.Gres")
         out.append(
             m.build(
                 Node,
@@ -141,10 +140,9 @@ def nodes(text: str, where: str) -> list[Node]:
                 name=r.fields["NodeName"],
                 partitions=m.split_list(_val(r, "Partitions")),
                 state=m.node_flags([_val(r, "State")]),
-                gpu_model=model,
-                gpu_count=count,
-                gpu_memory_gb=GPU_MEMORY_GB.get(model or "", 0.0),
-                gpus_used=m.indices(_val(r, "GresUsed"), where, f"{path}.GresUsed"),
+                **m.node_gpu_fields(
+                    _val(r, "Gres"), _val(r, "GresUsed"), where, f"{path}.Gres", f"{path}.GresUsed"
+                ),
                 reservation=_val(r, "ReservationName") or None,
                 features=m.split_list(_val(r, "ActiveFeatures")),
                 weight=_int(r, "Weight", where, path),
@@ -555,6 +553,8 @@ def _job(r: Record, where: str, path: str) -> Job | None:
         requeue=_val(r, "Requeue") != "0",
         gpus=job_gpus(r, where, path),
         request=request,
+        shards=m.shards_asked(_val(r, "TresPerNode"), where, f"{path}.TresPerNode"),
+        shard_use=job_shards(r, where, path),
         comment=comment,
         admin_comment=admin_comment,
         **host.job_use(state, job_allocation(r, where, path), need),
@@ -597,9 +597,23 @@ def job_gpus(r: Record, where: str, path: str) -> dict[str, frozenset[int]]:
             continue
         field_ = f"{path}.Nodes[{i}]"
         idx = m.indices(gres, where, f"{field_}.GRES")
+        if not idx:  # shards only (GRES=shard:2(IDX:4)): no whole GPU, as in the JSON
+            continue
         for node in m.expand_nodes(d.get("Nodes", ""), where, f"{field_}.Nodes"):
             out[node] = idx
     return out
+
+
+def job_shards(r: Record, where: str, path: str) -> tuple[tuple[str, int, int], ...]:
+    out: list[tuple[str, int, int]] = []
+    for i, d in enumerate(r.details):
+        gres = d.get("GRES", "")
+        if "shard" not in gres:
+            continue
+        field_ = f"{path}.Nodes[{i}]"
+        for node in m.expand_nodes(d.get("Nodes", ""), where, f"{field_}.Nodes"):
+            out += m.job_shard_use(node, gres, where, f"{field_}.GRES")
+    return tuple(out)
 
 
 def partitions(text: str, where: str) -> list[Partition]:
