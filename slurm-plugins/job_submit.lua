@@ -858,6 +858,19 @@ local function own_placement(f)
 end
 D.own_placement = own_placement
 
+-- A job that cannot start now: held (-H sets priority 0), --begin in the future, or
+-- waiting on a dependency (job_desc fields recorded on 24.11: priority 0, begin_time an
+-- epoch, dependency "afterok:68"; unset: NO_VAL, 0, nil). It still gets the route's hint
+-- (it is the best guess there is, and the script is not called again at release), but is
+-- not taken off the copy: it would make its node look full until the next table.
+local function starts_later(f, now)
+  local begin = f("begin_time")
+  local dep = f("dependency")
+  return f("priority") == 0 or (is_number(begin) and begin > now)
+    or (type(dep) == "string" and dep ~= "")
+end
+D.starts_later = starts_later
+
 function D.plan(f, opts)
   opts = opts or {}
   local tbl = D.nodes
@@ -988,7 +1001,7 @@ function D.plan(f, opts)
     local i = D.route_pick(rq, route, job_partitions(f("partition"), tbl))
     if i then
       plan.prefer = route.nodes[i].feature
-      plan.route = { i = i, req = rq, table = route }
+      plan.route = { i = i, req = rq, table = route, later = starts_later(f, os.time()) }
     end
   end
   if protect then table.insert(tokens, "defrag:protect") end
@@ -1027,7 +1040,9 @@ local function apply(plan, job_desc, label, is_modify)
   if plan.user_note then log_user(plan.user_note) end
   if plan.admin_comment ~= nil then job_desc.admin_comment = plan.admin_comment end
   if plan.prefer ~= nil then job_desc.prefer = plan.prefer end
-  if plan.route then D.route_take(plan.route.i, plan.route.req, plan.route.table) end
+  if plan.route and not plan.route.later then
+    D.route_take(plan.route.i, plan.route.req, plan.route.table)
+  end
   if plan.log then
     log_debug(label .. ": " .. plan.log .. (plan.prefer and (" prefer=" .. plan.prefer) or ""))
   end

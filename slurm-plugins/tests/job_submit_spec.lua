@@ -607,6 +607,24 @@ describe("per-job routing (route entry, fgd-route)", function()
     assert.is_not_nil(string.find(jd.prefer, "^defrag_at_"))
   end)
 
+  it("hints a job that cannot start yet but does not count it", function()
+    -- held, --begin later, a dependency: each would take b's last free GPUs in the copy
+    for _, later in ipairs({ { priority = 0 }, { begin_time = os.time() + 3600 },
+                             { dependency = "afterok:68" } }) do
+      local path = H.tmpfile(TABLE)
+      H.load(path)
+      os.remove(path)
+      local desc = { tres_per_node = "gres:gpu:3", min_cpus = 2 }
+      for k, v in pairs(later) do desc[k] = v end
+      local _, jd = H.submit(desc)
+      assert.are.equal("defrag_at_b", jd.prefer)
+      _, jd = H.submit({ tres_per_node = "gres:gpu:3", min_cpus = 2 })
+      assert.are.equal("defrag_at_b", jd.prefer) -- b still has its 3 free GPUs
+      _, jd = H.submit({ tres_per_node = "gres:gpu:3", min_cpus = 2 })
+      assert.are.equal("defrag_at_a", jd.prefer) -- the one counted took them
+    end
+  end)
+
   it("sends a share of a GPU only to a node with shards", function()
     local path = H.tmpfile((string.gsub(TABLE, 'idle = false }', 'idle = false, no_shards = true }')))
     H.load(path)
