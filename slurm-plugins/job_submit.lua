@@ -859,10 +859,10 @@ end
 D.own_placement = own_placement
 
 -- A job that cannot start now: held (-H sets priority 0), --begin in the future, or
--- waiting on a dependency (job_desc fields recorded on 24.11: priority 0, begin_time an
--- epoch, dependency "afterok:68"; unset: NO_VAL, 0, nil). It still gets the route's hint
--- (it is the best guess there is, and the script is not called again at release), but is
--- not taken off the copy: it would make its node look full until the next table.
+-- waiting on a dependency (job_desc fields recorded on 22.05 and 24.11: priority 0,
+-- begin_time an epoch, dependency "afterok:68"; unset: NO_VAL, 0, nil). It still gets
+-- the route's hint (the best guess there is; the script is not called again at release)
+-- but is not taken off the copy: it would make its node look full until the next table.
 local function starts_later(f, now)
   local begin = f("begin_time")
   local dep = f("dependency")
