@@ -24,10 +24,14 @@ def check_shard_snapshot(snap: ClusterSnapshot, jobs: dict[str, str]) -> None:
     ((node_b, gpu_b, n_b),) = b.shard_use
     assert (node_a, n_a, node_b, n_b) == (NODE, 3, NODE, 2)
     assert gpu_a != gpu_b  # 5 shards: more than one GPU's 4
-    assert not a.gpus and not b.gpus  # a share owns no whole GPU
-    assert p.state == JobState.PENDING and p.shard_use == () and p.request is None
+    assert not a.gpus
+    assert not b.gpus
+    assert p.state == JobState.PENDING
+    assert p.shard_use == ()
+    assert p.request is None
     whole = c.gpus[NODE]
-    assert len(whole) == 2 and not whole & {gpu_a, gpu_b}  # cons_tres keeps them apart
+    assert len(whole) == 2
+    assert not whole & {gpu_a, gpu_b}
     assert node.gpus_used == whole | {gpu_a, gpu_b}
     expected = tuple(
         1000 if g in whole else 750 if g == gpu_a else 500 if g == gpu_b else 0

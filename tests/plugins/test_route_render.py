@@ -23,14 +23,15 @@ package.path = "./?.lua;" .. package.path
 local H = require("tests.helper")
 local s = H.load(arg[1])
 for _, e in ipairs(s.logs.error) do print("error: " .. e) end
-local _, jd = H.submit({ tres_per_node = "gres:gpu:3", min_cpus = 2 })
+local _, jd = H.submit({ tres_per_node = arg[2] or "gres:gpu:3", min_cpus = 2 })
 print("prefer: " .. tostring(jd.prefer))
 """
 
 
-def _node(name: str, used: int) -> Node:
+def _node(name: str, used: int, **more: object) -> Node:
     return Node.model_validate(
-        {
+        more
+        | {
             "name": name,
             "partitions": ("batch",),
             "state": frozenset({"MIXED" if used else "IDLE"}),
@@ -80,3 +81,42 @@ def test_floats_are_written_as_lua_numbers_and_non_finite_ones_refused() -> None
     assert to_lua({"step": 40.0, "w": 1e-05}) == "{ step = 40.0, w = 1e-05 }"
     with pytest.raises(TypeError, match="nan"):
         to_lua(float("nan"))
+
+
+def test_a_shard_request_is_routed_only_to_a_node_with_shards(tmp_path: Path) -> None:
+    """A real cluster's shards per GPU (here 4) reach the script, which sends a share only
+    where Slurm can place it: gpu-a, in use (where FGD would pack it), has no shard GRES;
+    gpu-b, idle, has."""
+    require(shutil.which("lua5.4") is not None, "lua5.4 (Debian package lua5.4)")
+    # 4-GPU jobs: FGD would keep gpu-b whole and put the share beside gpu-a's job
+    mix = Mix((TaskClass(2, 4, 1000, 0.5), TaskClass(1, 1, 500, 0.5)))
+    shared = _node("gpu-b", 0, shards=16, gpu_milli_used=(0, 0, 0, 0))
+    snap = ClusterSnapshot(taken_at=EPOCH, nodes=(_node("gpu-a", 1), shared))
+    assert snap.shards_per_gpu == 4
+    route = compute_levers(snap, LeverSettings("fgd-route-score", mix=mix)).route
+    assert route is not None
+    assert route["shards_per_gpu"] == 4
+    entries = {n["feature"]: n for n in route["nodes"]}  # type: ignore[attr-defined]
+    assert entries["defrag_at_gpu_a"]["no_shards"] is True
+    assert "no_shards" not in entries["defrag_at_gpu_b"]
+    assert entries["defrag_at_gpu_b"]["free"] == [1000] * 4
+    table = {
+        "version": 1,
+        "default_partition": "batch",
+        "partitions": {"batch": {"types": [{"gpus": 4, "nodes": 2, "models": {"a100": 4}}]}},
+        "route": route,
+    }
+    path = tmp_path / "defrag_nodes.lua"
+    path.write_text(render_lua(table, ["test"]), encoding="ascii")
+    script = tmp_path / "submit.lua"
+    script.write_text(SUBMIT, encoding="utf-8")
+    proc = subprocess.run(
+        ["lua5.4", str(script), str(path), "gres/shard:2"],
+        capture_output=True,
+        text=True,
+        timeout=30,
+        check=False,
+        cwd=PLUGINS,
+    )
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.splitlines() == ["prefer: defrag_at_gpu_b"]

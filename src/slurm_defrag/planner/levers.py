@@ -511,7 +511,7 @@ def route_table(
     for i, n in enumerate(ordered):
         f = free[n.name]
         mem = n.memory_free_mb
-        entry = {
+        node: dict[str, object] = {
             "feature": route_feature(n.name),
             "model": n.gpu_model or "",
             "free": list(f.vector[0]),
@@ -522,8 +522,8 @@ def route_table(
             "partitions": sorted(n.partitions),
         }
         if sharing and not n.shards:  # Slurm puts no shard job here: the script skips it
-            entry["no_shards"] = True
-        nodes.append(entry)
+            node["no_shards"] = True
+        nodes.append(node)
     types = []
     for t in mix.types:
         entry: dict[str, object] = {

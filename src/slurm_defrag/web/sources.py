@@ -118,10 +118,18 @@ class StoreSource:
     """
 
     def __init__(
-        self, store: Store, *, readers: int = 2, wait_s: float = 3.0, plans_max_age_s: float = 10.0
+        self,
+        store: Store,
+        *,
+        readers: int = 2,
+        wait_s: float = 3.0,
+        plans_max_age_s: float = 10.0,
+        clock: Callable[[], float] = time.time,
     ) -> None:
         self.description = f"database {store.url}"
         self._store = store
+        self._clock = clock
+        """Epoch seconds: the end of the history window (tests pass their fake clock)."""
         self._repo = Repository(store)
         self._plans = Plans(store.engine)
         self._turns = threading.BoundedSemaphore(readers)
@@ -162,7 +170,8 @@ class StoreSource:
         def build() -> Json:
             try:
                 with self._reading():
-                    return payload.history_payload(load_history(self._store, since_s))
+                    history = load_history(self._store, since_s, now=self._clock())
+                    return payload.history_payload(history)
             except NotFound:  # pruned meanwhile: an empty chart, not an error
                 return _no_history()
 
