@@ -42,3 +42,17 @@ def check_shard_snapshot(snap: ClusterSnapshot, jobs: dict[str, str]) -> None:
     assert job_class(a, per_gpu) == TaskClass(1, 1, 750, 1.0)
     assert job_class(p, per_gpu) == TaskClass(1, 1, 500, 1.0)
     assert job_class(c, per_gpu) == TaskClass(1, 2, 1000, 1.0)
+
+
+def check_unplaced_shard_snapshot(snap: ClusterSnapshot, jobs: dict[str, str]) -> None:
+    """pyslurm (25.11): the shards each job holds, but not on which GPUs, so all of
+    node04's GPUs count as busy and no job says where its shards are."""
+    node = next(n for n in snap.nodes if n.name == NODE)
+    assert node.shards == SHARDS
+    assert node.gpus_used == frozenset(range(node.gpu_count))
+    assert node.gpu_milli_used == (1000,) * node.gpu_count
+    by_id = {j.id: j for j in snap.jobs}
+    a, b, c, p = (by_id[jobs[role]] for role in "ABCP")
+    assert (a.shards, b.shards, c.shards, p.shards) == (3, 2, 0, 2)
+    assert a.shard_use == b.shard_use == ()
+    assert len(c.gpus[NODE]) == 2

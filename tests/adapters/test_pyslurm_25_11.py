@@ -76,3 +76,29 @@ def test_loaded_collections_are_maps_of_objects() -> None:
     job = SimpleNamespace(id=1)
     assert list(objects({1: job})) == [job]
     assert list(objects([job])) == [job]
+
+
+def test_shards_without_a_gpu_index_make_the_node_busy(caplog: Any, monkeypatch: Any) -> None:
+    """pyslurm 25.11.2 gives a job's shards as a count per node (``{"shard": 3}``, recorded
+    on Slurm 25.11.7), never the GPU: every GPU of that node counts as busy, said once."""
+    from slurm_defrag.slurm import pyslurm_adapter
+    from slurm_defrag.slurm.pyslurm_adapter import parts_from as parts
+
+    monkeypatch.setattr(pyslurm_adapter, "_warned_unplaced", set())
+
+    def obj(d: dict[str, Any], layout: dict[str, Any] | None = None) -> SimpleNamespace:
+        return SimpleNamespace(to_dict=lambda: d, get_resource_layout_per_node=lambda: layout)
+
+    node = {"name": "node04", "state": "MIXED", "partitions": ["batch"],
+            "configured_gres": {"gpu:h100": 8, "shard:h100": 32}}  # fmt: skip
+    held = {"id": 5, "state": "RUNNING", "gres_per_node": {"gres/shard": 3}}
+    asked = {"id": 6, "state": "PENDING", "gres_per_node": {"gres/shard": 2}}
+    layout = {"node04": {"cpu_ids": "0", "gres": {"shard": 3}, "memory": None}}
+    now = datetime(2026, 12, 6, tzinfo=UTC)
+    for _ in range(2):
+        got = parts([obj(node)], [obj(held, layout), obj(asked, {})], [], [], now)
+    (n,) = got.nodes
+    assert (n.shards, n.gpus_used) == (32, frozenset(range(8)))
+    assert [(j.id, j.shards, j.shard_use) for j in got.jobs] == [("5", 3, ()), ("6", 2, ())]
+    said = [r for r in caplog.records if "does not name" in r.getMessage()]
+    assert len(said) == 1

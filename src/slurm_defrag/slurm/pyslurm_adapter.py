@@ -15,7 +15,8 @@ nothing, and the delete then fails with "Requested reservation is in use" (seen 
 25.11.7). Such an update goes through ``scontrol`` (the cli backend, same settings) instead.
 
 pyslurm's ``Node`` has no per-GPU indices (``allocated_gres`` holds counts, and is even
-empty on 24.11): a node's busy GPUs are the union of the running jobs' layouts.
+empty on 24.11): a node's busy GPUs are the union of the running jobs' layouts. A job's
+shards come as a count per node, without the GPU (:func:`layout_shard_nodes`).
 """
 
 from __future__ import annotations
@@ -146,23 +147,15 @@ def layout_gpus(layout: Mapping[str, Any], path: str) -> dict[str, frozenset[int
     return out
 
 
-def layout_shards(layout: Mapping[str, Any], path: str) -> tuple[tuple[str, int, int], ...]:
-    """``{"node04": {"gres": {"shard": {"count": 3, "indexes": "0"}}}}`` -> ``(node04, 0, 3)``.
-
-    Assumed to have the gpu entries' form: pyslurm's shard layout is not recorded yet
-    (docs/service.md, "Shards"); an entry of any other form is left out.
-    """
-    out: list[tuple[str, int, int]] = []
-    for node, res in _layout(layout, path).items():
+def layout_shard_nodes(layout: Mapping[str, Any]) -> set[str]:
+    """Nodes where the layout holds shards: ``{"node04": {"gres": {"shard": 3}}}``
+    (recorded with pyslurm 25.11.2 on Slurm 25.11.7: a count, no GPU index)."""
+    out = set()
+    for node, res in layout.items():
         gres = res.get("gres") if isinstance(res, Mapping) else None
-        for key, spec in (gres if isinstance(gres, Mapping) else {}).items():
-            if not str(key).startswith("shard") or not isinstance(spec, Mapping):
-                continue
-            count, indexes = spec.get("count"), spec.get("indexes")
-            if type(count) is int and isinstance(indexes, str):
-                field = f"{path}.layout.{node}.gres.{key}"
-                out += m.job_shard_use(node, f"{key}:{count}(IDX:{indexes})", WHERE, field)
-    return tuple(out)
+        if isinstance(gres, Mapping) and any(str(k).startswith("shard") for k in gres):
+            out.add(node)
+    return out
 
 
 def layout_host(layout: Mapping[str, Any], path: str) -> list[host.HostUse]:
@@ -229,7 +222,6 @@ def job(d: m.Doc, layout: Mapping[str, Any]) -> Job | None:
         shards=m.shards_asked(
             tres_text(per_node, d.where, d.field(per_node_key)), d.where, d.field(per_node_key)
         ),
-        shard_use=layout_shards(layout, d.path),
         comment=comment,
         admin_comment=admin_comment,
         **host.job_use(
@@ -243,8 +235,25 @@ def job(d: m.Doc, layout: Mapping[str, Any]) -> Job | None:
     )
 
 
-def node(d: m.Doc, used: frozenset[int]) -> Node:
+_warned_unplaced: set[str] = set()
+"""Nodes whose unplaced shards were said already (once per node and process)."""
+
+
+def node(d: m.Doc, used: frozenset[int], shards_unplaced: bool = False) -> Node:
+    """``shards_unplaced``: jobs hold shards here on GPUs pyslurm does not name, so every
+    GPU counts as busy (a GPU carrying shards takes no whole-GPU job; which ones, only the
+    cli and rest backends can tell), said once per node."""
     gres = tres_text(d.get("configured_gres"), d.where, d.field("configured_gres"))
+    fields = m.node_gpu_fields(gres, None, d.where, d.field("configured_gres"), "")
+    if shards_unplaced and d.text("name") not in _warned_unplaced:
+        _warned_unplaced.add(d.text("name"))
+        log.warning(
+            "pyslurm: %s: jobs hold shards on GPUs pyslurm does not name; its GPUs are "
+            "counted busy (the cli and rest backends see which)",
+            d.text("name"),
+        )
+    if shards_unplaced:
+        used = frozenset(range(fields["gpu_count"]))
     return m.build(
         Node,
         d.where,
@@ -252,7 +261,7 @@ def node(d: m.Doc, used: frozenset[int]) -> Node:
         name=d.req("name"),
         partitions=m.split_list(d.get("partitions"), d.where, d.field("partitions")),
         state=m.node_flags([d.text("state")]),
-        **m.node_gpu_fields(gres, None, d.where, d.field("configured_gres"), ""),
+        **fields,
         gpus_used=used,
         features=m.split_list(d.get("active_features"), d.where, d.field("active_features")),
         weight=d.number("weight"),
@@ -318,24 +327,28 @@ def parts_from(
     """Map loaded pyslurm objects (anything with ``to_dict()``) to snapshot parts."""
     mapped_jobs: list[Job] = []
     cluster: str | None = None
+    unplaced: set[str] = set()
+    """Nodes with running shard jobs: pyslurm says how many shards, not on which GPUs."""
     for i, obj in enumerate(objects(jobs)):
         d = m.Doc(obj.to_dict(), WHERE, f"jobs[{i}]")
         cluster = cluster or d.text("cluster") or None
-        j = job(d, _layout(obj.get_resource_layout_per_node() or {}, f"jobs[{i}]"))
+        layout = _layout(obj.get_resource_layout_per_node() or {}, f"jobs[{i}]")
+        j = job(d, layout)
         if j is not None:
             mapped_jobs.append(j)
+            if j.state in HOLDS_GPUS:
+                unplaced |= layout_shard_nodes(layout)
     used: dict[str, set[int]] = {}
     for j in mapped_jobs:
         if j.state in HOLDS_GPUS:
             for name, idx in j.gpus.items():
                 used.setdefault(name, set()).update(idx)
-            for name, g, _ in j.shard_use:  # a GPU carrying shards takes no whole-GPU job
-                used.setdefault(name, set()).add(g)
     mapped_nodes = []
     for i, obj in enumerate(objects(nodes)):
         d = m.Doc(obj.to_dict(), WHERE, f"nodes[{i}]")
         cluster = cluster or d.text("cluster") or None
-        mapped_nodes.append(node(d, frozenset(used.get(d.text("name"), ()))))
+        name = d.text("name")
+        mapped_nodes.append(node(d, frozenset(used.get(name, ())), name in unplaced))
     return Parts(
         nodes=mapped_nodes,
         jobs=mapped_jobs,
