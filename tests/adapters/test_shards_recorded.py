@@ -38,8 +38,8 @@ def cli(scene: Scene, runner: Replay) -> CliSlurm:
     return CliSlurm(settings, runner=runner, clock=lambda: scene.taken_at)
 
 
-def test_both_releases_are_recorded() -> None:
-    assert {"22.05", "24.11"} <= set(RELEASES)
+def test_the_releases_are_recorded() -> None:
+    assert {"22.05", "24.11", "26.05"} <= set(RELEASES)
 
 
 @pytest.mark.parametrize("release", RELEASES)
@@ -61,6 +61,8 @@ def test_recorded_shard_use_is_read(release: str, how: str) -> None:
         # 24.11: used/configured per GPU
         ("shard:h100:5(3/4,0/4,2/4)", False, {0, 2}, {0: 3, 2: 2}),
         ("gpu:a100:8(IDX:0-7)", False, set(), {}),
+        # 26.05: "-" for a GPU a whole-GPU job holds
+        ("gpu:h100:2(IDX:4,6),shard:h100:3(3/4,0/4,0/4,0/4,-/4,0/4,-/4,0/4)", False, {0}, {0: 3}),
     ],
 )
 def test_shard_forms(text: str, per_job: bool, gpus: set[int], counts: object) -> None:
@@ -74,6 +76,8 @@ def test_shard_forms(text: str, per_job: bool, gpus: set[int], counts: object) -
     [
         "shard:h100:5(5/4,0/4)",  # more used than the GPU has
         "shard:h100:5(3/x)",
+        "shard:h100:5(3/-)",
+        "shard:h100:5(--/4)",
         "shard:h100:5(" + ",".join(["0/4"] * 17) + ")",  # more GPUs than a node has
         "shard:h100:5(99999999999/4)",
         "shard:3(IDX:0-99999999)",

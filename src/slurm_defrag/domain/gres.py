@@ -227,9 +227,10 @@ def gpu_indices(text: str | None) -> frozenset[int]:
 #                                                 the number of such GPUs, not of shards
 #          job GRES=      shard:3(IDX:0)          the job's shards, on these GPUs
 #   24.11  both           shard:h100:9(3/4,0/4,...)  shards used / configured, per GPU
+#   26.05  the same, with "-/4" for a GPU a whole-GPU job holds (no shard may go there)
 # A GPU that carries shards is given to no whole-GPU job (cons_tres keeps the two apart).
 
-_SHARE = re.compile(r"^[0-9]{1,9}/[0-9]{1,9}$", re.ASCII)
+_SHARE = re.compile(r"^(?:[0-9]{1,9}|-)/[0-9]{1,9}$", re.ASCII)
 
 
 @dataclass(frozen=True, slots=True)
@@ -271,7 +272,8 @@ def shard_use(text: str | None, *, per_job: bool) -> ShardUse:
         for g, share in enumerate(detail.split(",")):
             if not _SHARE.match(share) or g >= MAX_GPUS_PER_NODE:
                 raise GresParseError(f"bad shard use {share[:40]!r} in {text!r}")
-            used, total = (int(x) for x in share.split("/"))
+            left, _, right = share.partition("/")
+            used, total = (0 if left == "-" else int(left)), int(right)  # "-": held whole
             if used > total:
                 raise GresParseError(f"shard use {share!r} above the GPU's shards in {text!r}")
             totals[g] = totals.get(g, 0) + total
