@@ -858,16 +858,17 @@ local function own_placement(f)
 end
 D.own_placement = own_placement
 
--- A job that cannot start now: held (-H sets priority 0), --begin in the future, or
--- waiting on a dependency (job_desc fields recorded on 22.05 and 24.11: priority 0,
--- begin_time an epoch, dependency "afterok:68"; unset: NO_VAL, 0, nil). It still gets
--- the route's hint (the best guess there is; the script is not called again at release)
--- but is not taken off the copy: it would make its node look full until the next table.
+-- A job that says it cannot start now: --begin in the future, or waiting on a dependency
+-- (job_desc fields recorded on 22.05 and 24.11: begin_time an epoch, dependency
+-- "afterok:68"; unset: 0, nil). It still gets the route's hint (the best guess there is;
+-- the script is not called again when it becomes eligible) but is not taken off the
+-- copy: it would make its node look full until the next table. A held job (-H: priority
+-- 0) is counted: when it is released is not known, and holding then releasing at once
+-- is how workflows submit (and how tests/plugins/test_live_route.py reads the hint).
 local function starts_later(f, now)
   local begin = f("begin_time")
   local dep = f("dependency")
-  return f("priority") == 0 or (is_number(begin) and begin > now)
-    or (type(dep) == "string" and dep ~= "")
+  return (is_number(begin) and begin > now) or (type(dep) == "string" and dep ~= "")
 end
 D.starts_later = starts_later
 

@@ -608,8 +608,8 @@ describe("per-job routing (route entry, fgd-route)", function()
   end)
 
   it("hints a job that cannot start yet but does not count it", function()
-    -- held, --begin later, a dependency: each would take b's last free GPUs in the copy
-    for _, later in ipairs({ { priority = 0 }, { begin_time = os.time() + 3600 },
+    -- --begin later, a dependency: each would take b's last free GPUs in the copy
+    for _, later in ipairs({ { begin_time = os.time() + 3600 },
                              { dependency = "afterok:68" } }) do
       local path = H.tmpfile(TABLE)
       H.load(path)
@@ -623,6 +623,13 @@ describe("per-job routing (route entry, fgd-route)", function()
       _, jd = H.submit({ tres_per_node = "gres:gpu:3", min_cpus = 2 })
       assert.are.equal("defrag_at_a", jd.prefer) -- the one counted took them
     end
+  end)
+
+  it("counts a held job: its release time is not known", function()
+    local _, jd = H.submit({ tres_per_node = "gres:gpu:3", min_cpus = 2, priority = 0 })
+    assert.are.equal("defrag_at_b", jd.prefer)
+    _, jd = H.submit({ tres_per_node = "gres:gpu:3", min_cpus = 2 })
+    assert.are.equal("defrag_at_a", jd.prefer) -- b's 3 free GPUs went to the held job
   end)
 
   it("sends a share of a GPU only to a node with shards", function()
