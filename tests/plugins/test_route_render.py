@@ -23,7 +23,7 @@ package.path = "./?.lua;" .. package.path
 local H = require("tests.helper")
 local s = H.load(arg[1])
 for _, e in ipairs(s.logs.error) do print("error: " .. e) end
-local _, jd = H.submit({ tres_per_node = arg[2] or "gres:gpu:3", min_cpus = 2 })
+local _, jd = H.submit({ tres_per_node = arg[2], min_cpus = 2 })
 print("prefer: " .. tostring(jd.prefer))
 """
 
@@ -53,6 +53,14 @@ def test_rendered_route_table_loads_and_routes(tmp_path: Path, lua: str, lever: 
     snap = ClusterSnapshot(taken_at=EPOCH, nodes=(_node("gpu-a", 0), _node("gpu-b", 1)))
     route = compute_levers(snap, LeverSettings(lever, mix=mix)).route
     assert route is not None
+    # gpu-b runs a 1-GPU job: a 3-GPU job fills it exactly, where on gpu-a it would strand
+    # a GPU no 2-GPU job can use
+    assert _submit(tmp_path, route, lua, "gres:gpu:3") == ["prefer: defrag_at_gpu_b"]
+
+
+def _submit(tmp_path: Path, route: object, lua: str, tres: str) -> list[str]:
+    """What job_submit.lua prefers (SUBMIT's output) for one job asking ``tres``, with
+    ``route`` rendered into a two-node table."""
     table = {
         "version": 1,
         "default_partition": "batch",
@@ -64,7 +72,7 @@ def test_rendered_route_table_loads_and_routes(tmp_path: Path, lua: str, lever: 
     script = tmp_path / "submit.lua"
     script.write_text(SUBMIT, encoding="utf-8")
     proc = subprocess.run(
-        [lua, str(script), str(path)],
+        [lua, str(script), str(path), tres],
         capture_output=True,
         text=True,
         timeout=30,
@@ -72,9 +80,7 @@ def test_rendered_route_table_loads_and_routes(tmp_path: Path, lua: str, lever: 
         cwd=PLUGINS,
     )
     assert proc.returncode == 0, proc.stderr
-    # gpu-b runs a 1-GPU job: a 3-GPU job fills it exactly, where on gpu-a it would strand
-    # a GPU no 2-GPU job can use
-    assert proc.stdout.splitlines() == ["prefer: defrag_at_gpu_b"]
+    return proc.stdout.splitlines()
 
 
 def test_floats_are_written_as_lua_numbers_and_non_finite_ones_refused() -> None:
@@ -100,23 +106,4 @@ def test_a_shard_request_is_routed_only_to_a_node_with_shards(tmp_path: Path) ->
     assert entries["defrag_at_gpu_a"]["no_shards"] is True
     assert "no_shards" not in entries["defrag_at_gpu_b"]
     assert entries["defrag_at_gpu_b"]["free"] == [1000] * 4
-    table = {
-        "version": 1,
-        "default_partition": "batch",
-        "partitions": {"batch": {"types": [{"gpus": 4, "nodes": 2, "models": {"a100": 4}}]}},
-        "route": route,
-    }
-    path = tmp_path / "defrag_nodes.lua"
-    path.write_text(render_lua(table, ["test"]), encoding="ascii")
-    script = tmp_path / "submit.lua"
-    script.write_text(SUBMIT, encoding="utf-8")
-    proc = subprocess.run(
-        ["lua5.4", str(script), str(path), "gres/shard:2"],
-        capture_output=True,
-        text=True,
-        timeout=30,
-        check=False,
-        cwd=PLUGINS,
-    )
-    assert proc.returncode == 0, proc.stderr
-    assert proc.stdout.splitlines() == ["prefer: defrag_at_gpu_b"]
+    assert _submit(tmp_path, route, "lua5.4", "gres/shard:2") == ["prefer: defrag_at_gpu_b"]
