@@ -32,9 +32,6 @@ from datetime import UTC
 
 import pytest
 from live_cluster import (
-    CTLD,
-    DOCKER,
-    GRES_CONF,
     PYSLURM_SUITES,
     ROOT,
     SUITE,
@@ -45,13 +42,11 @@ from live_cluster import (
     version,
     wait_running,
 )
-from test_hostile_live import Recorder, write_outputs
+from test_hostile_live import Recorder, cli, write_outputs
 from test_pyslurm_live import read_all
 
 from shard_checks import check_shard_snapshot, check_unplaced_shard_snapshot
 from slurm_defrag.domain.cluster import ClusterSnapshot
-from slurm_defrag.slurm.cli import CliSlurm
-from slurm_defrag.slurm.settings import SlurmSettings
 
 # newsuite: every Slurm suite prints shard use its own way (22.05 and 24.11 differ), and
 # node04 has shards on all of them
@@ -67,13 +62,6 @@ class Reads:
     """role -> job id (A, B, C, P)."""
     snapshots: dict[str, ClusterSnapshot]
     """backend -> snapshot: json (cli default), text (cli, --json refused), rest."""
-
-
-def _cli(runner: Recorder) -> CliSlurm:
-    settings = SlurmSettings(
-        command_prefix=[DOCKER, "exec", CTLD], gres_conf=GRES_CONF, cluster_name="defrag"
-    )
-    return CliSlurm(settings, runner=runner)
 
 
 def _busy() -> str:
@@ -93,8 +81,8 @@ def reads() -> Iterator[Reads]:
             wait_running([jobs[r] for r in "ABC"])
             json_runner, text_runner = Recorder(), Recorder(refuse_json=True)
             snaps = {
-                "json": _cli(json_runner).snapshot(),
-                "text": _cli(text_runner).snapshot(),
+                "json": cli(json_runner).snapshot(),
+                "text": cli(text_runner).snapshot(),
                 "rest": rest_backend().snapshot(),
             }
             if SUITE in PYSLURM_SUITES:  # in the service image, where pyslurm is
