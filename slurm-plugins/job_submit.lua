@@ -491,6 +491,13 @@ local function prepare_table(t)
       if nt.gpus > part.max_gpus then part.max_gpus = nt.gpus end
     end
   end
+  if t.short_first ~= nil then
+    local sf = t.short_first
+    if type(sf) ~= "table" or not is_number(sf.share) or sf.share <= 0 or sf.share > 1
+      or not is_number(sf.span) or sf.span < 1 or sf.span > SANE_COUNT then
+      return nil, "short_first: expected { share = (0, 1], span = minutes (1-65535) }"
+    end
+  end
   if type(t.pack) == "table" and type(t.pack.fit_sizes) == "table" then
     t.pack.fit_set = {}
     for _, k in ipairs(t.pack.fit_sizes) do t.pack.fit_set[k] = true end
@@ -858,6 +865,62 @@ local function own_placement(f)
 end
 D.own_placement = own_placement
 
+------------------------------------------------------------------------------------------
+-- Short first on scarce shapes (tbl.short_first)
+------------------------------------------------------------------------------------------
+
+--[[
+A one-node GPU job that only a few nodes can hold (its GPU count and type, CPUs and
+memory fit at most short_first.share of its partitions' GPU nodes) gets a priority boost
+of span minus its time limit in minutes (none at a limit of span or more, or none given):
+a negative --nice, added to the user's own. Slurm starts the jobs waiting for those few
+nodes in priority order, so among them the short limits go first, and all of them go
+before jobs that could run elsewhere (which reach those nodes only when the rest are
+full). A plain nice would do the first without the second, but it lowers the boosted
+jobs below everyone (measured worse) and priority/multifactor never goes below 1, where
+a nice changes nothing. Slurm checks a user's own negative nice before job_submit runs,
+so the script may set one for any user. A type the table gives no cpus/mem for fits any
+CPUs and memory (unknown: never made scarce on their account).
+]]
+function D.short_first_nice(f, req, parts, tbl)
+  local sf = tbl and tbl.short_first
+  if not sf or req == nil or req.gpn <= 0 or req.nodes ~= 1 then return nil end
+  local cpus = given(f("min_cpus"))
+    or (given(f("cpus_per_task")) or 1) * (given(f("num_tasks")) or 1)
+  local mem = mem_mb(f("pn_min_memory")) or 0
+  local fit, gpu_nodes = 0, 0
+  for _, p in ipairs(parts) do
+    local part = tbl.partitions[p]
+    for _, nt in ipairs(part and part.types or {}) do
+      if nt.gpus > 0 then
+        gpu_nodes = gpu_nodes + nt.nodes
+        local have = nt.gpus
+        if req.model then have = nt.models[req.model] or 0 end
+        if have >= req.gpn and (not is_number(nt.cpus) or nt.cpus >= cpus)
+          and (not is_number(nt.mem) or nt.mem >= mem) then
+          fit = fit + nt.nodes
+        end
+      end
+    end
+  end
+  if fit == 0 or fit > sf.share * gpu_nodes then return nil end
+  local limit = given(f("time_limit")) or sf.span
+  if limit >= sf.span then return nil end
+  return limit - sf.span
+end
+
+-- The raw job_desc.nice for our extra nice: Slurm stores nice + NICE_OFFSET (NO_VAL when
+-- the user gave none; job_submit_lua.c) and accepts a nice within +-2147483645.
+local NICE_OFFSET = slurm.NICE_OFFSET or 2147483648
+function D.raw_nice(old, extra)
+  local base = NICE_OFFSET
+  if is_number(old) and old ~= slurm.NO_VAL and old >= 0 and old < 2 * NICE_OFFSET then
+    base = old
+  end
+  local raw = base + extra
+  return math.max(NICE_OFFSET - 2147483645, math.min(raw, NICE_OFFSET + 2147483645))
+end
+
 -- A job that says it cannot start now: --begin in the future, or waiting on a dependency
 -- (job_desc fields recorded on 22.05 and 24.11: begin_time an epoch, dependency
 -- "afterok:68"; unset: 0, nil). It still gets the route's hint (the best guess there is;
@@ -936,8 +999,10 @@ function D.plan(f, opts)
         plan.prefer = pack.feature
       end
     end
-    plan.log = string.format("%s (from %s%s)", table.concat(tokens, " "), req.source,
-      req.model and (", type " .. req.model) or "")
+    if opts.submit then plan.nice = D.short_first_nice(f, req, parts, tbl) end
+    plan.log = string.format("%s (from %s%s)%s", table.concat(tokens, " "), req.source,
+      req.model and (", type " .. req.model) or "",
+      plan.nice and (" nice" .. int(plan.nice)) or "")
   end
   -- A job asking for shards only (no gpu GRES): the shard fit class, same rules.
   -- With shard_sizes (ascending), S shards prefer <shard_feature><T>, T the smallest size
@@ -1041,6 +1106,7 @@ local function apply(plan, job_desc, label, is_modify)
   if plan.user_note then log_user(plan.user_note) end
   if plan.admin_comment ~= nil then job_desc.admin_comment = plan.admin_comment end
   if plan.prefer ~= nil then job_desc.prefer = plan.prefer end
+  if plan.nice ~= nil then job_desc.nice = D.raw_nice(job_desc.nice, plan.nice) end
   if plan.route and not plan.route.later then
     D.route_take(plan.route.i, plan.route.req, plan.route.table)
   end

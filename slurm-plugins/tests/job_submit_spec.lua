@@ -323,6 +323,82 @@ describe("packing hint", function()
   end)
 end)
 
+describe("short first on scarce shapes (short_first)", function()
+  -- 10 GPU nodes: 8 common (96 CPUs, 384 GB), 1 big (128 CPUs, 768 GB) of type g3,
+  -- 1 of type v100 (no cpus/mem given: it fits any CPUs and memory); scarce: <= 2 nodes
+  local TABLE = [[return { version = 1, default_partition = "p",
+    short_first = { share = 0.2, span = 600 },
+    partitions = { p = { types = {
+      { gpus = 8, nodes = 8, models = { g2 = 8 }, cpus = 96, mem = 393216 },
+      { gpus = 8, nodes = 1, models = { g3 = 8 }, cpus = 128, mem = 786432 },
+      { gpus = 8, nodes = 1, models = { v100 = 8 } },
+      { gpus = 0, nodes = 4, models = {} } } } } }]]
+  local OFFSET = 2147483648
+  before_each(function()
+    local path = H.tmpfile(TABLE)
+    H.load(path)
+    os.remove(path)
+  end)
+
+  it("boosts a job only the big node fits by span minus its time limit", function()
+    local _, jd = H.submit({ tres_per_node = "gres:gpu:8", min_cpus = 120, time_limit = 90 })
+    assert.are.equal(OFFSET - 510, jd.nice)
+    _, jd = H.submit({ tres_per_node = "gres:gpu:8", pn_min_memory = 500000,
+      time_limit = 30 })
+    assert.are.equal(OFFSET - 570, jd.nice)
+    _, jd = H.submit({ tres_per_node = "gres:gpu:g3:1", time_limit = 5 }) -- one g3 node
+    assert.are.equal(OFFSET - 595, jd.nice)
+  end)
+
+  it("gives no boost at a limit of span or more, or none", function()
+    local _, jd = H.submit({ tres_per_node = "gres:gpu:8", min_cpus = 120, time_limit = 600 })
+    assert.is_nil(jd.nice)
+    _, jd = H.submit({ tres_per_node = "gres:gpu:8", min_cpus = 120 }) -- time_limit unset
+    assert.is_nil(jd.nice)
+  end)
+
+  it("adds to the user's own nice, within Slurm's range", function()
+    local _, jd = H.submit({ tres_per_node = "gres:gpu:8", min_cpus = 120, time_limit = 60,
+      nice = OFFSET + 100 })
+    assert.are.equal(OFFSET - 440, jd.nice)
+    _, jd = H.submit({ tres_per_node = "gres:gpu:8", min_cpus = 120, time_limit = 60,
+      nice = 5 }) -- a user nice near the bottom of the range
+    assert.are.equal(OFFSET - 2147483645, jd.nice)
+  end)
+
+  it("leaves alone jobs many nodes fit, multi-node and CPU-only jobs", function()
+    for _, f in ipairs({
+      { tres_per_node = "gres:gpu:8", min_cpus = 64, time_limit = 60 },
+      { tres_per_node = "gres:gpu:1", time_limit = 60 },
+      { tres_per_node = "gres:gpu:8", min_cpus = 120, min_nodes = 2, max_nodes = 2 },
+      { min_cpus = 120, time_limit = 60 },
+      { tres_per_node = "gres:gpu:8", min_cpus = 200, time_limit = 60 }, -- only v100 fits
+    }) do
+      local _, jd = H.submit(f)
+      if f.min_cpus == 200 then
+        assert.are.equal(OFFSET - 540, jd.nice) -- the one v100 node (cpus unknown) fits
+      else
+        assert.is_nil(jd.nice)
+      end
+    end
+  end)
+
+  it("is off without a short_first entry", function()
+    H.load()
+    local _, jd = H.submit({ tres_per_node = "gres:gpu:h100:8", time_limit = 60 })
+    assert.is_nil(jd.nice)
+  end)
+
+  it("refuses a malformed entry when the table loads", function()
+    for _, bad in ipairs({ "short_first = 1", "short_first = { share = 0 }",
+      "short_first = { share = 0.1, span = -1 }", "short_first = { share = 2, span = 5 }" }) do
+      local t = slurm_defrag.prepare_table((loadstring or load)("return { version = 1, partitions = {}, "
+        .. bad .. " }")())
+      assert.is_nil(t)
+    end
+  end)
+end)
+
 describe("protect opt-out", function()
   before_each(function() H.load() end)
 

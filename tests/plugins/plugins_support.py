@@ -31,6 +31,8 @@ import socket
 import subprocess
 import threading
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
@@ -298,6 +300,33 @@ class Cluster:
         if self.created_jobs:
             self.run("scancel", *self.created_jobs, check=False)
             self.created_jobs.clear()
+
+
+def reload_script(c: Cluster) -> None:
+    """What a new cycle does: slurmctld reloads the script (and the table) on the next
+    submission when the script's mtime changed."""
+    time.sleep(1.1)  # mtime has whole seconds on some file systems
+    c.run("touch", f"{ETC}/job_submit.lua")
+
+
+@contextmanager
+def table_with(c: Cluster, tmp: Path, entry: str) -> Iterator[None]:
+    """The installed defrag_nodes.lua with ``entry`` (Lua, ending in a comma) added to its
+    return table, reloaded; the rendered table is put back (and reloaded) afterwards."""
+    original = tmp / "defrag_nodes.lua"
+    c.cp_out(f"{ETC}/defrag_nodes.lua", original)
+    text = original.read_text(encoding="utf-8").rstrip()
+    assert text.endswith("}"), "the rendered table does not end its return table"
+    extended = tmp / "extended.lua"
+    extended.write_text(text[:-1] + entry + "}\n", encoding="utf-8")
+    try:
+        c.cp_in(extended, f"{ETC}/defrag_nodes.lua")
+        reload_script(c)
+        yield
+    finally:
+        c.cleanup_jobs()
+        c.cp_in(original, f"{ETC}/defrag_nodes.lua")
+        reload_script(c)
 
 
 def set_node_features(c: Cluster, node: str, features: list[str]) -> None:

@@ -16,13 +16,19 @@ every other node idle, nodes in slurm.conf order.
 
 from __future__ import annotations
 
-import time
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
-from .plugins_support import ETC, Cluster, Installed, own_features, set_node_features
+from .plugins_support import (
+    Cluster,
+    Installed,
+    own_features,
+    reload_script,
+    set_node_features,
+    table_with,
+)
 from .test_live_packing import features, node_of
 
 pytestmark = pytest.mark.slurm
@@ -47,13 +53,6 @@ def _route_entry() -> str:
     )
 
 
-def _reload(c: Cluster) -> None:
-    """What a new cycle does: slurmctld reloads the script (and the table) on the next
-    submission when the script's mtime changed."""
-    time.sleep(1.1)  # mtime has whole seconds on some file systems
-    c.run("touch", f"{ETC}/job_submit.lua")
-
-
 def _prefer_then_node(c: Cluster, *opts: str) -> tuple[str, str]:
     """Submit held (a running job no longer shows Prefer=), read it, release, wait."""
     rc, job, err = c.sbatch("-H", *opts)
@@ -68,23 +67,13 @@ def routed(installed: Installed, tmp_path: Path) -> Iterator[Cluster]:
     c = installed.cluster
     idle = c.sh("sinfo -h -N -p batch -t idle -o '%N' | sort -u").split()
     assert set(NODES) <= set(idle), f"need {NODES} idle in batch, have {idle}"
-    original = tmp_path / "defrag_nodes.lua"
-    c.cp_out(f"{ETC}/defrag_nodes.lua", original)
-    text = original.read_text(encoding="utf-8").rstrip()
-    assert text.endswith("}"), "the rendered table does not end its return table"
-    routed_table = tmp_path / "routed.lua"
-    routed_table.write_text(text[:-1] + _route_entry() + "}\n", encoding="utf-8")
     own = {n: features(c, n)[0] for n in NODES}
     try:
         for n in NODES:
             set_node_features(c, n, [*own_features(own[n]), f"defrag_at_{n}"])
-        c.cp_in(routed_table, f"{ETC}/defrag_nodes.lua")
-        _reload(c)
-        yield c
+        with table_with(c, tmp_path, _route_entry()):
+            yield c
     finally:
-        c.cleanup_jobs()
-        c.cp_in(original, f"{ETC}/defrag_nodes.lua")
-        _reload(c)
         for n in NODES:
             set_node_features(c, n, own_features(own[n]))
 
@@ -101,7 +90,7 @@ def test_the_script_names_one_node_per_job_and_remembers_it(routed: Cluster) -> 
     assert node == "node01"
     c.cleanup_jobs()
     # a new table (touch): the copy starts again from it
-    _reload(c)
+    reload_script(c)
     prefer, node = _prefer_then_node(c, "--gres=gpu:7", "-c", "1")
     assert (prefer, node) == (f"defrag_at_{TARGET}", TARGET)
 

@@ -111,6 +111,29 @@ def test_slurm_conf_syntax_we_rely_on(tmp_path: Path) -> None:
     assert parsed.partitions["mixed"].nodes == ["gpu1", "cpu1"]
     assert parsed.default_partition == "a100"
     assert "ignore_prefer_validation" in parsed.scheduler_parameters
+    # CPUs and memory where slurm.conf gives them: none here but Sockets (no cores)
+    assert parsed.nodes["gpu1"].memory_mb == 1000
+    assert parsed.nodes["gpu1"].cpus is None
+    assert parsed.nodes["gpu3"].memory_mb is None
+
+
+def test_node_cpus_as_slurmctld_counts_them(tmp_path: Path) -> None:
+    conf = write(
+        tmp_path,
+        "slurm.conf",
+        """NodeName=DEFAULT Sockets=2 CoresPerSocket=16 ThreadsPerCore=2 RealMemory=64000
+        NodeName=a1
+        NodeName=b1 CPUs=12
+        NodeName=c1 Boards=2 SocketsPerBoard=2 CoresPerSocket=4
+        """,
+    )
+    parsed = parse_slurm_conf(conf)
+    assert (parsed.nodes["a1"].cpus, parsed.nodes["a1"].memory_mb) == (64, 64000)
+    assert parsed.nodes["b1"].cpus == 12
+    assert parsed.nodes["c1"].cpus == 2 * 2 * 4 * 2  # ThreadsPerCore=2 from DEFAULT
+    bad = write(tmp_path, "bad.conf", "NodeName=n1 RealMemory=64G\n")
+    with pytest.raises(InputError, match=r"bad\.conf:1: node realmemory '64G'"):
+        parse_slurm_conf(bad)
 
 
 def test_slurm_conf_errors_name_the_place(tmp_path: Path) -> None:
@@ -209,6 +232,16 @@ def test_options_reach_the_table(tmp_path: Path) -> None:
     assert table["pack"] == {"feature": "small_ok", "max_gpus": 2}
     with pytest.raises(InputError, match="not a plain node feature name"):
         compose_table(tmp_path, pack_feature="a|b")
+
+
+def test_short_first_and_node_shapes_reach_the_table(tmp_path: Path) -> None:
+    table, _ = compose_table(tmp_path, short_first=0.25)
+    assert table["short_first"] == {"share": 0.25, "span": 10080}
+    batch = table["partitions"]["batch"]  # type: ignore[index]
+    assert {(t["cpus"], t["mem"]) for t in batch["types"]} == {(32, 64000)}
+    assert "short_first" not in compose_table(tmp_path)[0]
+    with pytest.raises(InputError, match="--short-first: 0 is not a share"):
+        compose_table(tmp_path, short_first=0)
 
 
 # -- Lua text --------------------------------------------------------------------------

@@ -2,10 +2,17 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
+import pytest
+
+from slurm_defrag.errors import InputError
 from slurm_defrag.planner.fit_classes import Mix, TaskClass
 from slurm_defrag.planner.levers import LeverSettings
 from slurm_defrag.sim.cluster import ClusterState
+from slurm_defrag.sim.levers import parse_mode
 from slurm_defrag.sim.model import JobSpec, NodeSpec
+from slurm_defrag.sim.protocol_a import run_a
 from slurm_defrag.sim.submit_hook import SubmitHook, node_table
 
 STATE = ClusterState([NodeSpec("a", 8000, 1000, 8, "v100"), NodeSpec("b", 8000, 1000, 2, "t4")])
@@ -52,12 +59,38 @@ def test_cached_per_request_shape() -> None:
     assert hook.apply(_job(2, 1000)).prefer == "defrag_fit2"
 
 
-def test_script_path_from_the_environment_must_exist(monkeypatch, tmp_path) -> None:
-    import pytest
-
-    from slurm_defrag.errors import InputError
+def test_script_path_from_the_environment_must_exist(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
     from slurm_defrag.sim.submit_hook import SCRIPT_ENV, default_script
 
     monkeypatch.setenv(SCRIPT_ENV, str(tmp_path / "missing.lua"))
     with pytest.raises(InputError, match=SCRIPT_ENV):
         default_script()
+
+
+def test_short_first_raises_the_priority_of_jobs_only_scarce_nodes_hold() -> None:
+    """~short: the script's negative nice (its time limit in minutes minus a week) becomes
+    a priority boost, for a job only the one big node of ten holds; the table carries each
+    type's CPUs and memory, so a job that the nine small nodes hold is left alone."""
+    nodes = [NodeSpec(f"s{i}", 96_000, 393_216, 8, "g2") for i in range(9)]
+    state = ClusterState([*nodes, NodeSpec("big", 128_000, 786_432, 8, "g3")])
+    hook = SubmitHook(node_table(state, LeverSettings("shape-weights"), short_first=0.1))
+    big = JobSpec("j", 120_000, 500_000, 8, 1000, time_limit=5400.0)
+    assert hook.apply(big).priority == 10_080 - 90
+    unlimited = JobSpec("j", 120_000, 500_000, 8, 1000)
+    assert hook.apply(unlimited) == unlimited  # no limit: no boost
+    small = JobSpec("j", 64_000, 100_000, 8, 1000, time_limit=5400.0)
+    assert hook.apply(small) == small
+    plain = SubmitHook(node_table(state, LeverSettings("shape-weights")))
+    assert plain.apply(big) == big
+
+
+def test_short_first_policy_name() -> None:
+    mode = parse_mode("slurm+shape-weights~short")
+    assert mode is not None
+    assert mode.short_first
+    assert mode.lever.lever == "shape-weights"
+    assert not parse_mode("slurm+shape-weights").short_first  # type: ignore[union-attr]
+    with pytest.raises(InputError, match="Protocol A"):
+        run_a(list(STATE.nodes), [_job(1, 1000)], "slurm+shape-weights~short", 1)

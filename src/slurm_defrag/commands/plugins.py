@@ -14,12 +14,24 @@ Table format (``version = 1``)::
       allow_protect = true,      -- honour --comment=defrag:protect
       slurm_user_uid = 0,        -- SlurmUser: may rewrite the record on job updates
       pack = { feature = "defrag_partial", max_gpus = 4 },   -- absent: no packing hint
+      short_first = { share = 0.1, span = 10080 },   -- absent: no boost (below)
       partitions = {
         ["batch"] = { types = {
-          { gpus = 8, models = { ["h100"] = 8 }, nodes = 1, max_block = 2,
-            block_sizes = { 1, 2 }, topology = "nvlink-8-pairs", hosts = "node04" }, ... } },
+          { gpus = 8, models = { ["h100"] = 8 }, nodes = 1, cpus = 32, mem = 64000,
+            max_block = 2, block_sizes = { 1, 2 }, topology = "nvlink-8-pairs",
+            hosts = "node04" }, ... } },
       },
     }
+
+``cpus`` and ``mem`` (MB) are absent when slurm.conf does not give them.
+
+``short_first`` (``--short-first SHARE``): a one-node GPU job that only a few nodes can
+hold (the nodes of its partitions with its GPU count and type, CPUs and memory are at most
+SHARE of their GPU nodes) gets a priority boost of ``span`` minus its time limit in
+minutes (a negative ``--nice`` on top of its own; none at a limit of ``span`` or more).
+Among the jobs queued for such a scarce node shape the short ones then go first, and all
+of them before jobs that could run elsewhere (measured in docs/benchmarks.md, "Short
+first on scarce shapes").
 
 ``block_sizes`` is absent for a node whose topology is unknown: the hook then never
 refuses a request because of that node.
@@ -41,6 +53,7 @@ import typer
 
 from slurm_defrag.actuator.lua_table import lua_string, to_lua, write_atomically
 from slurm_defrag.errors import InputError
+from slurm_defrag.planner.levers import SHORT_FIRST_SPAN
 from slurm_defrag.slurm.slurm_conf import SlurmConf, parse_slurm_conf
 
 if TYPE_CHECKING:  # pydantic models: imported when used, to keep startup fast
@@ -70,6 +83,8 @@ class RenderOptions:
     allow_protect: bool = True
     route_file: Path | None = None
     """Where the service writes the per-job route (its ``route_file`` setting)."""
+    short_first: float | None = None
+    """Share of a partition's GPU nodes at or below which a request counts as scarce."""
 
 
 def _uid_of(user: str, warnings: list[str]) -> int | None:
@@ -89,14 +104,67 @@ def _uid_of(user: str, warnings: list[str]) -> int | None:
         return None
 
 
-# (GPUs, sorted (model, count) pairs, NVLink block sizes or None = unknown, topology name)
-_TypeKey = tuple[int, tuple[tuple[str, int], ...], tuple[int, ...] | None, str | None]
+# (GPUs, sorted (model, count) pairs, NVLink block sizes or None = unknown, topology name,
+# CPUs, memory in MB; None = not in slurm.conf)
+_TypeKey = tuple[
+    int, tuple[tuple[str, int], ...], tuple[int, ...] | None, str | None, int | None, int | None
+]
 
 
 def _block_sizes(topo: GpuTopology) -> list[int]:
     from slurm_defrag.domain.topology import popcount
 
     return sorted({popcount(b) for b in topo.blocks})
+
+
+def _node_types(
+    conf: SlurmConf, hosts_in: Sequence[str], topologies: Mapping[str, GpuTopology]
+) -> list[dict[str, object]]:
+    """One partition's node types: nodes alike in GPUs, NVLink blocks, CPUs and memory."""
+    import hostlist
+
+    groups: dict[_TypeKey, list[str]] = {}
+    for host in hosts_in:
+        nc = conf.nodes[host]
+        topo = topologies.get(host) if nc.gpus else None
+        sizes: tuple[int, ...] | None
+        if topo is not None:
+            sizes = tuple(_block_sizes(topo))
+        elif nc.gpus == 1:
+            sizes = (1,)
+        else:
+            sizes = None
+        key: _TypeKey = (
+            nc.gpus,
+            tuple(sorted(nc.models.items())),
+            sizes,
+            topo.name if topo else None,
+            nc.cpus,
+            nc.memory_mb,
+        )
+        groups.setdefault(key, []).append(host)
+    types: list[dict[str, object]] = []
+    # Largest nodes first, then by first host: a stable order for diffs.
+    for (gpus, models, sizes, topo_name, cpus, memory), hosts in sorted(
+        groups.items(), key=lambda kv: (-kv[0][0], kv[1][0])
+    ):
+        entry: dict[str, object] = {
+            "gpus": gpus,
+            "models": dict(models),
+            "nodes": len(hosts),
+            "hosts": hostlist.collect_hostlist(hosts),
+        }
+        if cpus is not None:
+            entry["cpus"] = cpus
+        if memory is not None:
+            entry["mem"] = memory
+        if sizes is not None:
+            entry["max_block"] = max(sizes)
+            entry["block_sizes"] = list(sizes)
+        if topo_name is not None:
+            entry["topology"] = topo_name
+        types.append(entry)
+    return types
 
 
 def build_table(
@@ -125,39 +193,10 @@ def build_table(
             "refused because of them"
         )
 
-    partitions: dict[str, object] = {}
-    for pname, part in sorted(conf.partitions.items()):
-        groups: dict[_TypeKey, list[str]] = {}
-        for host in part.nodes:
-            nc = conf.nodes[host]
-            topo = topologies.get(host) if nc.gpus else None
-            sizes: tuple[int, ...] | None
-            if topo is not None:
-                sizes = tuple(_block_sizes(topo))
-            elif nc.gpus == 1:
-                sizes = (1,)
-            else:
-                sizes = None
-            key = (nc.gpus, tuple(sorted(nc.models.items())), sizes, topo.name if topo else None)
-            groups.setdefault(key, []).append(host)
-        types = []
-        # Largest nodes first, then by first host: a stable order for diffs.
-        for (gpus, models, sizes, topo_name), hosts in sorted(
-            groups.items(), key=lambda kv: (-kv[0][0], kv[1][0])
-        ):
-            entry: dict[str, object] = {
-                "gpus": gpus,
-                "models": dict(models),
-                "nodes": len(hosts),
-                "hosts": hostlist.collect_hostlist(hosts),
-            }
-            if sizes is not None:
-                entry["max_block"] = max(sizes)
-                entry["block_sizes"] = list(sizes)
-            if topo_name is not None:
-                entry["topology"] = topo_name
-            types.append(entry)
-        partitions[pname] = {"types": types}
+    partitions: dict[str, object] = {
+        pname: {"types": _node_types(conf, part.nodes, topologies)}
+        for pname, part in sorted(conf.partitions.items())
+    }
 
     table: dict[str, object] = {
         "version": TABLE_VERSION,
@@ -182,6 +221,12 @@ def build_table(
                 " gone (the service stopping removes them): add it first"
             )
         table["route_file"] = str(options.route_file)
+    if options.short_first is not None:
+        if not 0 < options.short_first <= 1:
+            raise InputError(
+                f"--short-first: {options.short_first} is not a share of nodes in (0, 1]"
+            )
+        table["short_first"] = {"share": options.short_first, "span": SHORT_FIRST_SPAN}
     if options.pack_feature is not None:
         if not _FEATURE_RE.match(options.pack_feature):
             raise InputError(
@@ -299,6 +344,15 @@ def render(
             "packing_lever = fgd-route-score); default: defrag_route.lua beside the table.",
         ),
     ] = None,
+    short_first: Annotated[
+        float | None,
+        typer.Option(
+            "--short-first",
+            help="Queue short jobs first among those only a few nodes can hold: a one-node "
+            "GPU job that at most this share of its partitions' GPU nodes can hold gets a "
+            "priority boost of a week minus its time limit (a negative nice; e.g. 0.1).",
+        ),
+    ] = None,
     no_touch: Annotated[
         bool,
         typer.Option(
@@ -325,6 +379,7 @@ def render(
         enforce=not no_enforce,
         allow_protect=not no_user_protect,
         route_file=route_file,
+        short_first=short_first,
     )
     table, warnings = build_table(conf, node_topologies(settings), options)
     sources = [str(slurm_conf)]
@@ -344,6 +399,7 @@ def render(
     summary = (
         f"wrote {out}: {len(parts)} partition(s), "
         f"packing hint {'on' if 'pack' in table else 'off'}, "
+        f"short first {'on' if 'short_first' in table else 'off'}, "
         f"{'refusing impossible requests' if options.enforce else 'recording only'}"
     )
     # slurmctld re-reads job_submit.lua (and so this table) when the script's mtime

@@ -241,6 +241,12 @@ class NodeLevers:
     """``fgd-route``: the ``route`` entry of defrag_nodes.lua (:func:`route_table`)."""
 
 
+SHORT_FIRST_SPAN = 10080
+"""job_submit.lua's ``short_first`` boosts a scarce job's priority by this many minus its
+time limit in minutes (a week: a job of a week or more, or with no limit, gets nothing).
+Compare it with the site's priority weights: the largest boost is this."""
+
+
 def is_ours(feature: str) -> bool:
     """A feature slurm-defrag sets and removes (never one of the admin's)."""
     return feature.startswith((FIT_PREFIX, ROUTE_PREFIX))

@@ -18,8 +18,9 @@ Policy names select a configuration (:func:`parse_mode`): ``slurm`` is Slurm alo
 ``LeverSettings.min_members``; ``@<M>:c``: CPU-aware classes, :data:`CPU_BUCKETS`;
 default :data:`DEFAULT_EVERY`; ``slurm+<lever>~seen/<N>``: an ``fgd-*`` lever weighs by
 the mix of the jobs seen so far, as the service estimates it, ``~warm``: that estimate
-full from the start). In Protocol B the cycle is ``EngineConfig.lever_interval``
-seconds, the service's 60 s.
+full from the start; ``~short``: job_submit.lua's ``short_first`` on top, with
+:data:`~slurm_defrag.sim.submit_hook.SHORT_FIRST_SHARE`; Protocol B). In Protocol B the
+cycle is ``EngineConfig.lever_interval`` seconds, the service's 60 s.
 """
 
 from __future__ import annotations
@@ -45,6 +46,7 @@ CPU_BUCKETS = (1, 2, 4, 8, 16, 32, 64, 128)
 DEFAULT_EVERY = 1
 SEEN_MIX = "~seen"
 WARM_MIX = "~warm"
+SHORT_FIRST = "~short"
 """Policy-name suffix of the lever: the mix of the jobs seen so far (:attr:`SlurmMode.seen_mix`)."""
 
 
@@ -64,6 +66,8 @@ class SlurmMode:
     from the workload before the run: a service that watched the cluster for a day
     before it routes (Protocol A starts from an empty cluster, so ``~seen`` alone
     starts from no job at all)."""
+    short_first: bool = False
+    """``~short``: job_submit.lua queues jobs that only scarce nodes hold by time limit."""
 
 
 def parse_mode(policy: str) -> SlurmMode | None:
@@ -74,6 +78,8 @@ def parse_mode(policy: str) -> SlurmMode | None:
     if not rest:
         return SlurmMode(LeverSettings("none"))
     lever, _, every = rest.partition("/")
+    short = SHORT_FIRST in lever
+    lever = lever.replace(SHORT_FIRST, "")
     warm = lever.endswith(WARM_MIX)
     lever = lever.removesuffix(WARM_MIX)
     seen = warm or lever.endswith(SEEN_MIX)
@@ -97,7 +103,7 @@ def parse_mode(policy: str) -> SlurmMode | None:
     settings = LeverSettings(
         lever, mix=mix_or_none, min_members=int(members or 1), cpu_buckets=buckets
     )
-    return SlurmMode(settings, n, seen, warm)
+    return SlurmMode(settings, n, seen, warm, short)
 
 
 def mode_policies(levers: Sequence[str], every: Sequence[int] = (DEFAULT_EVERY,)) -> list[str]:

@@ -101,6 +101,11 @@ def run_a(
     types = typical_types(trace)
     mode = parse_mode(policy)
     if mode is not None:
+        if mode.short_first:
+            raise InputError(
+                f"policy {policy!r}: ~short orders queued jobs by time limit; Protocol A "
+                "has neither a queue nor time limits (use it in Protocol B)"
+            )
         mode = with_mix(mode, types)
     chooser = build(SLURM_POLICY if mode else policy, PolicyContext(state, types, rank))
     levers = SimLevers(state, mode.lever, seen_mix=mode.seen_mix) if mode else None

@@ -36,7 +36,7 @@ from slurm_defrag.sim.levers import SLURM_POLICY, SimLevers, parse_mode, with_mi
 from slurm_defrag.sim.model import JobSpec, NodeSpec
 from slurm_defrag.sim.policies.base import PolicyContext
 from slurm_defrag.sim.policies.registry import build
-from slurm_defrag.sim.submit_hook import SubmitHook, node_table, routed
+from slurm_defrag.sim.submit_hook import SHORT_FIRST_SHARE, SubmitHook, node_table, routed
 from slurm_defrag.sim.timed_workload import arrival_rate, arrivals, job_pool, with_user_limits
 
 LARGE_GPUS = 4
@@ -123,10 +123,11 @@ def run_b(
                 "none takes ~warm: the warm-up hours fill the estimate)"
             )
         levers = SimLevers(state, mode.lever).apply
+        short = SHORT_FIRST_SHARE if mode.short_first else None
         if mode.lever.route:
-            levers, submit = routed(state, mode.lever, seen_mix=mode.seen_mix)
-        elif mode.lever.features:
-            hook = SubmitHook(node_table(state, mode.lever))
+            levers, submit = routed(state, mode.lever, seen_mix=mode.seen_mix, short_first=short)
+        elif mode.lever.features or short:
+            hook = SubmitHook(node_table(state, mode.lever, short_first=short))
             jobs = [hook.apply(j) for j in jobs]
     chooser = build(SLURM_POLICY if mode else policy, PolicyContext(state, types, rank))
     step = defrag or NoDefrag()

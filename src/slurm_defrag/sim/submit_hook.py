@@ -7,8 +7,10 @@ would write for the simulated cluster (its ``pack`` entry from
 :func:`slurm_defrag.planner.levers.pack_table`, the one both use), and calls
 ``slurm_job_submit`` on a job description shaped like what sbatch sends for the job:
 ``--gres=gpu:K`` for whole GPUs, ``--gres=shard:S`` for a share of one GPU, nothing for
-CPU only, one node. The ``--prefer`` it sets is copied to the job. The answer depends only
-on that request shape, so it is computed once per shape.
+CPU only, one node. The ``--prefer`` it sets is copied to the job, and so is the
+(negative) ``--nice`` of ``short_first`` (as a priority: under priority/multifactor nice
+is subtracted from it). The answer depends only on that request shape, so it is
+computed once per shape.
 
 The table has ``enforce = false``: the hook must not refuse a trace job (a request no node
 could ever satisfy is the simulator's to drop, as Protocol A does); refusals do not change
@@ -20,14 +22,19 @@ from __future__ import annotations
 import itertools
 import os
 from collections.abc import Callable, Mapping
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
 from slurm_defrag.domain.units import MILLI
 from slurm_defrag.errors import InputError
 from slurm_defrag.hooks_location import candidates, plugins_dir
-from slurm_defrag.planner.levers import SHARDS_PER_GPU, LeverSettings, pack_table
+from slurm_defrag.planner.levers import (
+    SHARDS_PER_GPU,
+    SHORT_FIRST_SPAN,
+    LeverSettings,
+    pack_table,
+)
 from slurm_defrag.sim.cluster import ClusterState
 from slurm_defrag.sim.levers import SimLevers
 from slurm_defrag.sim.model import JobSpec
@@ -65,13 +72,23 @@ def default_script() -> Path:
     return found / "job_submit.lua"
 
 
-def node_table(state: ClusterState, settings: LeverSettings) -> dict[str, Any]:
+SHORT_FIRST_SHARE = 0.1
+"""``short_first`` in the simulator: scarce = at most 10 % of the GPU nodes can hold it."""
+NICE_OFFSET = 2**31
+"""Slurm stores a job's nice plus this (job_submit_lua.c)."""
+
+
+def node_table(
+    state: ClusterState, settings: LeverSettings, *, short_first: float | None = None
+) -> dict[str, Any]:
     """defrag_nodes.lua for the simulated cluster: one partition, node types by GPU count
-    and model, the levers' ``pack`` entry."""
-    types: dict[tuple[int, str], int] = {}
+    and model, CPUs and memory (as ``plugins render`` writes them), the levers' ``pack``
+    entry and, with ``short_first``, that entry (its share)."""
+    types: dict[tuple[int, str, int, int], int] = {}
     for s in state.nodes:
         if s.gpus:
-            types[(s.gpus, s.model)] = types.get((s.gpus, s.model), 0) + 1
+            key = (s.gpus, s.model, s.cpu_milli // MILLI, s.memory_mib)
+            types[key] = types.get(key, 0) + 1
     table: dict[str, Any] = {
         "version": 1,
         "default_partition": PARTITION,
@@ -80,8 +97,10 @@ def node_table(state: ClusterState, settings: LeverSettings) -> dict[str, Any]:
         "partitions": {
             PARTITION: {
                 "types": [
-                    {"gpus": g, "models": {m: g}, "nodes": n}
-                    for (g, m), n in sorted(types.items(), key=lambda kv: (-kv[0][0], kv[0][1]))
+                    {"gpus": g, "models": {m: g}, "nodes": n, "cpus": c, "mem": mem}
+                    for (g, m, c, mem), n in sorted(
+                        types.items(), key=lambda kv: (-kv[0][0], kv[0][1:])
+                    )
                 ]
             }
         },
@@ -89,13 +108,15 @@ def node_table(state: ClusterState, settings: LeverSettings) -> dict[str, Any]:
     pack = pack_table(settings)
     if pack is not None:
         table["pack"] = pack
+    if short_first is not None:
+        table["short_first"] = {"share": short_first, "span": SHORT_FIRST_SPAN}
     return table
 
 
 def request_of(job: JobSpec, *, full: bool = False) -> dict[str, Any]:
     """The job description fields sbatch would send for this job (one node). ``full``
-    adds what only per-job routing reads: ``--mem`` and a GPU type when the job names
-    exactly one model."""
+    adds what only per-job routing and ``short_first`` read: ``--mem``, ``--time`` (in
+    minutes, as Slurm holds it) and a GPU type when the job names exactly one model."""
     desc: dict[str, Any] = {
         "min_nodes": 1,
         "max_nodes": 1,
@@ -105,6 +126,8 @@ def request_of(job: JobSpec, *, full: bool = False) -> dict[str, Any]:
     model = ""
     if full:
         desc["pn_min_memory"] = job.memory_mib
+        if job.time_limit is not None:
+            desc["time_limit"] = max(1, -(-int(job.time_limit) // 60))
         if job.gpu_models is not None and len(job.gpu_models) == 1:
             model = next(iter(job.gpu_models)) + ":"
     if job.shared:
@@ -114,8 +137,18 @@ def request_of(job: JobSpec, *, full: bool = False) -> dict[str, Any]:
     return desc
 
 
+@dataclass(frozen=True)
+class Answer:
+    """What job_submit.lua set on one submission."""
+
+    prefer: str | None = None
+    nice: int = 0
+    """Added nice (0: none)."""
+
+
 class SubmitHook:
-    """job_submit.lua loaded once; :meth:`apply` gives a job the ``--prefer`` it sets."""
+    """job_submit.lua loaded once; :meth:`apply` gives a job the ``--prefer`` and nice it
+    sets."""
 
     def __init__(self, table: Mapping[str, Any], script: Path | None = None) -> None:
         try:
@@ -136,8 +169,9 @@ class SubmitHook:
             raise InputError(f"node table refused by job_submit.lua: {err}")
         g.slurm_defrag.nodes = prepared
         self._submit = g.slurm_job_submit
-        self._cache: dict[tuple[str, ...], str | None] = {}
+        self._cache: dict[tuple[str, ...], Answer] = {}
         self._routing = False
+        self._full = "short_first" in table  # it reads --mem and --time
         self.calls = 0
 
     def route(self, entry: Mapping[str, Any]) -> None:
@@ -154,22 +188,28 @@ class SubmitHook:
 
     def prefer(self, job: JobSpec) -> str | None:
         """The ``--prefer`` job_submit.lua gives this job's request (None: none)."""
+        return self.answer(job).prefer
+
+    def answer(self, job: JobSpec) -> Answer:
+        """What job_submit.lua sets for this job's request."""
         if self._routing:
             return self._ask(request_of(job, full=True))
-        desc = request_of(job)
+        desc = request_of(job, full=self._full)
         key = tuple(f"{k}={v}" for k, v in sorted(desc.items()))
         if key not in self._cache:
             self._cache[key] = self._ask(desc)
         return self._cache[key]
 
-    def _ask(self, desc: Mapping[str, Any]) -> str | None:
-        """One submission through the script; the ``--prefer`` it set."""
+    def _ask(self, desc: Mapping[str, Any]) -> Answer:
+        """One submission through the script."""
         self.calls += 1
         jd = self._lua.table_from(dict(desc))
         self._submit(jd, None, 0)
         self._raise_logged_errors()
-        p = jd["prefer"]
-        return str(p) if p is not None else None
+        p, nice = jd["prefer"], jd["nice"]
+        return Answer(
+            str(p) if p is not None else None, int(nice) - NICE_OFFSET if nice is not None else 0
+        )
 
     def _raise_logged_errors(self) -> None:
         """The script fails open (an error becomes "no hint" in slurmctld); in the
@@ -179,19 +219,25 @@ class SubmitHook:
             raise RuntimeError(f"job_submit.lua logged an error: {errors[1]}")
 
     def apply(self, job: JobSpec) -> JobSpec:
-        p = self.prefer(job)
-        return job if p == job.prefer else replace(job, prefer=p)
+        a = self.answer(job)
+        if a.prefer == job.prefer and not a.nice:
+            return job
+        return replace(job, prefer=a.prefer, priority=job.priority - a.nice)
 
 
 def routed(
-    state: ClusterState, settings: LeverSettings, *, seen_mix: bool = False
+    state: ClusterState,
+    settings: LeverSettings,
+    *,
+    seen_mix: bool = False,
+    short_first: float | None = None,
 ) -> tuple[Callable[[float], None], Callable[[JobSpec], JobSpec]]:
     """``fgd-route`` with a clock (Protocol B): one service cycle (the levers, then their
     table handed to job_submit.lua, as a rewritten table is reloaded) and the submit step
     (the script's ``--prefer`` for a job when it arrives; with ``seen_mix`` the service
     also counts it into its workload mix)."""
     levers = SimLevers(state, settings, seen_mix=seen_mix)
-    hook = SubmitHook(node_table(state, settings))
+    hook = SubmitHook(node_table(state, settings, short_first=short_first))
     arrivals = itertools.count()
 
     def cycle(now: float) -> None:

@@ -39,6 +39,11 @@ class NodeConf:
     gpus: int = 0
     models: dict[str, int] = field(default_factory=dict)
     features: tuple[str, ...] = ()
+    cpus: int | None = None
+    """``CPUs=``, else Boards x SocketsPerBoard (or Sockets) x CoresPerSocket x
+    ThreadsPerCore; None when slurm.conf gives neither (slurmd reports it)."""
+    memory_mb: int | None = None
+    """``RealMemory=`` in MB; None when not given."""
 
 
 @dataclass
@@ -132,6 +137,30 @@ def _attributes(words: list[str]) -> dict[str, str]:
     return out
 
 
+def _count(attrs: dict[str, str], key: str, where: str) -> int | None:
+    """A whole-number node attribute (None when absent), refused by name when it is not."""
+    text = attrs.get(key)
+    if text is None:
+        return None
+    if not text.isdigit() or len(text) > 9:
+        raise InputError(f"{where}: node {key} {text[:40]!r} is not a whole number")
+    return int(text)
+
+
+def _node_cpus(attrs: dict[str, str], where: str) -> int | None:
+    """CPUs of a node line as slurmctld counts them (``CPUs=`` wins)."""
+    cpus = _count(attrs, "cpus", where)
+    if cpus is not None:
+        return cpus
+    cores = _count(attrs, "corespersocket", where)
+    if cores is None:
+        return None
+    sockets = _count(attrs, "socketsperboard", where) or _count(attrs, "sockets", where) or 1
+    boards = _count(attrs, "boards", where) or 1
+    threads = _count(attrs, "threadspercore", where) or 1
+    return boards * sockets * cores * threads
+
+
 @dataclass
 class _Reader:
     """One pass over slurm.conf and its includes; partitions and node sets are resolved
@@ -205,9 +234,10 @@ class _Reader:
         features = tuple(f for f in re.split(r"[,&|]", merged.get("features", "")) if f)
         for model in models:
             check_name("GPU type", model, where)
+        cpus, memory = _node_cpus(merged, where), _count(merged, "realmemory", where)
         for host in expand_config_hosts(name, where):
             self.conf.nodes[check_name("node name", host, where)] = NodeConf(
-                host, gpus, dict(models), features
+                host, gpus, dict(models), features, cpus, memory
             )
 
     def resolve(self) -> SlurmConf:
