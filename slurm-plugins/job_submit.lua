@@ -494,8 +494,11 @@ local function prepare_table(t)
   if t.short_first ~= nil then
     local sf = t.short_first
     if type(sf) ~= "table" or not is_number(sf.share) or sf.share <= 0 or sf.share > 1
-      or not is_number(sf.span) or sf.span < 1 or sf.span > SANE_COUNT then
-      return nil, "short_first: expected { share = (0, 1], span = minutes (1-65535) }"
+      or not is_number(sf.span) or sf.span < 1 or sf.span > SANE_COUNT
+      or (sf.large_gpus ~= nil and (not is_number(sf.large_gpus) or sf.large_gpus < 1))
+      or (sf.all ~= nil and type(sf.all) ~= "boolean") then
+      return nil, "short_first: expected { share = (0, 1], span = minutes (1-65535),"
+        .. " all = true/false, large_gpus = a GPU count }"
     end
   end
   if type(t.pack) == "table" and type(t.pack.fit_sizes) == "table" then
@@ -866,25 +869,30 @@ end
 D.own_placement = own_placement
 
 ------------------------------------------------------------------------------------------
--- Short first on scarce shapes (tbl.short_first)
+-- Queue order: short first, large and scarce first (tbl.short_first)
 ------------------------------------------------------------------------------------------
 
 --[[
-A one-node GPU job that only a few nodes can hold (its GPU count and type, CPUs and
-memory fit at most short_first.share of its partitions' GPU nodes) gets a priority boost
-of span minus its time limit in minutes (none at a limit of span or more, or none given):
-a negative --nice, added to the user's own. Slurm starts the jobs waiting for those few
-nodes in priority order, so among them the short limits go first, and all of them go
-before jobs that could run elsewhere (which reach those nodes only when the rest are
-full). A plain nice would do the first without the second, but it lowers the boosted
-jobs below everyone (measured worse) and priority/multifactor never goes below 1, where
-a nice changes nothing. Slurm checks a user's own negative nice before job_submit runs,
-so the script may set one for any user. A type the table gives no cpus/mem for fits any
-CPUs and memory (unknown: never made scarce on their account).
+A priority boost, set at submit as a negative --nice (added to the user's own):
+
+  boost = tier x span + (span - time limit in minutes, 0 when none is given or longer)
+
+tier 2: a one-node GPU job only a few nodes can hold (its GPU count and type, CPUs and
+memory fit at most short_first.share of its partitions' GPU nodes); tier 1: a job asking
+for at least short_first.large_gpus GPUs per node; tier 0: any other job, boosted only
+with short_first.all. Slurm starts jobs in priority order, so within a tier the short
+limits go first, and a higher tier goes before a lower one. Without `all` only tiers 1
+and 2 change; other jobs keep their place behind them. The order is what Slurm's
+priority gives; backfill still starts whatever fits without delaying those ahead.
+
+Why a boost and not a nice for the long jobs: priority/multifactor never goes below 1
+(recorded on 22.05: every job of a cluster without priority weights sits there, and a
+nice changes nothing), and a positive nice ranks the jobs below everyone else (measured
+worse in the simulator). Slurm checks a user's own negative nice before job_submit runs,
+so the script may set one for any user. A node type the table gives no cpus/mem for fits
+any CPUs and memory (unknown: never made scarce on their account).
 ]]
-function D.short_first_nice(f, req, parts, tbl)
-  local sf = tbl and tbl.short_first
-  if not sf or req == nil or req.gpn <= 0 or req.nodes ~= 1 then return nil end
+local function scarce(f, req, parts, tbl, share)
   local cpus = given(f("min_cpus"))
     or (given(f("cpus_per_task")) or 1) * (given(f("num_tasks")) or 1)
   local mem = mem_mb(f("pn_min_memory")) or 0
@@ -903,10 +911,25 @@ function D.short_first_nice(f, req, parts, tbl)
       end
     end
   end
-  if fit == 0 or fit > sf.share * gpu_nodes then return nil end
-  local limit = given(f("time_limit")) or sf.span
-  if limit >= sf.span then return nil end
-  return limit - sf.span
+  return fit > 0 and fit <= share * gpu_nodes
+end
+
+-- The extra nice for a job (negative), or nil. `req` may be nil (no GPU asked for).
+function D.short_first_nice(f, req, parts, tbl)
+  local sf = tbl and tbl.short_first
+  if not sf then return nil end
+  local gpn = req and req.gpn or 0
+  local tier = 0
+  if gpn > 0 and req.nodes == 1 and scarce(f, req, parts, tbl, sf.share) then
+    tier = 2
+  elseif sf.large_gpus and gpn >= sf.large_gpus then
+    tier = 1
+  end
+  if tier == 0 and not sf.all then return nil end
+  local limit = given(f("time_limit"))
+  local boost = tier * sf.span + (limit and math.max(0, sf.span - limit) or 0)
+  if boost <= 0 then return nil end
+  return -boost
 end
 
 -- The raw job_desc.nice for our extra nice: Slurm stores nice + NICE_OFFSET (NO_VAL when
@@ -999,10 +1022,8 @@ function D.plan(f, opts)
         plan.prefer = pack.feature
       end
     end
-    if opts.submit then plan.nice = D.short_first_nice(f, req, parts, tbl) end
-    plan.log = string.format("%s (from %s%s)%s", table.concat(tokens, " "), req.source,
-      req.model and (", type " .. req.model) or "",
-      plan.nice and (" nice" .. int(plan.nice)) or "")
+    plan.log = string.format("%s (from %s%s)", table.concat(tokens, " "), req.source,
+      req.model and (", type " .. req.model) or "")
   end
   -- A job asking for shards only (no gpu GRES): the shard fit class, same rules.
   -- With shard_sizes (ascending), S shards prefer <shard_feature><T>, T the smallest size
@@ -1070,6 +1091,9 @@ function D.plan(f, opts)
       plan.route = { i = i, req = rq, table = route, later = starts_later(f, os.time()) }
     end
   end
+  if opts.submit and err == nil then
+    plan.nice = D.short_first_nice(f, req, job_partitions(f("partition"), tbl), tbl)
+  end
   if protect then table.insert(tokens, "defrag:protect") end
 
   if #tokens > 0 then
@@ -1110,8 +1134,10 @@ local function apply(plan, job_desc, label, is_modify)
   if plan.route and not plan.route.later then
     D.route_take(plan.route.i, plan.route.req, plan.route.table)
   end
-  if plan.log then
-    log_debug(label .. ": " .. plan.log .. (plan.prefer and (" prefer=" .. plan.prefer) or ""))
+  if plan.log or plan.nice then
+    log_debug(label .. ": " .. (plan.log or "")
+      .. (plan.prefer and (" prefer=" .. plan.prefer) or "")
+      .. (plan.nice and (" nice" .. int(plan.nice)) or ""))
   end
   return slurm.SUCCESS
 end

@@ -323,77 +323,109 @@ describe("packing hint", function()
   end)
 end)
 
-describe("short first on scarce shapes (short_first)", function()
+describe("queue order (short_first)", function()
   -- 10 GPU nodes: 8 common (96 CPUs, 384 GB), 1 big (128 CPUs, 768 GB) of type g3,
   -- 1 of type v100 (no cpus/mem given: it fits any CPUs and memory); scarce: <= 2 nodes
-  local TABLE = [[return { version = 1, default_partition = "p",
-    short_first = { share = 0.2, span = 600 },
-    partitions = { p = { types = {
-      { gpus = 8, nodes = 8, models = { g2 = 8 }, cpus = 96, mem = 393216 },
-      { gpus = 8, nodes = 1, models = { g3 = 8 }, cpus = 128, mem = 786432 },
-      { gpus = 8, nodes = 1, models = { v100 = 8 } },
-      { gpus = 0, nodes = 4, models = {} } } } } }]]
-  local OFFSET = 2147483648
-  before_each(function()
-    local path = H.tmpfile(TABLE)
+  local function table_with(extra)
+    return [[return { version = 1, default_partition = "p",
+      short_first = { share = 0.2, span = 600 ]] .. (extra or "") .. [[ },
+      partitions = { p = { types = {
+        { gpus = 8, nodes = 8, models = { g2 = 8 }, cpus = 96, mem = 393216 },
+        { gpus = 8, nodes = 1, models = { g3 = 8 }, cpus = 128, mem = 786432 },
+        { gpus = 8, nodes = 1, models = { v100 = 8 } },
+        { gpus = 0, nodes = 4, models = {} } } } } }]]
+  end
+  local function load_with(extra)
+    local path = H.tmpfile(table_with(extra))
     H.load(path)
     os.remove(path)
-  end)
+  end
+  local OFFSET = 2147483648
+  local SCARCE = 2 * 600 -- tier 2
 
-  it("boosts a job only the big node fits by span minus its time limit", function()
+  it("boosts a job only few nodes hold: tier 2, shortest limit first", function()
+    load_with()
     local _, jd = H.submit({ tres_per_node = "gres:gpu:8", min_cpus = 120, time_limit = 90 })
-    assert.are.equal(OFFSET - 510, jd.nice)
+    assert.are.equal(OFFSET - SCARCE - 510, jd.nice)
     _, jd = H.submit({ tres_per_node = "gres:gpu:8", pn_min_memory = 500000,
       time_limit = 30 })
-    assert.are.equal(OFFSET - 570, jd.nice)
+    assert.are.equal(OFFSET - SCARCE - 570, jd.nice)
     _, jd = H.submit({ tres_per_node = "gres:gpu:g3:1", time_limit = 5 }) -- one g3 node
-    assert.are.equal(OFFSET - 595, jd.nice)
-  end)
-
-  it("gives no boost at a limit of span or more, or none", function()
-    local _, jd = H.submit({ tres_per_node = "gres:gpu:8", min_cpus = 120, time_limit = 600 })
-    assert.is_nil(jd.nice)
-    _, jd = H.submit({ tres_per_node = "gres:gpu:8", min_cpus = 120 }) -- time_limit unset
-    assert.is_nil(jd.nice)
+    assert.are.equal(OFFSET - SCARCE - 595, jd.nice)
+    -- no limit, or one of span or more: the tier alone
+    _, jd = H.submit({ tres_per_node = "gres:gpu:8", min_cpus = 120 })
+    assert.are.equal(OFFSET - SCARCE, jd.nice)
+    _, jd = H.submit({ tres_per_node = "gres:gpu:8", min_cpus = 120, time_limit = 9000 })
+    assert.are.equal(OFFSET - SCARCE, jd.nice)
   end)
 
   it("adds to the user's own nice, within Slurm's range", function()
+    load_with()
     local _, jd = H.submit({ tres_per_node = "gres:gpu:8", min_cpus = 120, time_limit = 60,
       nice = OFFSET + 100 })
-    assert.are.equal(OFFSET - 440, jd.nice)
+    assert.are.equal(OFFSET + 100 - SCARCE - 540, jd.nice)
     _, jd = H.submit({ tres_per_node = "gres:gpu:8", min_cpus = 120, time_limit = 60,
       nice = 5 }) -- a user nice near the bottom of the range
     assert.are.equal(OFFSET - 2147483645, jd.nice)
   end)
 
-  it("leaves alone jobs many nodes fit, multi-node and CPU-only jobs", function()
+  it("leaves other jobs alone unless large_gpus or all says otherwise", function()
+    load_with()
     for _, f in ipairs({
       { tres_per_node = "gres:gpu:8", min_cpus = 64, time_limit = 60 },
       { tres_per_node = "gres:gpu:1", time_limit = 60 },
       { tres_per_node = "gres:gpu:8", min_cpus = 120, min_nodes = 2, max_nodes = 2 },
       { min_cpus = 120, time_limit = 60 },
-      { tres_per_node = "gres:gpu:8", min_cpus = 200, time_limit = 60 }, -- only v100 fits
+      { tres_per_node = "gres/shard:2", time_limit = 60 },
     }) do
       local _, jd = H.submit(f)
-      if f.min_cpus == 200 then
-        assert.are.equal(OFFSET - 540, jd.nice) -- the one v100 node (cpus unknown) fits
-      else
-        assert.is_nil(jd.nice)
-      end
+      assert.is_nil(jd.nice)
     end
+    local _, jd = H.submit({ tres_per_node = "gres:gpu:8", min_cpus = 200, time_limit = 60 })
+    assert.are.equal(OFFSET - SCARCE - 540, jd.nice) -- only the v100 node (cpus unknown)
   end)
 
-  it("is off without a short_first entry", function()
+  it("large_gpus: tier 1 for jobs of that many GPUs per node, multi-node too", function()
+    load_with(", large_gpus = 4")
+    local _, jd = H.submit({ tres_per_node = "gres:gpu:4", time_limit = 100 })
+    assert.are.equal(OFFSET - 600 - 500, jd.nice)
+    _, jd = H.submit({ tres_per_node = "gres:gpu:8", min_nodes = 2, max_nodes = 2 })
+    assert.are.equal(OFFSET - 600, jd.nice)
+    _, jd = H.submit({ tres_per_node = "gres:gpu:8", min_cpus = 120, time_limit = 100 })
+    assert.are.equal(OFFSET - SCARCE - 500, jd.nice) -- scarce beats large
+    _, jd = H.submit({ tres_per_node = "gres:gpu:2", time_limit = 100 })
+    assert.is_nil(jd.nice)
+  end)
+
+  it("all: every job by its limit, CPU-only and shard jobs included", function()
+    load_with(", all = true, large_gpus = 4")
+    local _, jd = H.submit({ min_cpus = 2, time_limit = 100 })
+    assert.are.equal(OFFSET - 500, jd.nice)
+    _, jd = H.submit({ tres_per_node = "gres/shard:2", time_limit = 590 })
+    assert.are.equal(OFFSET - 10, jd.nice)
+    _, jd = H.submit({ tres_per_node = "gres:gpu:1" }) -- no limit: no boost
+    assert.is_nil(jd.nice)
+    _, jd = H.submit({ tres_per_node = "gres:gpu:4", time_limit = 100 })
+    assert.are.equal(OFFSET - 600 - 500, jd.nice)
+  end)
+
+  it("is off without a short_first entry, and never on job modify", function()
     H.load()
     local _, jd = H.submit({ tres_per_node = "gres:gpu:h100:8", time_limit = 60 })
+    assert.is_nil(jd.nice)
+    load_with(", all = true")
+    jd = H.job({ min_cpus = 2, time_limit = 100 })
+    slurm_job_modify(jd, { job_id = 7, admin_comment = "" }, {}, 0)
     assert.is_nil(jd.nice)
   end)
 
   it("refuses a malformed entry when the table loads", function()
     for _, bad in ipairs({ "short_first = 1", "short_first = { share = 0 }",
-      "short_first = { share = 0.1, span = -1 }", "short_first = { share = 2, span = 5 }" }) do
-      local t = slurm_defrag.prepare_table((loadstring or load)("return { version = 1, partitions = {}, "
-        .. bad .. " }")())
+      "short_first = { share = 0.1, span = -1 }", "short_first = { share = 2, span = 5 }",
+      "short_first = { share = 0.1, span = 5, all = 1 }",
+      "short_first = { share = 0.1, span = 5, large_gpus = 0 }" }) do
+      local t = slurm_defrag.prepare_table((loadstring or load)("return { version = 1, "
+        .. "partitions = {}, " .. bad .. " }")())
       assert.is_nil(t)
     end
   end)

@@ -4,18 +4,18 @@ What the simulator's ``~short`` assumes and this records on each release:
 
 * the script reads ``job_desc.nice`` raw (NO_VAL when unset, nice + NICE_OFFSET when the
   user gave ``--nice``) and what it writes back is stored as Nice = value - NICE_OFFSET:
-  a job only few nodes hold shows Nice = its time limit in minutes - span, plus its own;
+  a job shows Nice = -(tier x span + span - its limit in minutes), plus its own nice;
 * Slurm checks a user's negative nice before job_submit runs, so the script's negative
   nice stands for an ordinary user too (bob here);
-* a job that many nodes hold gets no nice;
 * the nice comes off the job's priority (multifactor: Priority = factors - nice), so of
-  two such jobs waiting together the one with the shorter limit goes first. A positive
-  nice would not do here: on this cluster's default QOS every job has priority 1, the
-  floor multifactor never goes below (recorded on 22.05).
+  two jobs of one tier waiting together the one with the shorter limit goes first. A
+  positive nice would not do here: on this cluster's default QOS every job has priority
+  1, the floor multifactor never goes below (recorded on 22.05).
 
 The compose cluster has four GPU nodes; only node03 has A100-80GB and only node04 H100s
-(NVLink pairs), so with ``share = 0.25`` jobs of those types count as scarce and an A100
-job (node01-02) does not.
+(NVLink pairs), so with ``share = 0.25`` jobs of those types count as scarce (tier 2),
+an 8-GPU A100 job (node01-02) is large (tier 1, ``large_gpus = 4``) and every other job
+goes by its limit alone (``all``).
 """
 
 from __future__ import annotations
@@ -31,7 +31,12 @@ from .test_live_packing import node_of
 pytestmark = pytest.mark.slurm
 
 SPAN = 600
-ENTRY = f"  short_first = {{ share = 0.25, span = {SPAN} }},\n"
+ENTRY = f"  short_first = {{ share = 0.25, span = {SPAN}, large_gpus = 4, all = true }},\n"
+
+
+def boost(tier: int, limit_min: int | None) -> int:
+    """What the script adds to a job's priority."""
+    return tier * SPAN + (max(0, SPAN - limit_min) if limit_min is not None else 0)
 
 
 @pytest.fixture
@@ -56,16 +61,18 @@ def _nice(c: Cluster, *opts: str, user: str | None = None) -> int:
     return int(c.job_field(job, "Nice"))
 
 
-def test_a_job_only_few_nodes_hold_gets_a_negative_nice(short_first: Cluster) -> None:
+def test_every_job_gets_its_tier_and_limit_as_a_negative_nice(short_first: Cluster) -> None:
     c = short_first
-    assert _nice(c, "--gres=gpu:a100-80g:8", "-t", "30") == 30 - SPAN
-    assert _nice(c, "--gres=gpu:h100:2", "-t", "1:30:00") == 90 - SPAN
-    assert _nice(c, "--gres=gpu:h100:2", "-t", "30", "--nice=5") == 35 - SPAN  # plus its own
-    assert _nice(c, "--gres=gpu:h100:2", "-t", "30", user="bob") == 30 - SPAN
-    assert _nice(c, "--gres=gpu:h100:2", "-t", "12:00:00") == 0  # longer than the span
-    assert _nice(c, "--gres=gpu:a100:8", "-t", "30") == 0  # two nodes of four hold it
-    assert _nice(c, "--gres=gpu:8", "-t", "30") == 0
-    assert _nice(c, "-c", "1", "-t", "30") == 0  # no GPU
+    assert _nice(c, "--gres=gpu:a100-80g:8", "-t", "30") == -boost(2, 30)
+    assert _nice(c, "--gres=gpu:h100:2", "-t", "1:30:00") == -boost(2, 90)
+    assert _nice(c, "--gres=gpu:h100:2", "-t", "30", "--nice=5") == 5 - boost(2, 30)
+    assert _nice(c, "--gres=gpu:h100:2", "-t", "30", user="bob") == -boost(2, 30)
+    assert _nice(c, "--gres=gpu:h100:2", "-t", "12:00:00") == -boost(2, 720)
+    assert _nice(c, "--gres=gpu:a100:8", "-t", "30") == -boost(1, 30)  # two nodes hold it
+    assert _nice(c, "--gres=gpu:8", "-t", "30") == -boost(1, 30)
+    assert _nice(c, "--gres=gpu:a100:1", "-t", "30") == -boost(0, 30)
+    assert _nice(c, "-c", "1", "-t", "30") == -boost(0, 30)  # no GPU
+    assert _nice(c, "-c", "1") == 0  # no limit given: nothing to go by
 
 
 def test_the_shorter_limit_goes_first(short_first: Cluster) -> None:

@@ -237,6 +237,12 @@ def test_options_reach_the_table(tmp_path: Path) -> None:
 def test_short_first_and_node_shapes_reach_the_table(tmp_path: Path) -> None:
     table, _ = compose_table(tmp_path, short_first=0.25)
     assert table["short_first"] == {"share": 0.25, "span": 10080}
+    table, _ = compose_table(tmp_path, short_first=0.1, short_first_all=True, large_first=4)
+    assert table["short_first"] == {"share": 0.1, "span": 10080, "all": True, "large_gpus": 4}
+    with pytest.raises(InputError, match="--large-first: 0 is not a GPU count"):
+        compose_table(tmp_path, short_first=0.1, large_first=0)
+    with pytest.raises(InputError, match="need --short-first"):
+        compose_table(tmp_path, short_first_all=True)
     batch = table["partitions"]["batch"]  # type: ignore[index]
     assert {(t["cpus"], t["mem"]) for t in batch["types"]} == {(32, 64000)}
     assert "short_first" not in compose_table(tmp_path)[0]

@@ -8,9 +8,9 @@ import pytest
 
 from slurm_defrag.errors import InputError
 from slurm_defrag.planner.fit_classes import Mix, TaskClass
-from slurm_defrag.planner.levers import LeverSettings
+from slurm_defrag.planner.levers import LeverSettings, short_first_entry
 from slurm_defrag.sim.cluster import ClusterState
-from slurm_defrag.sim.levers import parse_mode
+from slurm_defrag.sim.levers import parse_mode, short_first_of
 from slurm_defrag.sim.model import JobSpec, NodeSpec
 from slurm_defrag.sim.protocol_a import run_a
 from slurm_defrag.sim.submit_hook import SubmitHook, node_table
@@ -75,11 +75,13 @@ def test_short_first_raises_the_priority_of_jobs_only_scarce_nodes_hold() -> Non
     type's CPUs and memory, so a job that the nine small nodes hold is left alone."""
     nodes = [NodeSpec(f"s{i}", 96_000, 393_216, 8, "g2") for i in range(9)]
     state = ClusterState([*nodes, NodeSpec("big", 128_000, 786_432, 8, "g3")])
-    hook = SubmitHook(node_table(state, LeverSettings("shape-weights"), short_first=0.1))
+    hook = SubmitHook(
+        node_table(state, LeverSettings("shape-weights"), short_first=short_first_entry(0.1))
+    )
     big = JobSpec("j", 120_000, 500_000, 8, 1000, time_limit=5400.0)
-    assert hook.apply(big).priority == 10_080 - 90
+    assert hook.apply(big).priority == 2 * 10_080 + 10_080 - 90
     unlimited = JobSpec("j", 120_000, 500_000, 8, 1000)
-    assert hook.apply(unlimited) == unlimited  # no limit: no boost
+    assert hook.apply(unlimited).priority == 2 * 10_080  # no limit: the tier alone
     small = JobSpec("j", 64_000, 100_000, 8, 1000, time_limit=5400.0)
     assert hook.apply(small) == small
     plain = SubmitHook(node_table(state, LeverSettings("shape-weights")))
@@ -89,8 +91,13 @@ def test_short_first_raises_the_priority_of_jobs_only_scarce_nodes_hold() -> Non
 def test_short_first_policy_name() -> None:
     mode = parse_mode("slurm+shape-weights~short")
     assert mode is not None
-    assert mode.short_first
+    assert mode.short_first == "scarce"
     assert mode.lever.lever == "shape-weights"
-    assert not parse_mode("slurm+shape-weights").short_first  # type: ignore[union-attr]
+    assert short_first_of(mode) == {"share": 0.1, "span": 10_080}
+    every = parse_mode("slurm+shape-weights~short-all")
+    assert every is not None
+    assert every.lever.lever == "shape-weights"
+    assert short_first_of(every) == {"share": 0.1, "span": 10_080, "all": True, "large_gpus": 4}
+    assert parse_mode("slurm+shape-weights").short_first is None  # type: ignore[union-attr]
     with pytest.raises(InputError, match="Protocol A"):
         run_a(list(STATE.nodes), [_job(1, 1000)], "slurm+shape-weights~short", 1)

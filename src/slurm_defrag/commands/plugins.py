@@ -14,7 +14,7 @@ Table format (``version = 1``)::
       allow_protect = true,      -- honour --comment=defrag:protect
       slurm_user_uid = 0,        -- SlurmUser: may rewrite the record on job updates
       pack = { feature = "defrag_partial", max_gpus = 4 },   -- absent: no packing hint
-      short_first = { share = 0.1, span = 10080 },   -- absent: no boost (below)
+      short_first = { share = 0.1, span = 10080, all = true, large_gpus = 4 },  -- or absent
       partitions = {
         ["batch"] = { types = {
           { gpus = 8, models = { ["h100"] = 8 }, nodes = 1, cpus = 32, mem = 64000,
@@ -25,13 +25,14 @@ Table format (``version = 1``)::
 
 ``cpus`` and ``mem`` (MB) are absent when slurm.conf does not give them.
 
-``short_first`` (``--short-first SHARE``): a one-node GPU job that only a few nodes can
-hold (the nodes of its partitions with its GPU count and type, CPUs and memory are at most
-SHARE of their GPU nodes) gets a priority boost of ``span`` minus its time limit in
-minutes (a negative ``--nice`` on top of its own; none at a limit of ``span`` or more).
-Among the jobs queued for such a scarce node shape the short ones then go first, and all
-of them before jobs that could run elsewhere (measured in docs/benchmarks.md, "Short
-first on scarce shapes").
+``short_first`` (``--short-first SHARE``, ``--short-first-all``, ``--large-first GPUS``):
+the queue order job_submit.lua sets, as a priority boost (a negative ``--nice`` on top of
+the job's own) of tier x ``span`` + ``span`` minus the time limit in minutes. Tier 2: a
+one-node GPU job only a few nodes can hold (the nodes of its partitions with its GPU
+count and type, CPUs and memory are at most SHARE of their GPU nodes); tier 1: at least
+``large_gpus`` GPUs per node; tier 0: every other job, boosted only with ``all``. Within
+a tier the short limits go first (slurm-plugins/README.md; measured in
+docs/benchmarks.md, "Short first on scarce shapes" and "Large first, short first").
 
 ``block_sizes`` is absent for a node whose topology is unknown: the hook then never
 refuses a request because of that node.
@@ -53,7 +54,7 @@ import typer
 
 from slurm_defrag.actuator.lua_table import lua_string, to_lua, write_atomically
 from slurm_defrag.errors import InputError
-from slurm_defrag.planner.levers import SHORT_FIRST_SPAN
+from slurm_defrag.planner.levers import short_first_entry
 from slurm_defrag.slurm.slurm_conf import SlurmConf, parse_slurm_conf
 
 if TYPE_CHECKING:  # pydantic models: imported when used, to keep startup fast
@@ -85,6 +86,10 @@ class RenderOptions:
     """Where the service writes the per-job route (its ``route_file`` setting)."""
     short_first: float | None = None
     """Share of a partition's GPU nodes at or below which a request counts as scarce."""
+    short_first_all: bool = False
+    """Every job by its time limit, not only the scarce and large ones."""
+    large_first: int | None = None
+    """GPUs per node from which a job goes before smaller ones."""
 
 
 def _uid_of(user: str, warnings: list[str]) -> int | None:
@@ -222,11 +227,11 @@ def build_table(
             )
         table["route_file"] = str(options.route_file)
     if options.short_first is not None:
-        if not 0 < options.short_first <= 1:
-            raise InputError(
-                f"--short-first: {options.short_first} is not a share of nodes in (0, 1]"
-            )
-        table["short_first"] = {"share": options.short_first, "span": SHORT_FIRST_SPAN}
+        table["short_first"] = short_first_entry(
+            options.short_first, all_jobs=options.short_first_all, large_gpus=options.large_first
+        )
+    elif options.short_first_all or options.large_first is not None:
+        raise InputError("--short-first-all and --large-first need --short-first SHARE")
     if options.pack_feature is not None:
         if not _FEATURE_RE.match(options.pack_feature):
             raise InputError(
@@ -348,9 +353,24 @@ def render(
         float | None,
         typer.Option(
             "--short-first",
-            help="Queue short jobs first among those only a few nodes can hold: a one-node "
-            "GPU job that at most this share of its partitions' GPU nodes can hold gets a "
-            "priority boost of a week minus its time limit (a negative nice; e.g. 0.1).",
+            help="Queue order by priority boost (a negative nice): a one-node GPU job that at "
+            "most this share of its partitions' GPU nodes can hold goes first, shortest "
+            "time limit first (e.g. 0.1).",
+        ),
+    ] = None,
+    short_first_all: Annotated[
+        bool,
+        typer.Option(
+            "--short-first-all",
+            help="With --short-first: every job goes by its time limit, shortest first.",
+        ),
+    ] = False,
+    large_first: Annotated[
+        int | None,
+        typer.Option(
+            "--large-first",
+            help="With --short-first: jobs of at least this many GPUs per node go before "
+            "smaller ones (after the scarce ones), shortest time limit first.",
         ),
     ] = None,
     no_touch: Annotated[
@@ -380,6 +400,8 @@ def render(
         allow_protect=not no_user_protect,
         route_file=route_file,
         short_first=short_first,
+        short_first_all=short_first_all,
+        large_first=large_first,
     )
     table, warnings = build_table(conf, node_topologies(settings), options)
     sources = [str(slurm_conf)]

@@ -77,6 +77,7 @@ from functools import cached_property
 
 from slurm_defrag.domain.cluster import ClusterSnapshot, Node
 from slurm_defrag.domain.units import MILLI
+from slurm_defrag.errors import InputError
 from slurm_defrag.planner.fit_classes import Mix, NodeFree, TaskClass, rise
 
 LEVERS = (
@@ -242,9 +243,27 @@ class NodeLevers:
 
 
 SHORT_FIRST_SPAN = 10080
-"""job_submit.lua's ``short_first`` boosts a scarce job's priority by this many minus its
-time limit in minutes (a week: a job of a week or more, or with no limit, gets nothing).
-Compare it with the site's priority weights: the largest boost is this."""
+"""job_submit.lua's ``short_first`` boosts a job's priority by its tier times this plus
+this minus its time limit in minutes (a week: a limit of a week or more, or none, adds
+nothing). Compare it with the site's priority weights: the largest boost is 3 x this."""
+
+
+def short_first_entry(
+    share: float, *, all_jobs: bool = False, large_gpus: int | None = None
+) -> dict[str, object]:
+    """The ``short_first`` entry of defrag_nodes.lua (the queue order job_submit.lua sets):
+    tier 2 for a one-node GPU job at most ``share`` of the GPU nodes can hold, tier 1 for
+    ``large_gpus`` GPUs per node or more, the rest only with ``all_jobs``."""
+    if not 0 < share <= 1:
+        raise InputError(f"--short-first: {share} is not a share of nodes in (0, 1]")
+    if large_gpus is not None and large_gpus < 1:
+        raise InputError(f"--large-first: {large_gpus} is not a GPU count (1 or more)")
+    entry: dict[str, object] = {"share": share, "span": SHORT_FIRST_SPAN}
+    if all_jobs:
+        entry["all"] = True
+    if large_gpus is not None:
+        entry["large_gpus"] = large_gpus
+    return entry
 
 
 def is_ours(feature: str) -> bool:

@@ -18,8 +18,9 @@ Policy names select a configuration (:func:`parse_mode`): ``slurm`` is Slurm alo
 ``LeverSettings.min_members``; ``@<M>:c``: CPU-aware classes, :data:`CPU_BUCKETS`;
 default :data:`DEFAULT_EVERY`; ``slurm+<lever>~seen/<N>``: an ``fgd-*`` lever weighs by
 the mix of the jobs seen so far, as the service estimates it, ``~warm``: that estimate
-full from the start; ``~short``: job_submit.lua's ``short_first`` on top, with
-:data:`~slurm_defrag.sim.submit_hook.SHORT_FIRST_SHARE`; Protocol B). In Protocol B the
+full from the start; ``~short``: job_submit.lua's ``short_first`` on top, scarce jobs
+first; ``~short-all``: every job by its limit, large and scarce ones first; Protocol B,
+:func:`short_first_of`). In Protocol B the
 cycle is ``EngineConfig.lever_interval`` seconds, the service's 60 s.
 """
 
@@ -33,7 +34,13 @@ import numpy as np
 from slurm_defrag.domain.cluster import ClusterSnapshot, Node, Partition
 from slurm_defrag.domain.units import MILLI
 from slurm_defrag.planner.fit_classes import Mix, TaskClass
-from slurm_defrag.planner.levers import LEVERS, LeverSettings, compute_levers, is_ours
+from slurm_defrag.planner.levers import (
+    LEVERS,
+    LeverSettings,
+    compute_levers,
+    is_ours,
+    short_first_entry,
+)
 from slurm_defrag.planner.workload_mix import MixEstimate
 from slurm_defrag.sim.cluster import ClusterState
 from slurm_defrag.sim.frag import TaskType
@@ -41,12 +48,17 @@ from slurm_defrag.sim.model import JobSpec
 from slurm_defrag.sim.snapshot_view import PARTITION, at, sim_node
 
 SLURM_POLICY = "slurm"
+SHORT_FIRST_SHARE = 0.1
+"""``short_first`` in the simulator: scarce = at most 10 % of the GPU nodes can hold it."""
+SHORT_FIRST_LARGE_GPUS = 4
+"""``~short-all``: tier 1 from 4 GPUs per node, Protocol B's large jobs."""
 CPU_BUCKETS = (1, 2, 4, 8, 16, 32, 64, 128)
 """CPUs per node of the CPU-aware classes (``@<M>:c``): powers of two up to a node."""
 DEFAULT_EVERY = 1
 SEEN_MIX = "~seen"
 WARM_MIX = "~warm"
 SHORT_FIRST = "~short"
+SHORT_FIRST_ALL = "~short-all"
 """Policy-name suffix of the lever: the mix of the jobs seen so far (:attr:`SlurmMode.seen_mix`)."""
 
 
@@ -66,8 +78,9 @@ class SlurmMode:
     from the workload before the run: a service that watched the cluster for a day
     before it routes (Protocol A starts from an empty cluster, so ``~seen`` alone
     starts from no job at all)."""
-    short_first: bool = False
-    """``~short``: job_submit.lua queues jobs that only scarce nodes hold by time limit."""
+    short_first: str | None = None
+    """``~short`` (``"scarce"``) or ``~short-all`` (``"all"``): the queue order
+    job_submit.lua sets (:func:`short_first_of`)."""
 
 
 def parse_mode(policy: str) -> SlurmMode | None:
@@ -78,8 +91,8 @@ def parse_mode(policy: str) -> SlurmMode | None:
     if not rest:
         return SlurmMode(LeverSettings("none"))
     lever, _, every = rest.partition("/")
-    short = SHORT_FIRST in lever
-    lever = lever.replace(SHORT_FIRST, "")
+    short = "all" if SHORT_FIRST_ALL in lever else "scarce" if SHORT_FIRST in lever else None
+    lever = lever.replace(SHORT_FIRST_ALL, "").replace(SHORT_FIRST, "")
     warm = lever.endswith(WARM_MIX)
     lever = lever.removesuffix(WARM_MIX)
     seen = warm or lever.endswith(SEEN_MIX)
@@ -104,6 +117,19 @@ def parse_mode(policy: str) -> SlurmMode | None:
         lever, mix=mix_or_none, min_members=int(members or 1), cpu_buckets=buckets
     )
     return SlurmMode(settings, n, seen, warm, short)
+
+
+def short_first_of(mode: SlurmMode) -> dict[str, object] | None:
+    """The ``short_first`` table entry a mode asks for: scarce jobs (10 % of the GPU nodes
+    or fewer hold them) first; with ``~short-all`` also large jobs (4 GPUs per node and
+    more) before the rest, and every job by its time limit."""
+    if mode.short_first is None:
+        return None
+    if mode.short_first == "all":
+        return short_first_entry(
+            SHORT_FIRST_SHARE, all_jobs=True, large_gpus=SHORT_FIRST_LARGE_GPUS
+        )
+    return short_first_entry(SHORT_FIRST_SHARE)
 
 
 def mode_policies(levers: Sequence[str], every: Sequence[int] = (DEFAULT_EVERY,)) -> list[str]:

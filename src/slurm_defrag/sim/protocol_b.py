@@ -32,11 +32,17 @@ from slurm_defrag.sim.cluster import ClusterState
 from slurm_defrag.sim.defrag import DefragStep, NoDefrag
 from slurm_defrag.sim.engine import Engine, EngineConfig
 from slurm_defrag.sim.frag import typical_types
-from slurm_defrag.sim.levers import SLURM_POLICY, SimLevers, parse_mode, with_mix
+from slurm_defrag.sim.levers import (
+    SLURM_POLICY,
+    SimLevers,
+    parse_mode,
+    short_first_of,
+    with_mix,
+)
 from slurm_defrag.sim.model import JobSpec, NodeSpec
 from slurm_defrag.sim.policies.base import PolicyContext
 from slurm_defrag.sim.policies.registry import build
-from slurm_defrag.sim.submit_hook import SHORT_FIRST_SHARE, SubmitHook, node_table, routed
+from slurm_defrag.sim.submit_hook import SubmitHook, node_table, routed
 from slurm_defrag.sim.timed_workload import arrival_rate, arrivals, job_pool, with_user_limits
 
 LARGE_GPUS = 4
@@ -123,7 +129,7 @@ def run_b(
                 "none takes ~warm: the warm-up hours fill the estimate)"
             )
         levers = SimLevers(state, mode.lever).apply
-        short = SHORT_FIRST_SHARE if mode.short_first else None
+        short = short_first_of(mode)
         if mode.lever.route:
             levers, submit = routed(state, mode.lever, seen_mix=mode.seen_mix, short_first=short)
         elif mode.lever.features or short:

@@ -31,7 +31,6 @@ from slurm_defrag.errors import InputError
 from slurm_defrag.hooks_location import candidates, plugins_dir
 from slurm_defrag.planner.levers import (
     SHARDS_PER_GPU,
-    SHORT_FIRST_SPAN,
     LeverSettings,
     pack_table,
 )
@@ -72,18 +71,19 @@ def default_script() -> Path:
     return found / "job_submit.lua"
 
 
-SHORT_FIRST_SHARE = 0.1
-"""``short_first`` in the simulator: scarce = at most 10 % of the GPU nodes can hold it."""
 NICE_OFFSET = 2**31
 """Slurm stores a job's nice plus this (job_submit_lua.c)."""
 
 
 def node_table(
-    state: ClusterState, settings: LeverSettings, *, short_first: float | None = None
+    state: ClusterState,
+    settings: LeverSettings,
+    *,
+    short_first: Mapping[str, object] | None = None,
 ) -> dict[str, Any]:
     """defrag_nodes.lua for the simulated cluster: one partition, node types by GPU count
     and model, CPUs and memory (as ``plugins render`` writes them), the levers' ``pack``
-    entry and, with ``short_first``, that entry (its share)."""
+    entry and the ``short_first`` one (:func:`~slurm_defrag.planner.levers.short_first_entry`)."""
     types: dict[tuple[int, str, int, int], int] = {}
     for s in state.nodes:
         if s.gpus:
@@ -109,7 +109,7 @@ def node_table(
     if pack is not None:
         table["pack"] = pack
     if short_first is not None:
-        table["short_first"] = {"share": short_first, "span": SHORT_FIRST_SPAN}
+        table["short_first"] = dict(short_first)
     return table
 
 
@@ -230,7 +230,7 @@ def routed(
     settings: LeverSettings,
     *,
     seen_mix: bool = False,
-    short_first: float | None = None,
+    short_first: Mapping[str, object] | None = None,
 ) -> tuple[Callable[[float], None], Callable[[JobSpec], JobSpec]]:
     """``fgd-route`` with a clock (Protocol B): one service cycle (the levers, then their
     table handed to job_submit.lua, as a rewritten table is reloaded) and the submit step
