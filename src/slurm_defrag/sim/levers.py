@@ -20,8 +20,8 @@ default :data:`DEFAULT_EVERY`; ``slurm+<lever>~seen/<N>``: an ``fgd-*`` lever we
 the mix of the jobs seen so far, as the service estimates it, ``~warm``: that estimate
 full from the start; ``~short``: job_submit.lua's ``short_first`` on top, scarce jobs
 first; ``~short-all``: every job by its limit, large and scarce ones first; Protocol B,
-:func:`short_first_of`). In Protocol B the
-cycle is ``EngineConfig.lever_interval`` seconds, the service's 60 s.
+:func:`short_first_of`). In Protocol B the cycle is ``EngineConfig.lever_interval``
+seconds, the service's 60 s.
 """
 
 from __future__ import annotations
@@ -57,9 +57,10 @@ CPU_BUCKETS = (1, 2, 4, 8, 16, 32, 64, 128)
 DEFAULT_EVERY = 1
 SEEN_MIX = "~seen"
 WARM_MIX = "~warm"
+"""Policy-name suffix of the lever: the mix of the jobs seen so far (:attr:`SlurmMode.seen_mix`)."""
 SHORT_FIRST = "~short"
 SHORT_FIRST_ALL = "~short-all"
-"""Policy-name suffix of the lever: the mix of the jobs seen so far (:attr:`SlurmMode.seen_mix`)."""
+"""Policy-name suffixes of job_submit.lua's queue order (:attr:`SlurmMode.short_first`)."""
 
 
 @dataclass(frozen=True)

@@ -29,11 +29,7 @@ from typing import Any
 from slurm_defrag.domain.units import MILLI
 from slurm_defrag.errors import InputError
 from slurm_defrag.hooks_location import candidates, plugins_dir
-from slurm_defrag.planner.levers import (
-    SHARDS_PER_GPU,
-    LeverSettings,
-    pack_table,
-)
+from slurm_defrag.planner.levers import SHARDS_PER_GPU, LeverSettings, pack_table
 from slurm_defrag.sim.cluster import ClusterState
 from slurm_defrag.sim.levers import SimLevers
 from slurm_defrag.sim.model import JobSpec
