@@ -378,3 +378,22 @@ def test_the_writers_round_trip_the_examples() -> None:
         _load_and_measure_snapshot_text(to_json(doc))
     assert yaml.safe_load(to_yaml(POLICY_DOCS[0])) == POLICY_DOCS[0]
     assert tomllib.loads(to_toml({"a": Deep(3), "b": {"c": "x\ny\x00"}}))["a"] == [[[]]]
+
+
+SLURM_CONF_EXAMPLES = [ROOT / "docker" / "slurm" / "slurm.conf"]
+
+
+def _load_slurm_conf_and_render(path: Path) -> object:
+    """slurm.conf as ``plugins render`` reads it (nodes' GRES, CPUs, RealMemory, partitions),
+    then the table it builds, queue order on: the admin's file is read, never trusted."""
+    from slurm_defrag.commands.plugins import RenderOptions, build_table
+    from slurm_defrag.slurm.slurm_conf import parse_slurm_conf
+
+    conf = parse_slurm_conf(path)
+    return build_table(conf, {}, RenderOptions(pack_feature=None, short_first=0.1, large_first=4))
+
+
+@FUZZ
+@given(data=mutated_bytes([p.read_bytes() for p in SLURM_CONF_EXAMPLES]))
+def test_slurm_conf_bytes_fuzz(scratch: Path, data: bytes) -> None:
+    _check(scratch, "slurm.conf", data, _load_slurm_conf_and_render)
