@@ -3,6 +3,8 @@
 
 from __future__ import annotations
 
+import argparse
+
 import numpy as np
 
 import repo_traces  # noqa: F401  (sets SLURM_DEFRAG_TRACES for a checkout)
@@ -31,3 +33,14 @@ def diagnosis_world(
         engine=suite.engine_config("all"),
     )
     return list(suite.scale_cluster(nodes, s.scale)), list(jobs), settings
+
+
+def world_parser(doc: str, workload: str, load: float, seeds: int) -> argparse.ArgumentParser:
+    """The options every diagnosis script takes (workload, load, seeds), its own defaults;
+    the description is the docstring's second line."""
+    ap = argparse.ArgumentParser(description=doc.split("\n")[1])
+    ap.add_argument("--workload", default=workload)
+    ap.add_argument("--load", type=float, default=load)
+    ap.add_argument("--seeds", type=int, default=seeds)
+    ap.add_argument("--first-seed", type=int, default=42)
+    return ap

@@ -44,7 +44,6 @@ and the bound on the mean divides by every measured large job (the others wait >
 
 from __future__ import annotations
 
-import argparse
 import heapq
 import json
 import math
@@ -55,7 +54,7 @@ from dataclasses import dataclass
 import numpy as np
 from ortools.graph.python import min_cost_flow
 
-from diagnosis_world import diagnosis_world
+from diagnosis_world import diagnosis_world, world_parser
 from slurm_defrag.sim import protocol_b as pb
 from slurm_defrag.sim.cluster import ClusterState
 from slurm_defrag.sim.model import JobSpec, NodeSpec
@@ -220,11 +219,7 @@ def recorded(paths: Sequence[str], load: float) -> dict[tuple[str, int], float]:
 
 
 def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n")[1])
-    ap.add_argument("--workload", default="multigpu50")
-    ap.add_argument("--load", type=float, default=0.9)
-    ap.add_argument("--seeds", type=int, default=6)
-    ap.add_argument("--first-seed", type=int, default=42)
+    ap = world_parser(__doc__, "multigpu50", 0.9, 6)
     ap.add_argument("--slot", type=float, default=60.0, help="time slot, seconds")
     ap.add_argument(
         "--goal",

@@ -12,11 +12,9 @@ percentile and largest wait, for each policy.
 
 from __future__ import annotations
 
-import argparse
-
 import numpy as np
 
-from diagnosis_world import diagnosis_world
+from diagnosis_world import diagnosis_world, world_parser
 from sim_wait_by_shape import _capture
 from slurm_defrag.sim import protocol_b as pb
 
@@ -25,11 +23,7 @@ BANDS_H = ((0.0, 1.0), (1.0, 3.0), (3.0, 6.0), (6.0, float("inf")))
 
 
 def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n")[1])
-    ap.add_argument("--workload", default="default")
-    ap.add_argument("--load", type=float, default=1.2)
-    ap.add_argument("--seeds", type=int, default=1)
-    ap.add_argument("--first-seed", type=int, default=42)
+    ap = world_parser(__doc__, "default", 1.2, 1)
     ap.add_argument("--policies", default="first-fit,slurm+shape-weights~short-all")
     args = ap.parse_args()
     nodes, jobs, settings = diagnosis_world(args.workload, args.load)

@@ -14,12 +14,11 @@ the levers do, and its wait is a floor under the large-job mean.
 
 from __future__ import annotations
 
-import argparse
 from collections import defaultdict
 
 import numpy as np
 
-from diagnosis_world import diagnosis_world
+from diagnosis_world import diagnosis_world, world_parser
 from slurm_defrag.sim import protocol_b as pb
 from slurm_defrag.sim.cluster import ClusterState
 from slurm_defrag.sim.engine import EngineStats
@@ -66,11 +65,7 @@ def _capture() -> dict[str, object]:
 
 
 def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n")[1])
-    ap.add_argument("--workload", default="multigpu50")
-    ap.add_argument("--load", type=float, default=0.9)
-    ap.add_argument("--seeds", type=int, default=6)
-    ap.add_argument("--first-seed", type=int, default=42)
+    ap = world_parser(__doc__, "multigpu50", 0.9, 6)
     ap.add_argument("--policies", default="first-fit,slurm+shape-weights")
     args = ap.parse_args()
     nodes, jobs, settings = diagnosis_world(args.workload, args.load)
