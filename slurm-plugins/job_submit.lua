@@ -90,6 +90,12 @@ local function ceil_div(a, b)
   return math.ceil(a / b)
 end
 
+-- CPUs per node a one-node job asks for: -c/--mincpus, else CPUs per task x tasks.
+local function job_cpus(f)
+  return given(f("min_cpus"))
+    or (given(f("cpus_per_task")) or 1) * (given(f("num_tasks")) or 1)
+end
+
 -- Integers print as "4", never "4.0" (Lua 5.3+) or "1e+20".
 local function int(n)
   if type(n) == "number" and n == math.floor(n) and math.abs(n) <= SANE_COUNT then
@@ -893,8 +899,7 @@ so the script may set one for any user. A node type the table gives no cpus/mem 
 any CPUs and memory (unknown: never made scarce on their account).
 ]]
 local function scarce(f, req, parts, tbl, share)
-  local cpus = given(f("min_cpus"))
-    or (given(f("cpus_per_task")) or 1) * (given(f("num_tasks")) or 1)
+  local cpus = job_cpus(f)
   local mem = mem_mb(f("pn_min_memory")) or 0
   local fit, gpu_nodes = 0, 0
   for _, p in ipairs(parts) do
@@ -1051,8 +1056,7 @@ function D.plan(f, opts)
   -- have those CPUs free (a class's tightest nodes often have few); above the largest
   -- bucket, no hint.
   if plan.prefer and pack and type(pack.cpu_buckets) == "table" then
-    local cpus = given(f("min_cpus"))
-      or (given(f("cpus_per_task")) or 1) * (given(f("num_tasks")) or 1)
+    local cpus = job_cpus(f)
     local bucket = nil
     for _, b in ipairs(pack.cpu_buckets) do
       if type(b) == "number" and b >= cpus then bucket = b break end
@@ -1076,8 +1080,7 @@ function D.plan(f, opts)
     and not own_placement(f)
     and (req == nil or (req.nodes == 1 and req.model ~= false))
     and shards ~= true then -- a shard count it cannot read: no hint
-    local cpus = given(f("min_cpus"))
-      or (given(f("cpus_per_task")) or 1) * (given(f("num_tasks")) or 1)
+    local cpus = job_cpus(f)
     local mem = mem_mb(f("pn_min_memory")) or 0
     local rq = { gpus = 0, milli = 0, cpus = cpus, mem = mem, model = req and req.model }
     if req ~= nil and req.gpn > 0 then
