@@ -206,6 +206,10 @@ def test_slurm_user_uid(tmp_path: Path) -> None:
     assert any("no-such-user-here" in w for w in warnings)
     conf = parse_slurm_conf(write(tmp_path, "slurm.conf", "SlurmUser=64030\n"))
     assert build_table(conf, {}, RenderOptions(pack_feature=None))[0]["slurm_user_uid"] == 64030
+    # A NUL byte (found by test_slurm_conf_bytes_fuzz): a warning, not getpwnam's ValueError.
+    conf = parse_slurm_conf(write(tmp_path, "slurm.conf", "SlurmUser=\x00oot\n"))
+    table, warnings = build_table(conf, {}, RenderOptions(pack_feature=None))
+    assert table["slurm_user_uid"] is None and any("SlurmUser" in w for w in warnings)
 
 
 def test_gpu_count_mismatch_is_an_error(tmp_path: Path) -> None:

@@ -101,7 +101,7 @@ def _uid_of(user: str, warnings: list[str]) -> int | None:
         return int(user)
     try:
         return pwd.getpwnam(user).pw_uid
-    except KeyError:
+    except (KeyError, ValueError):  # ValueError: a NUL byte, no name getpwnam can look up
         warnings.append(
             f"SlurmUser {user!r} is unknown on this host: job updates it makes will not "
             "refresh the record (root's still do); render on the controller"
