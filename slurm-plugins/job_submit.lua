@@ -490,6 +490,11 @@ local function prepare_table(t)
         return nil, "partition " .. tostring(pname) .. " type " .. i .. ": gpus/nodes missing"
       end
       nt.models = nt.models or {}
+      if nt.kept ~= nil and (type(nt.kept) ~= "boolean"
+        or (nt.kept and (type(nt.hosts) ~= "string" or nt.hosts == ""))) then
+        return nil, "partition " .. tostring(pname) .. " type " .. i
+          .. ": kept must be true/false, and a kept type needs its hosts"
+      end
       if nt.block_sizes ~= nil then -- nil = topology unknown: never refuse on its account
         nt.block_set = {}
         for _, k in ipairs(nt.block_sizes) do nt.block_set[k] = true end
@@ -502,9 +507,25 @@ local function prepare_table(t)
     if type(sf) ~= "table" or not is_number(sf.share) or sf.share <= 0 or sf.share > 1
       or not is_number(sf.span) or sf.span < 1 or sf.span > SANE_COUNT
       or (sf.large_gpus ~= nil and (not is_number(sf.large_gpus) or sf.large_gpus < 1))
-      or (sf.all ~= nil and type(sf.all) ~= "boolean") then
+      or (sf.all ~= nil and type(sf.all) ~= "boolean")
+      or (sf.keep ~= nil and (type(sf.keep) ~= "table" or not is_number(sf.keep.demand)
+        or sf.keep.demand < 0 or not is_number(sf.keep.window) or sf.keep.window < 1
+        or sf.keep.window > SANE_COUNT)) then
       return nil, "short_first: expected { share = (0, 1], span = minutes (1-65535),"
-        .. " all = true/false, large_gpus = a GPU count }"
+        .. " all = true/false, large_gpus = a GPU count,"
+        .. " keep = { demand = 0 or more, window = minutes (1-65535) } }"
+    end
+    if sf.keep then -- the kept nodes, each once (a type may sit in several partitions)
+      local n, seen = 0, {}
+      for _, part in pairs(t.partitions) do
+        for _, nt in ipairs(part.types) do
+          if nt.kept and not seen[nt.hosts] then
+            seen[nt.hosts] = true
+            n = n + nt.nodes
+          end
+        end
+      end
+      sf.keep.nodes = n
     end
   end
   if type(t.pack) == "table" and type(t.pack.fit_sizes) == "table" then
@@ -865,13 +886,15 @@ Nothing is written here, so an error half-way leaves the job untouched.
 -- node the job excludes or outside its reservation the named node is no use (and the
 -- route's copy would count the job where it will not run).
 local PLACEMENT_FIELDS = { "prefer", "features", "req_nodes", "exc_nodes", "reservation" }
-local function own_placement(f)
-  for _, name in ipairs(PLACEMENT_FIELDS) do
+local function own_placement(f, fields)
+  for _, name in ipairs(fields or PLACEMENT_FIELDS) do
     local v = f(name)
     if v ~= nil and v ~= "" then return true end
   end
   return false
 end
+-- Where a job says which nodes it wants (its own --exclude only narrows them).
+local WANTS_FIELDS = { "prefer", "features", "req_nodes", "reservation" }
 D.own_placement = own_placement
 
 ------------------------------------------------------------------------------------------
@@ -898,6 +921,14 @@ worse in the simulator). Slurm checks a user's own negative nice before job_subm
 so the script may set one for any user. A node type the table gives no cpus/mem for fits
 any CPUs and memory (unknown: never made scarce on their account).
 ]]
+-- Does a one-node request (gpn GPUs of req.model, cpus, mem MB) fit a node of type nt?
+local function fits(nt, req, cpus, mem)
+  local have = nt.gpus
+  if req.model then have = nt.models[req.model] or 0 end
+  return have >= req.gpn and (not is_number(nt.cpus) or nt.cpus >= cpus)
+    and (not is_number(nt.mem) or nt.mem >= mem)
+end
+
 local function scarce(f, req, parts, tbl, share)
   local cpus = job_cpus(f)
   local mem = mem_mb(f("pn_min_memory")) or 0
@@ -907,12 +938,7 @@ local function scarce(f, req, parts, tbl, share)
     for _, nt in ipairs(part and part.types or {}) do
       if nt.gpus > 0 then
         gpu_nodes = gpu_nodes + nt.nodes
-        local have = nt.gpus
-        if req.model then have = nt.models[req.model] or 0 end
-        if have >= req.gpn and (not is_number(nt.cpus) or nt.cpus >= cpus)
-          and (not is_number(nt.mem) or nt.mem >= mem) then
-          fit = fit + nt.nodes
-        end
+        if fits(nt, req, cpus, mem) then fit = fit + nt.nodes end
       end
     end
   end
@@ -935,6 +961,91 @@ function D.short_first_nice(f, req, parts, tbl)
   local boost = tier * sf.span + (limit and math.max(0, sf.span - limit) or 0)
   if boost <= 0 then return nil end
   return -boost
+end
+
+--[[
+Keep the scarce nodes for the jobs only they can hold (short_first.keep = { demand = D,
+window = W minutes }): a one-node job that is not one of those (tier 2) and fits a node
+outside the kept types of its partitions gets the kept types' hosts added to its
+--exclude, while the scarce jobs submitted in the last W minutes ask for at least D of
+the kept nodes' time (each its time limit, at most W; none given: W). D = 0: always.
+The render marks a type kept (`kept = true`) when a job asking for all of its GPUs, CPUs
+and memory would be scarce, and other nodes have as many GPUs (a big-memory variant of
+a common node, never a model of its own).
+
+Why hard and not a Weight: the scarce queue is served by few nodes, and a node another
+job took while none of the scarce jobs waited is one they queue behind when they come.
+Why only under demand: without it the kept nodes stand idle (measured: docs/
+benchmarks.md, "Keeping the scarce nodes"). The window lives in this script's Lua state,
+which slurmctld keeps between submissions; a reload or restart empties it, and the
+nodes are shared again until the scarce jobs come back (the safe side). A job that says
+where it wants to run (-w, --constraint, --prefer, --reservation: a feature may be one
+only kept nodes have), or fits no other node, is left alone; its own --exclude is kept
+and ours appended.
+]]
+local KEEP_MEMORY = 100000 -- scarce submissions remembered at most (a flood ages out)
+local keep_window = { first = 1, last = 0, sum = 0 }
+D.clock = os.time
+
+local function keep_demand(now, keep)
+  local w = keep_window
+  local span = keep.window * 60
+  while w.first <= w.last and (w[w.first].t <= now - span or w[w.first].t > now) do
+    w.sum = w.sum - w[w.first].s
+    w[w.first] = nil
+    w.first = w.first + 1
+  end
+  return w.sum / (keep.nodes * span)
+end
+
+local function keep_remember(now, keep, limit_min)
+  local w = keep_window
+  local span = keep.window * 60
+  local s = math.min(span, limit_min and limit_min * 60 or span)
+  if w.last - w.first + 1 >= KEEP_MEMORY then
+    w.sum = w.sum - w[w.first].s
+    w[w.first] = nil
+    w.first = w.first + 1
+  end
+  w.last = w.last + 1
+  w[w.last] = { t = now, s = s }
+  w.sum = w.sum + s
+end
+
+-- Forget the window (tests; slurmctld does it by reloading the script).
+function D.keep_reset() keep_window = { first = 1, last = 0, sum = 0 } end
+
+function D.keep_scarce(f, req, shards, parts, tbl)
+  local sf = tbl and tbl.short_first
+  local keep = sf and sf.keep
+  if not keep or own_placement(f, WANTS_FIELDS) or (given(f("min_nodes")) or 1) ~= 1 then
+    return nil
+  end
+  if req ~= nil and req.nodes ~= 1 then return nil end
+  local rq = { gpn = req and req.gpn or (shards and 1 or 0), model = req and req.model }
+  local cpus, mem = job_cpus(f), mem_mb(f("pn_min_memory")) or 0
+  local elsewhere, on_kept, kept, seen = false, false, {}, {}
+  for _, p in ipairs(parts) do
+    local part = tbl.partitions[p]
+    for _, nt in ipairs(part and part.types or {}) do
+      if nt.kept then
+        on_kept = on_kept or fits(nt, rq, cpus, mem)
+        if not seen[nt.hosts] then
+          seen[nt.hosts] = true
+          table.insert(kept, nt.hosts)
+        end
+      elseif fits(nt, rq, cpus, mem) then
+        elsewhere = true
+      end
+    end
+  end
+  local now = D.clock()
+  if rq.gpn > 0 and scarce(f, rq, parts, tbl, sf.share) then
+    if on_kept then keep_remember(now, keep, given(f("time_limit"))) end
+    return nil
+  end
+  if not elsewhere or #kept == 0 or keep_demand(now, keep) < keep.demand then return nil end
+  return table.concat(kept, ",")
 end
 
 -- The raw job_desc.nice for our extra nice: Slurm stores nice + NICE_OFFSET (NO_VAL when
@@ -1095,7 +1206,13 @@ function D.plan(f, opts)
     end
   end
   if opts.submit and err == nil then
-    plan.nice = D.short_first_nice(f, req, job_partitions(f("partition"), tbl), tbl)
+    local parts = job_partitions(f("partition"), tbl)
+    plan.nice = D.short_first_nice(f, req, parts, tbl)
+    local kept = D.keep_scarce(f, req, shards, parts, tbl)
+    if kept then
+      local own = f("exc_nodes")
+      plan.exclude = (type(own) == "string" and own ~= "") and (own .. "," .. kept) or kept
+    end
   end
   if protect then table.insert(tokens, "defrag:protect") end
 
@@ -1134,13 +1251,15 @@ local function apply(plan, job_desc, label, is_modify)
   if plan.admin_comment ~= nil then job_desc.admin_comment = plan.admin_comment end
   if plan.prefer ~= nil then job_desc.prefer = plan.prefer end
   if plan.nice ~= nil then job_desc.nice = D.raw_nice(job_desc.nice, plan.nice) end
+  if plan.exclude ~= nil then job_desc.exc_nodes = plan.exclude end
   if plan.route and not plan.route.later then
     D.route_take(plan.route.i, plan.route.req, plan.route.table)
   end
-  if plan.log or plan.nice then
+  if plan.log or plan.nice or plan.exclude then
     log_debug(label .. ": " .. (plan.log or "")
       .. (plan.prefer and (" prefer=" .. plan.prefer) or "")
-      .. (plan.nice and (" nice" .. int(plan.nice)) or ""))
+      .. (plan.nice and (" nice" .. int(plan.nice)) or "")
+      .. (plan.exclude and (" exclude=" .. plan.exclude) or ""))
   end
   return slurm.SUCCESS
 end

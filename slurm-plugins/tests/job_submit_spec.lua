@@ -431,6 +431,116 @@ describe("queue order (short_first)", function()
   end)
 end)
 
+describe("keeping the scarce nodes (short_first.keep)", function()
+  -- 10 GPU nodes: 8 common g2 (96 CPUs, 384 GB), 2 big g3 (128 CPUs, 768 GB) kept;
+  -- 4 CPU-only nodes; scarce: <= 2 GPU nodes
+  local function load_keep(keep, hosts)
+    slurm_defrag.keep_reset()
+    local path = H.tmpfile([[return { version = 1, default_partition = "p",
+      short_first = { share = 0.2, span = 600, ]] .. keep .. [[ },
+      partitions = { p = { types = {
+        { gpus = 8, nodes = 8, models = { g2 = 8 }, cpus = 96, mem = 393216,
+          hosts = "g2n[1-8]" },
+        { gpus = 8, nodes = 2, models = { g3 = 8 }, cpus = 128, mem = 786432,
+          hosts = ]] .. hosts .. [[, kept = true },
+        { gpus = 0, nodes = 4, models = {}, cpus = 64, hosts = "c[1-4]" } } } } }]])
+    H.load(path)
+    os.remove(path)
+  end
+
+  it("adds the kept hosts to --exclude of a job that fits elsewhere", function()
+    load_keep("keep = { demand = 0, window = 60 }", '"g3n[1-2]"')
+    for _, f in ipairs({
+      { tres_per_node = "gres:gpu:8", min_cpus = 64 },
+      { tres_per_node = "gres:gpu:1" },
+      { tres_per_node = "gres/shard:2" },
+      { min_cpus = 8 },
+    }) do
+      local _, jd = H.submit(f)
+      assert.are.equal("g3n[1-2]", jd.exc_nodes)
+    end
+    -- the user's own --exclude is kept, ours appended
+    local _, jd = H.submit({ tres_per_node = "gres:gpu:1", exc_nodes = "g2n1" })
+    assert.are.equal("g2n1,g3n[1-2]", jd.exc_nodes)
+  end)
+
+  it("leaves alone the jobs only the kept nodes hold, named nodes, multi-node jobs", function()
+    load_keep("keep = { demand = 0, window = 60 }", '"g3n[1-2]"')
+    for _, f in ipairs({
+      { tres_per_node = "gres:gpu:8", min_cpus = 120 },        -- tier 2
+      { tres_per_node = "gres:gpu:g3:1" },                      -- only g3 has the model
+      { tres_per_node = "gres:gpu:2", pn_min_memory = 500000 }, -- memory: only g3
+      { tres_per_node = "gres:gpu:1", req_nodes = "g3n1" },     -- -w
+      { tres_per_node = "gres:gpu:1", features = "bigmem" },    -- maybe only on g3
+      { tres_per_node = "gres:gpu:8", min_nodes = 2, max_nodes = 2 },
+      { min_cpus = 100 },                                       -- CPUs: only g3
+    }) do
+      local _, jd = H.submit(f)
+      assert.is_nil(jd.exc_nodes)
+    end
+  end)
+
+  it("is off without keep and on job modify", function()
+    load_keep("", '"g3n[1-2]"')
+    local _, jd = H.submit({ tres_per_node = "gres:gpu:1" })
+    assert.is_nil(jd.exc_nodes)
+    load_keep("keep = { demand = 0, window = 60 }", '"g3n[1-2]"')
+    jd = H.job({ tres_per_node = "gres:gpu:1" })
+    slurm_job_modify(jd, { job_id = 7, admin_comment = "" }, {}, 0)
+    assert.is_nil(jd.exc_nodes)
+  end)
+
+  it("keeps only while the scarce jobs of the last window ask for demand x the time", function()
+    -- 2 kept nodes, a 60-minute window: 120 node-minutes; demand 0.5 = 60 minutes asked
+    load_keep("keep = { demand = 0.5, window = 60 }", '"g3n[1-2]"')
+    local now = 1000000
+    slurm_defrag.clock = function() return now end
+    local small = { tres_per_node = "gres:gpu:1" }
+    local big = { tres_per_node = "gres:gpu:8", min_cpus = 120 }
+    local _, jd = H.submit(small)
+    assert.is_nil(jd.exc_nodes) -- no scarce job seen
+    big.time_limit = 40
+    H.submit(big) -- 40 of 120
+    _, jd = H.submit(small)
+    assert.is_nil(jd.exc_nodes)
+    big.time_limit = 500 -- counts as the window at most: 60
+    H.submit(big)
+    _, jd = H.submit(small)
+    assert.are.equal("g3n[1-2]", jd.exc_nodes)
+    now = now + 30 * 60 -- both still in the window
+    _, jd = H.submit(small)
+    assert.are.equal("g3n[1-2]", jd.exc_nodes)
+    now = now + 31 * 60 -- both aged out
+    _, jd = H.submit(small)
+    assert.is_nil(jd.exc_nodes)
+    H.submit({ tres_per_node = "gres:gpu:8", min_cpus = 120 }) -- no limit: the window
+    _, jd = H.submit(small)
+    assert.are.equal("g3n[1-2]", jd.exc_nodes)
+    now = now - 7200 -- the clock went back: entries from the future are dropped
+    _, jd = H.submit(small)
+    assert.is_nil(jd.exc_nodes)
+    slurm_defrag.clock = os.time
+  end)
+
+  it("refuses a kept type without hosts, or a malformed keep", function()
+    for _, bad in ipairs({
+      "short_first = { share = 0.1, span = 5, keep = 1 }",
+      "short_first = { share = 0.1, span = 5, keep = { demand = -1, window = 5 } }",
+      "short_first = { share = 0.1, span = 5, keep = { demand = 0.5 } }",
+      "short_first = { share = 0.1, span = 5, keep = { demand = 0.5, window = 0 } }",
+      "partitions = { p = { types = { { gpus = 8, nodes = 1, kept = true } } } }",
+      "partitions = { p = { types = { { gpus = 8, nodes = 1, kept = true, hosts = '' } } } }",
+      "partitions = { p = { types = { { gpus = 8, nodes = 1, kept = 'yes', hosts = 'a' } } } }",
+    }) do
+      local src = "return { version = 1, " .. bad .. " }"
+      if not string.find(bad, "partitions", 1, true) then
+        src = "return { version = 1, partitions = {}, " .. bad .. " }"
+      end
+      assert.is_nil(slurm_defrag.prepare_table((loadstring or load)(src)()))
+    end
+  end)
+end)
+
 describe("protect opt-out", function()
   before_each(function() H.load() end)
 

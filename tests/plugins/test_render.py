@@ -209,7 +209,8 @@ def test_slurm_user_uid(tmp_path: Path) -> None:
     # A NUL byte (found by test_slurm_conf_bytes_fuzz): a warning, not getpwnam's ValueError.
     conf = parse_slurm_conf(write(tmp_path, "slurm.conf", "SlurmUser=\x00oot\n"))
     table, warnings = build_table(conf, {}, RenderOptions(pack_feature=None))
-    assert table["slurm_user_uid"] is None and any("SlurmUser" in w for w in warnings)
+    assert table["slurm_user_uid"] is None
+    assert any("SlurmUser" in w for w in warnings)
 
 
 def test_gpu_count_mismatch_is_an_error(tmp_path: Path) -> None:
@@ -463,7 +464,8 @@ def test_render_finds_the_gres_conf_beside_slurm_conf(
             app, ["plugins", "render", "--slurm-conf", str(conf), "--no-touch", *extra]
         )
         assert result.exit_code == 0, result.output
-        return result.stdout
+        # without the time stamp: two renders may fall in different seconds
+        return "\n".join(line for line in result.stdout.splitlines() if "generated_at" not in line)
 
     assert render() == render("--gres-conf", str(conf.parent / "gres.conf"))
     assert "nvlink" in render()
@@ -485,3 +487,33 @@ def test_the_route_file_is_named_in_the_table_and_read_by_the_doctor(tmp_path: P
     conf = parse_slurm_conf(compose_conf(tmp_path, extra_sched=""))
     with pytest.raises(InputError, match=r"--route-file: slurm\.conf has no SchedulerParameters"):
         build_table(conf, {}, RenderOptions(route_file=path))
+
+
+def test_keep_scarce_marks_big_variants_of_common_nodes() -> None:
+    """mark_kept: a type whose whole shape few nodes hold, beside a common type with as
+    many GPUs; never a model of its own, never a type without CPUs or memory."""
+    from slurm_defrag.planner.levers import mark_kept
+
+    types: list[dict[str, object]] = [
+        {"gpus": 8, "nodes": 18, "cpus": 96, "mem": 393216, "hosts": "a[1-18]"},
+        {"gpus": 8, "nodes": 1, "cpus": 128, "mem": 786432, "hosts": "big1"},
+        {"gpus": 8, "nodes": 1, "hosts": "unknown1"},  # no CPUs/memory: never kept
+        {"gpus": 4, "nodes": 1, "cpus": 256, "mem": 2_000_000, "hosts": "fat4"},  # 4 alone
+        {"gpus": 0, "nodes": 40, "cpus": 256, "mem": 2_000_000, "hosts": "cpu[1-40]"},
+    ]
+    assert mark_kept(types, 0.1) == ["big1"]
+    assert [t.get("kept", False) for t in types] == [False, True, False, False, False]
+
+
+def test_keep_scarce_option(tmp_path: Path) -> None:
+    table, warnings = compose_table(tmp_path, short_first=0.1, keep_scarce=0.5)
+    assert table["short_first"] == {
+        "share": 0.1,
+        "span": 10080,
+        "keep": {"demand": 0.5, "window": 360},
+    }
+    assert any("--keep-scarce" in w and "no node" in w for w in warnings)  # four alike
+    with pytest.raises(InputError, match="--keep-scarce need --short-first"):
+        compose_table(tmp_path, keep_scarce=0.0)
+    with pytest.raises(InputError, match="--keep-scarce: -1 is not a demand"):
+        compose_table(tmp_path, short_first=0.1, keep_scarce=-1)

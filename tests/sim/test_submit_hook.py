@@ -101,3 +101,46 @@ def test_short_first_policy_name() -> None:
     assert parse_mode("slurm+shape-weights").short_first is None  # type: ignore[union-attr]
     with pytest.raises(InputError, match="Protocol A"):
         run_a(list(STATE.nodes), [_job(1, 1000)], "slurm+shape-weights~short", 1)
+
+
+def test_keep_scarce_excludes_the_big_nodes_from_other_jobs() -> None:
+    """~keep: the big-CPU variant of the common 8-GPU node is kept for the jobs only it
+    holds; the script's --exclude reaches the job and the simulator honours it."""
+    nodes = [NodeSpec(f"s{i}", 96_000, 393_216, 8, "g2") for i in range(9)]
+    state = ClusterState([*nodes, NodeSpec("big", 128_000, 786_432, 8, "g3")])
+    mode = parse_mode("slurm+shape-weights~short-all~keep-always")
+    assert mode is not None
+    assert mode.keep == 0
+    assert mode.short_first == "all"
+    entry = short_first_of(mode)
+    assert entry is not None
+    assert entry["keep"] == {"demand": 0.0, "window": 360}
+    hook = SubmitHook(node_table(state, mode.lever, short_first=entry))
+    small = hook.apply(JobSpec("j", 8_000, 1_000, 1, 1000, time_limit=600.0))
+    assert small.exclude == frozenset({"big"})
+    assert list(state.feasible(small)) == [True] * 9 + [False]
+    big = hook.apply(JobSpec("j", 120_000, 500_000, 8, 1000, time_limit=600.0))
+    assert big.exclude is None
+    assert state.feasible(big)[9]
+    with pytest.raises(ValueError, match="~keep needs"):
+        parse_mode("slurm+shape-weights~keep")
+
+
+def test_keep_under_demand_follows_the_scarce_submissions_in_sim_time() -> None:
+    """~keep: other jobs are kept off the big node only while the scarce jobs submitted in
+    the last six hours (by the simulator's clock) ask for half its time or more."""
+    nodes = [NodeSpec(f"s{i}", 96_000, 393_216, 8, "g2") for i in range(9)]
+    state = ClusterState([*nodes, NodeSpec("big", 128_000, 786_432, 8, "g3")])
+    mode = parse_mode("slurm+shape-weights~short~keep")
+    assert mode is not None
+    assert mode.keep == 0.5
+    hook = SubmitHook(node_table(state, mode.lever, short_first=short_first_of(mode)))
+
+    def small(t: float) -> JobSpec:
+        return hook.apply(JobSpec("s", 8_000, 1_000, 1, 1000, submit=t, time_limit=600.0))
+
+    assert small(0).exclude is None
+    big = JobSpec("b", 120_000, 500_000, 8, 1000, submit=10.0, time_limit=4 * 3600.0)
+    assert hook.apply(big).exclude is None  # 4 h of the 6 h window: 0.67
+    assert small(20).exclude == frozenset({"big"})
+    assert small(10 + 6 * 3600).exclude is None  # aged out

@@ -14,7 +14,8 @@ Table format (``version = 1``)::
       allow_protect = true,      -- honour --comment=defrag:protect
       slurm_user_uid = 0,        -- SlurmUser: may rewrite the record on job updates
       pack = { feature = "defrag_partial", max_gpus = 4 },   -- absent: no packing hint
-      short_first = { share = 0.1, span = 10080, all = true, large_gpus = 4 },  -- or absent
+      short_first = { share = 0.1, span = 10080, all = true, large_gpus = 4,
+                      keep = { demand = 0.5, window = 360 } },  -- or absent
       partitions = {
         ["batch"] = { types = {
           { gpus = 8, models = { ["h100"] = 8 }, nodes = 1, cpus = 32, mem = 64000,
@@ -33,6 +34,13 @@ count and type, CPUs and memory are at most SHARE of their GPU nodes); tier 1: a
 ``large_gpus`` GPUs per node; tier 0: every other job, boosted only with ``all``. Within
 a tier the short limits go first (slurm-plugins/README.md; measured in
 docs/benchmarks.md, "Short first on scarce shapes" and "Large first, short first").
+
+``keep`` (``--keep-scarce DEMAND``): a type marked ``kept = true`` (the big-CPU or
+big-memory variant of a common node, :func:`slurm_defrag.planner.levers.mark_kept`) is
+kept for the jobs only such nodes can hold: while the scarce jobs submitted in the last
+``window`` minutes ask for at least ``demand`` of the kept nodes' time, job_submit.lua
+adds its ``hosts`` to every other one-node job's ``--exclude`` when the job fits a node
+elsewhere.
 
 ``block_sizes`` is absent for a node whose topology is unknown: the hook then never
 refuses a request because of that node.
@@ -54,7 +62,7 @@ import typer
 
 from slurm_defrag.actuator.lua_table import lua_string, to_lua, write_atomically
 from slurm_defrag.errors import InputError
-from slurm_defrag.planner.levers import short_first_entry
+from slurm_defrag.planner.levers import mark_kept, short_first_entry
 from slurm_defrag.slurm.slurm_conf import SlurmConf, parse_slurm_conf
 
 if TYPE_CHECKING:  # pydantic models: imported when used, to keep startup fast
@@ -90,6 +98,9 @@ class RenderOptions:
     """Every job by its time limit, not only the scarce and large ones."""
     large_first: int | None = None
     """GPUs per node from which a job goes before smaller ones."""
+    keep_scarce: float | None = None
+    """Keep the scarce node types (planner.levers.mark_kept) for the jobs only they hold
+    while their demand is at least this (0: always)."""
 
 
 def _uid_of(user: str, warnings: list[str]) -> int | None:
@@ -172,6 +183,18 @@ def _node_types(
     return types
 
 
+def _keep_scarce(partitions: Mapping[str, object], share: float, warnings: list[str]) -> None:
+    """Mark the kept node types of every partition and tell the admin which they are."""
+    kept: list[str] = []
+    for part in partitions.values():
+        assert isinstance(part, dict)
+        kept += mark_kept(part["types"], share)
+    warnings.append(
+        "--keep-scarce: only jobs that only they can hold start on "
+        + (", ".join(sorted(set(kept))) if kept else "no node (no scarce variant of a common node)")
+    )
+
+
 def build_table(
     conf: SlurmConf,
     topologies: Mapping[str, GpuTopology],
@@ -228,10 +251,21 @@ def build_table(
         table["route_file"] = str(options.route_file)
     if options.short_first is not None:
         table["short_first"] = short_first_entry(
-            options.short_first, all_jobs=options.short_first_all, large_gpus=options.large_first
+            options.short_first,
+            all_jobs=options.short_first_all,
+            large_gpus=options.large_first,
+            keep=options.keep_scarce,
         )
-    elif options.short_first_all or options.large_first is not None:
-        raise InputError("--short-first-all and --large-first need --short-first SHARE")
+        if options.keep_scarce is not None:
+            _keep_scarce(partitions, options.short_first, warnings)
+    elif (
+        options.short_first_all
+        or options.large_first is not None
+        or options.keep_scarce is not None
+    ):
+        raise InputError(
+            "--short-first-all, --large-first and --keep-scarce need --short-first SHARE"
+        )
     if options.pack_feature is not None:
         if not _FEATURE_RE.match(options.pack_feature):
             raise InputError(
@@ -373,6 +407,16 @@ def render(
             "smaller ones (after the scarce ones), shortest time limit first.",
         ),
     ] = None,
+    keep_scarce: Annotated[
+        float | None,
+        typer.Option(
+            "--keep-scarce",
+            help="With --short-first: keep the big-CPU/big-memory variants of common nodes "
+            "for the jobs only they can hold (other jobs get them in --exclude) while the "
+            "scarce jobs of the last 6 h ask for at least this share of their time "
+            "(e.g. 0.5; 0: always).",
+        ),
+    ] = None,
     no_touch: Annotated[
         bool,
         typer.Option(
@@ -402,6 +446,7 @@ def render(
         short_first=short_first,
         short_first_all=short_first_all,
         large_first=large_first,
+        keep_scarce=keep_scarce,
     )
     table, warnings = build_table(conf, node_topologies(settings), options)
     sources = [str(slurm_conf)]

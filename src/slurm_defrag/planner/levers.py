@@ -71,9 +71,10 @@ from __future__ import annotations
 import math
 import re
 import zlib
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from functools import cached_property
+from typing import Any
 
 from slurm_defrag.domain.cluster import ClusterSnapshot, Node
 from slurm_defrag.domain.units import MILLI
@@ -248,12 +249,24 @@ this minus its time limit in minutes (a week: a limit of a week or more, or none
 nothing). Compare it with the site's priority weights: the largest boost is 3 x this."""
 
 
+KEEP_WINDOW_MIN = 360
+"""How far back job_submit.lua looks at the scarce submissions to decide whether to keep
+their nodes (``short_first.keep.window``, minutes)."""
+
+
 def short_first_entry(
-    share: float, *, all_jobs: bool = False, large_gpus: int | None = None
+    share: float,
+    *,
+    all_jobs: bool = False,
+    large_gpus: int | None = None,
+    keep: float | None = None,
 ) -> dict[str, object]:
     """The ``short_first`` entry of defrag_nodes.lua (the queue order job_submit.lua sets):
     tier 2 for a one-node GPU job at most ``share`` of the GPU nodes can hold, tier 1 for
-    ``large_gpus`` GPUs per node or more, the rest only with ``all_jobs``."""
+    ``large_gpus`` GPUs per node or more, the rest only with ``all_jobs``; with ``keep``
+    (a demand: the share of the kept nodes' time the scarce jobs of the last
+    :data:`KEEP_WINDOW_MIN` minutes ask for; 0: always) the other jobs are kept off the
+    node types :func:`mark_kept` marks."""
     if not 0 < share <= 1:
         raise InputError(f"--short-first: {share} is not a share of nodes in (0, 1]")
     if large_gpus is not None and large_gpus < 1:
@@ -263,7 +276,43 @@ def short_first_entry(
         entry["all"] = True
     if large_gpus is not None:
         entry["large_gpus"] = large_gpus
+    if keep is not None:
+        if not 0 <= keep <= 1000:
+            raise InputError(f"--keep-scarce: {keep} is not a demand (0 or more, a share of time)")
+        entry["keep"] = {"demand": keep, "window": KEEP_WINDOW_MIN}
     return entry
+
+
+def mark_kept(types: Sequence[dict[str, Any]], share: float) -> list[str]:
+    """Mark (``kept = True``) one partition's node types that job_submit.lua keeps for the
+    jobs only they can hold; returns their hosts. A type is kept when a job asking for all
+    of its GPUs, CPUs and memory would fit at most ``share`` of the partition's GPU nodes
+    (the script's tier 2), and a type that is not scarce has as many GPUs: the big-CPU or
+    big-memory variant of a common node. A GPU model of its own is never kept (other jobs
+    would leave it idle), nor a type the table gives no CPUs or memory for."""
+    gpu = [t for t in types if t["gpus"] > 0]
+    total = sum(int(t["nodes"]) for t in gpu)
+
+    def holds(u: Mapping[str, Any], t: Mapping[str, Any]) -> bool:
+        return bool(
+            u["gpus"] >= t["gpus"]
+            and u.get("cpus", t["cpus"]) >= t["cpus"]
+            and u.get("mem", t["mem"]) >= t["mem"]
+        )
+
+    scarce = [
+        "cpus" in t
+        and "mem" in t
+        and sum(int(u["nodes"]) for u in gpu if holds(u, t)) <= share * total
+        for t in gpu
+    ]
+    common_gpus = {t["gpus"] for t, s in zip(gpu, scarce, strict=True) if not s}
+    kept = []
+    for t, s in zip(gpu, scarce, strict=True):
+        if s and t["gpus"] in common_gpus:
+            t["kept"] = True
+            kept.append(str(t["hosts"]))
+    return kept
 
 
 def is_ours(feature: str) -> bool:

@@ -94,6 +94,7 @@ class ClusterState:
         self._features_version = 0
         self.total_gpu_milli = int(self.gpu_cap.sum())
         self._model_masks: dict[frozenset[str] | None, BoolArray] = {}
+        self._allowed: dict[frozenset[str], BoolArray] = {}
 
     @property
     def slurm_order(self) -> IntArray:
@@ -153,9 +154,20 @@ class ClusterState:
             self._model_masks[models] = mask
         return mask
 
+    def allowed(self, exclude: frozenset[str]) -> BoolArray:
+        """Nodes not named in an ``--exclude`` list."""
+        mask = self._allowed.get(exclude)
+        if mask is None:
+            mask = np.array([n.name not in exclude for n in self.nodes], dtype=np.bool_)
+            self._allowed[exclude] = mask
+        return mask
+
     def feasible(self, job: JobSpec) -> BoolArray:
-        """Nodes that could start ``job`` now (CPU, memory, GPUs, model, NVLink block)."""
+        """Nodes that could start ``job`` now (CPU, memory, GPUs, model, NVLink block,
+        ``--exclude``)."""
         ok = (self.cpu_left >= job.cpu_milli) & (self.mem_left >= job.memory_mib)
+        if job.exclude:
+            ok &= self.allowed(job.exclude)
         if job.num_gpu:
             ok &= self.model_mask(job.gpu_models)
             ok &= (self.gpu_left >= job.gpu_milli).sum(axis=1) >= job.num_gpu

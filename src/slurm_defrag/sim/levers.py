@@ -19,7 +19,9 @@ Policy names select a configuration (:func:`parse_mode`): ``slurm`` is Slurm alo
 default :data:`DEFAULT_EVERY`; ``slurm+<lever>~seen/<N>``: an ``fgd-*`` lever weighs by
 the mix of the jobs seen so far, as the service estimates it, ``~warm``: that estimate
 full from the start; ``~short``: job_submit.lua's ``short_first`` on top, scarce jobs
-first; ``~short-all``: every job by its limit, large and scarce ones first; Protocol B,
+first; ``~short-all``: every job by its limit, large and scarce ones first; ``~keep``
+with either: the scarce nodes kept for the scarce jobs while they are in demand,
+``~keep-always``: always; Protocol B,
 :func:`short_first_of`). In Protocol B the cycle is ``EngineConfig.lever_interval``
 seconds, the service's 60 s.
 """
@@ -61,6 +63,11 @@ WARM_MIX = "~warm"
 SHORT_FIRST = "~short"
 SHORT_FIRST_ALL = "~short-all"
 """Policy-name suffixes of job_submit.lua's queue order (:attr:`SlurmMode.short_first`)."""
+KEEP_SCARCE = "~keep"
+KEEP_ALWAYS = "~keep-always"
+"""With a queue order: the scarce nodes kept for the scarce jobs (:attr:`SlurmMode.keep`),
+under demand (:data:`KEEP_DEMAND`) or always."""
+KEEP_DEMAND = 0.5
 
 
 @dataclass(frozen=True)
@@ -82,6 +89,10 @@ class SlurmMode:
     short_first: str | None = None
     """``~short`` (``"scarce"``) or ``~short-all`` (``"all"``): the queue order
     job_submit.lua sets (:func:`short_first_of`)."""
+    keep: float | None = None
+    """``~keep`` (with ``~short*``): job_submit.lua keeps other jobs off the scarce node
+    types (``--keep-scarce``, :func:`~slurm_defrag.planner.levers.mark_kept`) while the
+    scarce jobs ask for :data:`KEEP_DEMAND` of their time; ``~keep-always``: always (0)."""
 
 
 def parse_mode(policy: str) -> SlurmMode | None:
@@ -92,6 +103,8 @@ def parse_mode(policy: str) -> SlurmMode | None:
     if not rest:
         return SlurmMode(LeverSettings("none"))
     lever, _, every = rest.partition("/")
+    keep = 0.0 if KEEP_ALWAYS in lever else KEEP_DEMAND if KEEP_SCARCE in lever else None
+    lever = lever.replace(KEEP_ALWAYS, "").replace(KEEP_SCARCE, "")
     short = "all" if SHORT_FIRST_ALL in lever else "scarce" if SHORT_FIRST in lever else None
     lever = lever.replace(SHORT_FIRST_ALL, "").replace(SHORT_FIRST, "")
     warm = lever.endswith(WARM_MIX)
@@ -102,6 +115,10 @@ def parse_mode(policy: str) -> SlurmMode | None:
     members, cpu_aware, _ = members.partition(":c")
     if members and (not members.isdigit() or int(members) < 1):
         raise ValueError(f"policy {policy!r}: @M must be a whole number of nodes >= 1")
+    if keep is not None and short is None:
+        raise ValueError(
+            f"policy {policy!r}: {KEEP_SCARCE} needs {SHORT_FIRST} or {SHORT_FIRST_ALL}"
+        )
     if lever not in LEVERS:
         raise ValueError(f"policy {policy!r}: lever {lever!r}; choose from {', '.join(LEVERS)}")
     if seen and not lever.startswith("fgd-"):
@@ -117,7 +134,7 @@ def parse_mode(policy: str) -> SlurmMode | None:
     settings = LeverSettings(
         lever, mix=mix_or_none, min_members=int(members or 1), cpu_buckets=buckets
     )
-    return SlurmMode(settings, n, seen, warm, short)
+    return SlurmMode(settings, n, seen, warm, short, keep)
 
 
 def short_first_of(mode: SlurmMode) -> dict[str, object] | None:
@@ -128,9 +145,9 @@ def short_first_of(mode: SlurmMode) -> dict[str, object] | None:
         return None
     if mode.short_first == "all":
         return short_first_entry(
-            SHORT_FIRST_SHARE, all_jobs=True, large_gpus=SHORT_FIRST_LARGE_GPUS
+            SHORT_FIRST_SHARE, all_jobs=True, large_gpus=SHORT_FIRST_LARGE_GPUS, keep=mode.keep
         )
-    return short_first_entry(SHORT_FIRST_SHARE)
+    return short_first_entry(SHORT_FIRST_SHARE, keep=mode.keep)
 
 
 def mode_policies(levers: Sequence[str], every: Sequence[int] = (DEFAULT_EVERY,)) -> list[str]:

@@ -55,6 +55,9 @@ class JobSpec:
     prefer: str | None = None
     """Slurm's ``--prefer`` feature (soft; the ``slurm`` policy honours it), as
     job_submit.lua sets it at submit (:mod:`slurm_defrag.sim.submit_hook`)."""
+    exclude: frozenset[str] | None = None
+    """Node names Slurm's ``--exclude`` keeps the job off, as job_submit.lua sets them
+    (``short_first.keep``)."""
     ckpt_interval: float | None = None
     """The job checkpoints every this many seconds of run time (None: never); a requeue
     loses only the run since its last checkpoint, and it resumes from there."""

@@ -12,6 +12,10 @@ CPU only, one node. The ``--prefer`` it sets is copied to the job, and so is the
 is subtracted from it). The answer depends only on that request shape, so it is
 computed once per shape.
 
+With ``short_first.keep`` under a demand the answer also depends on the scarce jobs
+submitted before (the script keeps them in its Lua state, as slurmctld does): every job
+is asked, in submit order, the script's clock set to the job's submit time.
+
 The table has ``enforce = false``: the hook must not refuse a trace job (a request no node
 could ever satisfy is the simulator's to drop, as Protocol A does); refusals do not change
 the hint.
@@ -19,6 +23,7 @@ the hint.
 
 from __future__ import annotations
 
+import functools
 import itertools
 import os
 from collections.abc import Callable, Mapping
@@ -29,7 +34,7 @@ from typing import Any
 from slurm_defrag.domain.units import MILLI
 from slurm_defrag.errors import InputError
 from slurm_defrag.hooks_location import candidates, plugins_dir
-from slurm_defrag.planner.levers import SHARDS_PER_GPU, LeverSettings, pack_table
+from slurm_defrag.planner.levers import SHARDS_PER_GPU, LeverSettings, mark_kept, pack_table
 from slurm_defrag.sim.cluster import ClusterState
 from slurm_defrag.sim.levers import SimLevers
 from slurm_defrag.sim.model import JobSpec
@@ -80,11 +85,13 @@ def node_table(
     """defrag_nodes.lua for the simulated cluster: one partition, node types by GPU count
     and model, CPUs and memory (as ``plugins render`` writes them), the levers' ``pack``
     entry and the ``short_first`` one (:func:`~slurm_defrag.planner.levers.short_first_entry`)."""
-    types: dict[tuple[int, str, int, int], int] = {}
+    import hostlist
+
+    types: dict[tuple[int, str, int, int], list[str]] = {}
     for s in state.nodes:
         if s.gpus:
             key = (s.gpus, s.model, s.cpu_milli // MILLI, s.memory_mib)
-            types[key] = types.get(key, 0) + 1
+            types.setdefault(key, []).append(s.name)
     table: dict[str, Any] = {
         "version": 1,
         "default_partition": PARTITION,
@@ -93,8 +100,15 @@ def node_table(
         "partitions": {
             PARTITION: {
                 "types": [
-                    {"gpus": g, "models": {m: g}, "nodes": n, "cpus": c, "mem": mem}
-                    for (g, m, c, mem), n in sorted(
+                    {
+                        "gpus": g,
+                        "models": {m: g},
+                        "nodes": len(names),
+                        "cpus": c,
+                        "mem": mem,
+                        "hosts": hostlist.collect_hostlist(names),
+                    }
+                    for (g, m, c, mem), names in sorted(
                         types.items(), key=lambda kv: (-kv[0][0], kv[0][1:])
                     )
                 ]
@@ -106,6 +120,10 @@ def node_table(
         table["pack"] = pack
     if short_first is not None:
         table["short_first"] = dict(short_first)
+        if short_first.get("keep"):
+            share = short_first["share"]
+            assert isinstance(share, float)
+            mark_kept(table["partitions"][PARTITION]["types"], share)
     return table
 
 
@@ -140,6 +158,8 @@ class Answer:
     prefer: str | None = None
     nice: int = 0
     """Added nice (0: none)."""
+    exclude: frozenset[str] | None = None
+    """Nodes in the ``--exclude`` it set (None: none)."""
 
 
 class SubmitHook:
@@ -168,6 +188,11 @@ class SubmitHook:
         self._cache: dict[tuple[str, ...], Answer] = {}
         self._routing = False
         self._full = "short_first" in table  # it reads --mem and --time
+        keep = table.get("short_first", {}).get("keep")
+        # keeping under demand: the answer depends on the scarce jobs submitted before,
+        # in the simulator's time (the script's clock is the job's submit time)
+        self._history = bool(keep and keep["demand"] > 0)
+        self._lua.execute("slurm_defrag.clock = function() return SIM_NOW end")
         self.calls = 0
 
     def route(self, entry: Mapping[str, Any]) -> None:
@@ -188,23 +213,26 @@ class SubmitHook:
 
     def answer(self, job: JobSpec) -> Answer:
         """What job_submit.lua sets for this job's request."""
-        if self._routing:
-            return self._ask(request_of(job, full=True))
+        if self._routing or self._history:
+            return self._ask(request_of(job, full=True), job.submit)
         desc = request_of(job, full=self._full)
         key = tuple(f"{k}={v}" for k, v in sorted(desc.items()))
         if key not in self._cache:
             self._cache[key] = self._ask(desc)
         return self._cache[key]
 
-    def _ask(self, desc: Mapping[str, Any]) -> Answer:
-        """One submission through the script."""
+    def _ask(self, desc: Mapping[str, Any], now: float = 0.0) -> Answer:
+        """One submission through the script, at ``now`` by its clock."""
         self.calls += 1
+        self._lua.globals().SIM_NOW = now
         jd = self._lua.table_from(dict(desc))
         self._submit(jd, None, 0)
         self._raise_logged_errors()
-        p, nice = jd["prefer"], jd["nice"]
+        p, nice, exc = jd["prefer"], jd["nice"], jd["exc_nodes"]
         return Answer(
-            str(p) if p is not None else None, int(nice) - NICE_OFFSET if nice is not None else 0
+            str(p) if p is not None else None,
+            int(nice) - NICE_OFFSET if nice is not None else 0,
+            _expand(str(exc)) if exc is not None else None,
         )
 
     def _raise_logged_errors(self) -> None:
@@ -216,9 +244,17 @@ class SubmitHook:
 
     def apply(self, job: JobSpec) -> JobSpec:
         a = self.answer(job)
-        if a.prefer == job.prefer and not a.nice:
+        if a.prefer == job.prefer and not a.nice and a.exclude is None:
             return job
-        return replace(job, prefer=a.prefer, priority=job.priority - a.nice)
+        return replace(job, prefer=a.prefer, priority=job.priority - a.nice, exclude=a.exclude)
+
+
+@functools.cache
+def _expand(hosts: str) -> frozenset[str]:
+    """The node names of an ``--exclude`` list (one per request shape: cached)."""
+    import hostlist
+
+    return frozenset(hostlist.expand_hostlist(hosts))
 
 
 def routed(
