@@ -190,8 +190,13 @@ def _keep_scarce(partitions: Mapping[str, object], share: float, warnings: list[
         assert isinstance(part, dict)
         kept += mark_kept(part["types"], share)
     warnings.append(
-        "--keep-scarce: only jobs that only they can hold start on "
-        + (", ".join(sorted(set(kept))) if kept else "no node (no scarce variant of a common node)")
+        "--keep-scarce: "
+        + (
+            ", ".join(sorted(set(kept)))
+            + " will be kept for the jobs only they can hold while those jobs are in demand"
+            if kept
+            else "no node to keep (no scarce big-CPU/big-memory variant of a common node)"
+        )
     )
 
 
