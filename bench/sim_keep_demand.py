@@ -5,11 +5,11 @@
 
 Draws Protocol B's arrivals and time limits as ``sim_protocol_b.py --user-limits
 --ckpt-share 0.25`` does, asks the real script (through lupa) which jobs are scarce
-(tier 2, ``~short-all``), and at each measured submission computes what the script's
-window holds: the scarce jobs' limits (at most the window) over the last
-``KEEP_WINDOW_MIN`` minutes, per kept node-second. The keeping is on where this is at or
-above the ``--keep-scarce`` demand (the simulator's ``~keep``: 0.5). No scheduling: the
-window depends on submissions only.
+(tier 2, ``~short-all``) and fit a kept node type, as the script counts them, and at each
+measured submission computes what the script's window holds: the scarce jobs' limits
+(at most the window) over the last ``KEEP_WINDOW_MIN`` minutes, per kept node-second.
+The keeping is on where this is at or above the ``--keep-scarce`` demand (the
+simulator's ``~keep``: 0.5). No scheduling: the window depends on submissions only.
 """
 
 from __future__ import annotations
@@ -23,9 +23,26 @@ from slurm_defrag.planner.levers import KEEP_WINDOW_MIN, SHORT_FIRST_SPAN
 from slurm_defrag.sim import protocol_b as pb
 from slurm_defrag.sim.cluster import ClusterState
 from slurm_defrag.sim.levers import KEEP_DEMAND, parse_mode, short_first_of
+from slurm_defrag.sim.model import JobSpec
 from slurm_defrag.sim.snapshot_view import PARTITION
 from slurm_defrag.sim.submit_hook import SubmitHook, node_table
 from slurm_defrag.sim.timed_workload import with_user_limits
+
+
+def _fits(t: dict[str, object], job: JobSpec) -> bool:
+    """Would ``job`` fit a node of type ``t`` (the script's ``fits``)?"""
+    models = t["models"]
+    assert isinstance(models, dict)
+    have = (
+        sum(models.get(m, 0) for m in job.gpu_models)
+        if job.gpu_models is not None and len(job.gpu_models) == 1
+        else t["gpus"]
+    )
+    return bool(
+        have >= job.num_gpu
+        and t["cpus"] >= -(-job.cpu_milli // 1000)  # type: ignore[operator]
+        and t["mem"] >= job.memory_mib  # type: ignore[operator]
+    )
 
 
 def main() -> None:
@@ -35,7 +52,8 @@ def main() -> None:
     assert mode is not None
     state = ClusterState(nodes)
     table = node_table(state, mode.lever, short_first=short_first_of(mode))
-    kept = sum(t["nodes"] for t in table["partitions"][PARTITION]["types"] if t.get("kept"))
+    kept_types = [t for t in table["partitions"][PARTITION]["types"] if t.get("kept")]
+    kept = sum(t["nodes"] for t in kept_types)
     hook = SubmitHook(table)
     window = KEEP_WINDOW_MIN * 60
     print(f"{args.workload} {args.load}x: {kept} kept nodes, window {KEEP_WINDOW_MIN} min")
@@ -50,7 +68,8 @@ def main() -> None:
         asked = 0.0
         levels = []
         for job in jobs:
-            if -hook.answer(job).nice >= 2 * SHORT_FIRST_SPAN:  # tier 2: scarce
+            scarce = -hook.answer(job).nice >= 2 * SHORT_FIRST_SPAN  # tier 2
+            if scarce and any(_fits(t, job) for t in kept_types):  # as the script counts
                 s = min(window, job.time_limit or window)
                 seen.append((job.submit, s))
                 asked += s

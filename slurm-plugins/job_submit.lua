@@ -491,9 +491,9 @@ local function prepare_table(t)
       end
       nt.models = nt.models or {}
       if nt.kept ~= nil and (type(nt.kept) ~= "boolean"
-        or (nt.kept and (type(nt.hosts) ~= "string" or nt.hosts == ""))) then
+        or (nt.kept and (type(nt.hosts) ~= "string" or nt.hosts == "" or nt.nodes < 1))) then
         return nil, "partition " .. tostring(pname) .. " type " .. i
-          .. ": kept must be true/false, and a kept type needs its hosts"
+          .. ": kept must be true/false, and a kept type needs its hosts and nodes"
       end
       if nt.block_sizes ~= nil then -- nil = topology unknown: never refuse on its account
         nt.block_set = {}
@@ -886,15 +886,13 @@ Nothing is written here, so an error half-way leaves the job untouched.
 -- node the job excludes or outside its reservation the named node is no use (and the
 -- route's copy would count the job where it will not run).
 local PLACEMENT_FIELDS = { "prefer", "features", "req_nodes", "exc_nodes", "reservation" }
-local function own_placement(f, fields)
-  for _, name in ipairs(fields or PLACEMENT_FIELDS) do
+local function own_placement(f)
+  for _, name in ipairs(PLACEMENT_FIELDS) do
     local v = f(name)
     if v ~= nil and v ~= "" then return true end
   end
   return false
 end
--- Where a job says which nodes it wants (its own --exclude only narrows them).
-local WANTS_FIELDS = { "prefer", "features", "req_nodes", "reservation" }
 D.own_placement = own_placement
 
 ------------------------------------------------------------------------------------------
@@ -970,8 +968,9 @@ outside the kept types of its partitions gets the kept types' hosts added to its
 --exclude, while the scarce jobs submitted in the last W minutes ask for at least D of
 the kept nodes' time (each its time limit, at most W; none given: W). D = 0: always.
 The render marks a type kept (`kept = true`) when a job asking for all of its GPUs, CPUs
-and memory would be scarce, and other nodes have as many GPUs (a big-memory variant of
-a common node, never a model of its own).
+and memory would be scarce, and other nodes have as many GPUs (a big-CPU or big-memory
+variant of a common node, whatever its GPU model; a type rare only by its model is
+never kept).
 
 Why hard and not a Weight: the scarce queue is served by few nodes, and a node another
 job took while none of the scarce jobs waited is one they queue behind when they come.
@@ -979,9 +978,10 @@ Why only under demand: without it the kept nodes stand idle (measured: docs/
 benchmarks.md, "Keeping the scarce nodes"). The window lives in this script's Lua state,
 which slurmctld keeps between submissions; a reload or restart empties it, and the
 nodes are shared again until the scarce jobs come back (the safe side). A job that says
-where it wants to run (-w, --constraint, --prefer, --reservation: a feature may be one
-only kept nodes have), or fits no other node, is left alone; its own --exclude is kept
-and ours appended.
+where it wants to run (-w, -x, --constraint, --prefer, --reservation: a feature may be
+one only kept nodes have, its own --exclude may cover every other node), or fits no
+other node, is left alone; a scarce job counts towards the demand either way. A job the
+keeping excludes gets no per-job route (the route might name a kept node).
 ]]
 local KEEP_MEMORY = 100000 -- scarce submissions remembered at most (a flood ages out)
 local keep_window = { first = 1, last = 0, sum = 0 }
@@ -1018,10 +1018,10 @@ function D.keep_reset() keep_window = { first = 1, last = 0, sum = 0 } end
 function D.keep_scarce(f, req, shards, parts, tbl)
   local sf = tbl and tbl.short_first
   local keep = sf and sf.keep
-  if not keep or own_placement(f, WANTS_FIELDS) or (given(f("min_nodes")) or 1) ~= 1 then
+  if not keep or (given(f("min_nodes")) or 1) ~= 1 or (req ~= nil and req.nodes ~= 1) then
     return nil
   end
-  if req ~= nil and req.nodes ~= 1 then return nil end
+  -- where it fits: shards need one GPU; the scarce test is short_first_nice's (GPU jobs)
   local rq = { gpn = req and req.gpn or (shards and 1 or 0), model = req and req.model }
   local cpus, mem = job_cpus(f), mem_mb(f("pn_min_memory")) or 0
   local elsewhere, on_kept, kept, seen = false, false, {}, {}
@@ -1040,11 +1040,14 @@ function D.keep_scarce(f, req, shards, parts, tbl)
     end
   end
   local now = D.clock()
-  if rq.gpn > 0 and scarce(f, rq, parts, tbl, sf.share) then
+  if req ~= nil and req.gpn > 0 and scarce(f, req, parts, tbl, sf.share) then
+    -- counted even when it names its nodes or features: it still wants the kept ones
     if on_kept then keep_remember(now, keep, given(f("time_limit"))) end
     return nil
   end
-  if not elsewhere or #kept == 0 or keep_demand(now, keep) < keep.demand then return nil end
+  -- own placement, its own --exclude included: with ours added it might fit nowhere
+  if own_placement(f) or not elsewhere or #kept == 0 then return nil end
+  if keep_demand(now, keep) < keep.demand then return nil end
   return table.concat(kept, ",")
 end
 
@@ -1184,9 +1187,14 @@ function D.plan(f, opts)
     and not own_placement(f) then
     plan.prefer = pack.cpu_feature
   end
+  -- Keeping the scarce nodes (before routing: a route could name a kept node).
+  if opts.submit and err == nil then
+    plan.exclude = D.keep_scarce(f, req, shards, job_partitions(f("partition"), tbl), tbl)
+  end
   -- Per-job routing: one node for a one-node job (GPUs, shards or CPUs only).
   local route = opts.submit and D.current_route(tbl, os.time())
   if route and opts.submit and err == nil and f("shared") ~= JOB_SHARED_NONE
+    and plan.exclude == nil
     and (given(f("min_nodes")) or 1) == 1
     and not own_placement(f)
     and (req == nil or (req.nodes == 1 and req.model ~= false))
@@ -1206,13 +1214,7 @@ function D.plan(f, opts)
     end
   end
   if opts.submit and err == nil then
-    local parts = job_partitions(f("partition"), tbl)
-    plan.nice = D.short_first_nice(f, req, parts, tbl)
-    local kept = D.keep_scarce(f, req, shards, parts, tbl)
-    if kept then
-      local own = f("exc_nodes")
-      plan.exclude = (type(own) == "string" and own ~= "") and (own .. "," .. kept) or kept
-    end
+    plan.nice = D.short_first_nice(f, req, job_partitions(f("partition"), tbl), tbl)
   end
   if protect then table.insert(tokens, "defrag:protect") end
 

@@ -459,9 +459,9 @@ describe("keeping the scarce nodes (short_first.keep)", function()
       local _, jd = H.submit(f)
       assert.are.equal("g3n[1-2]", jd.exc_nodes)
     end
-    -- the user's own --exclude is kept, ours appended
-    local _, jd = H.submit({ tres_per_node = "gres:gpu:1", exc_nodes = "g2n1" })
-    assert.are.equal("g2n1,g3n[1-2]", jd.exc_nodes)
+    -- the user's own --exclude: left as it is (it may cover every other node)
+    local _, jd = H.submit({ tres_per_node = "gres:gpu:1", exc_nodes = "g2n[1-8]" })
+    assert.are.equal("g2n[1-8]", jd.exc_nodes)
   end)
 
   it("leaves alone the jobs only the kept nodes hold, named nodes, multi-node jobs", function()
@@ -472,6 +472,7 @@ describe("keeping the scarce nodes (short_first.keep)", function()
       { tres_per_node = "gres:gpu:2", pn_min_memory = 500000 }, -- memory: only g3
       { tres_per_node = "gres:gpu:1", req_nodes = "g3n1" },     -- -w
       { tres_per_node = "gres:gpu:1", features = "bigmem" },    -- maybe only on g3
+      { tres_per_node = "gres:gpu:1", reservation = "r1" },
       { tres_per_node = "gres:gpu:8", min_nodes = 2, max_nodes = 2 },
       { min_cpus = 100 },                                       -- CPUs: only g3
     }) do
@@ -519,6 +520,15 @@ describe("keeping the scarce nodes (short_first.keep)", function()
     now = now - 7200 -- the clock went back: entries from the future are dropped
     _, jd = H.submit(small)
     assert.is_nil(jd.exc_nodes)
+    -- a scarce job that names a feature still counts (it still wants the kept nodes)
+    H.submit({ tres_per_node = "gres:gpu:8", min_cpus = 120, features = "bigmem" })
+    _, jd = H.submit(small)
+    assert.are.equal("g3n[1-2]", jd.exc_nodes)
+    -- shard jobs are never scarce (short_first gives them no tier): no demand from them
+    load_keep("keep = { demand = 0.5, window = 60 }", '"g3n[1-2]"')
+    for _ = 1, 5 do H.submit({ tres_per_node = "gres/shard:2", time_limit = 60 }) end
+    _, jd = H.submit(small)
+    assert.is_nil(jd.exc_nodes)
     slurm_defrag.clock = os.time
   end)
 
@@ -531,6 +541,7 @@ describe("keeping the scarce nodes (short_first.keep)", function()
       "partitions = { p = { types = { { gpus = 8, nodes = 1, kept = true } } } }",
       "partitions = { p = { types = { { gpus = 8, nodes = 1, kept = true, hosts = '' } } } }",
       "partitions = { p = { types = { { gpus = 8, nodes = 1, kept = 'yes', hosts = 'a' } } } }",
+      "partitions = { p = { types = { { gpus = 8, nodes = 0, kept = true, hosts = 'a' } } } }",
     }) do
       local src = "return { version = 1, " .. bad .. " }"
       if not string.find(bad, "partitions", 1, true) then
@@ -823,6 +834,24 @@ describe("per-job routing (route entry, fgd-route)", function()
     assert.is_not_nil(jd.prefer)
     _, jd = H.submit({ min_cpus = 1 })
     assert.is_not_nil(string.find(jd.prefer, "^defrag_at_"))
+  end)
+
+  it("gives no route to a job the keeping excludes (the route might name a kept node)",
+    function()
+    local kept = TABLE:gsub("{ gpus = 2, nodes = 1, models = { t4 = 2 } }",
+      "{ gpus = 2, nodes = 1, models = { t4 = 2 }, kept = true, hosts = \"t1\" }")
+      :gsub("default_partition = \"p\",",
+        "default_partition = \"p\", short_first = { share = 0.5, span = 600,"
+        .. " keep = { demand = 0, window = 60 } },")
+    local path = H.tmpfile(kept)
+    H.load(path)
+    os.remove(path)
+    local _, jd = H.submit({ tres_per_node = "gres:gpu:1", min_cpus = 2 })
+    assert.are.equal("t1", jd.exc_nodes)
+    assert.is_nil(jd.prefer)
+    _, jd = H.submit({ tres_per_node = "gres/gpu:t4:1", min_cpus = 1 }) -- only t1 holds it
+    assert.is_nil(jd.exc_nodes)
+    assert.are.equal("defrag_at_t", jd.prefer)
   end)
 
   it("hints a job that cannot start yet but does not count it", function()

@@ -92,6 +92,20 @@ def test_plan_skips_nodes_an_earlier_plan_blocks() -> None:
     assert plan(s, p, running, 0.0, plans, _first) == Reservation(1, 300.0)
 
 
+def test_plan_never_reserves_a_node_the_job_excludes() -> None:
+    """--exclude (job_submit.lua's keeping): "a" frees first, but the job may not use it;
+    its plan is "b" (and its backfill shape is not that of the same job without it)."""
+    s = ClusterState([node("a", 4), node("b", 4)])
+    running = _running(
+        s,
+        (job("ra", num=4, time_limit=100.0), 0, (0, 1, 2, 3), 0.0),
+        (job("rb", num=4, time_limit=300.0), 1, (0, 1, 2, 3), 0.0),
+    )
+    kept_off = job("p", num=4, time_limit=100.0, exclude=frozenset({"a"}))
+    assert plan(s, kept_off, running, 0.0, Plans(), _first) == Reservation(1, 300.0)
+    assert kept_off.shape != job("p", num=4, time_limit=100.0).shape
+
+
 def _run(jobs: list[JobSpec], reserve: str) -> dict[str, str]:
     s = ClusterState([node("a", 4), node("b", 4), node("c", 4)])
     pol = build("first-fit", PolicyContext(s, (), np.arange(s.size)))

@@ -288,8 +288,10 @@ def mark_kept(types: Sequence[dict[str, Any]], share: float) -> list[str]:
     jobs only they can hold; returns their hosts. A type is kept when a job asking for all
     of its GPUs, CPUs and memory would fit at most ``share`` of the partition's GPU nodes
     (the script's tier 2), and a type that is not scarce has as many GPUs: the big-CPU or
-    big-memory variant of a common node. A GPU model of its own is never kept (other jobs
-    would leave it idle), nor a type the table gives no CPUs or memory for."""
+    big-memory variant of a common node, whatever its GPU model. Scarcity here ignores
+    models, so a type that is rare only by its model is never kept (other jobs would leave
+    it idle; its own jobs find it by asking for the model), nor a type the table gives no
+    CPUs or memory for."""
     gpu = [t for t in types if t["gpus"] > 0]
     total = sum(int(t["nodes"]) for t in gpu)
 

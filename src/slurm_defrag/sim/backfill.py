@@ -117,6 +117,8 @@ def _capable(state: ClusterState, job: JobSpec) -> BoolArray:
     )
     if job.num_gpu:
         capable &= state.model_mask(job.gpu_models)
+    if job.exclude:
+        capable &= state.allowed(job.exclude)
     return capable
 
 

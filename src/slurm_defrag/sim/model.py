@@ -86,7 +86,9 @@ class JobSpec:
         return self.num_gpu == 1 and self.gpu_milli < MILLI
 
     @property
-    def shape(self) -> tuple[int, int, int, int, frozenset[str] | None, bool]:
+    def shape(
+        self,
+    ) -> tuple[int, int, int, int, frozenset[str] | None, bool, frozenset[str] | None]:
         """Everything placement depends on: jobs of one shape are interchangeable."""
         return (
             self.cpu_milli,
@@ -95,6 +97,7 @@ class JobSpec:
             self.gpu_milli,
             self.gpu_models,
             self.nvlink,
+            self.exclude,
         )
 
 

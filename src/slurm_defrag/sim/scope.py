@@ -39,13 +39,16 @@ def cheapest_nodes(
     state: ClusterState, job: JobSpec, k: int, movable: tuple[IntArray, IntArray]
 ) -> tuple[int, ...]:
     """Indices of up to ``k`` nodes where ``job`` could run after requeueing GPU jobs (GPU
-    count, model, and CPUs and memory that are free or held by GPU jobs), cheapest first."""
+    count, model, and CPUs and memory that are free or held by GPU jobs; never one its
+    ``--exclude`` names), cheapest first."""
     ok = (
         state.model_mask(job.gpu_models)
         & (state.gpu_count >= job.num_gpu)
         & (state.cpu_left + movable[0] >= job.cpu_milli)
         & (state.mem_left + movable[1] >= job.memory_mib)
     )
+    if job.exclude:
+        ok &= state.allowed(job.exclude)
     held = (state.gpu_cap - state.gpu_left).astype(np.float64)
     held[state.gpu_cap == 0] = np.inf  # GPU slots a node does not have
     lower = np.sort(held, axis=1)[:, : job.num_gpu].sum(axis=1)
