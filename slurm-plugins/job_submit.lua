@@ -1015,6 +1015,14 @@ end
 -- Forget the window (tests; slurmctld does it by reloading the script).
 function D.keep_reset() keep_window = { first = 1, last = 0, sum = 0 } end
 
+-- The demand the window holds at `now` (nil: no keeping in the table), for the
+-- simulator's diagnosis (bench/sim_keep_demand.py) to read what the script decides on.
+function D.keep_level(tbl, now)
+  local keep = tbl and tbl.short_first and tbl.short_first.keep
+  if not keep or keep.nodes == 0 then return nil end
+  return keep_demand(now, keep)
+end
+
 function D.keep_scarce(f, req, shards, parts, tbl)
   local sf = tbl and tbl.short_first
   local keep = sf and sf.keep

@@ -143,4 +143,5 @@ def test_keep_under_demand_follows_the_scarce_submissions_in_sim_time() -> None:
     big = JobSpec("b", 120_000, 500_000, 8, 1000, submit=10.0, time_limit=4 * 3600.0)
     assert hook.apply(big).exclude is None  # 4 h of the 6 h window: 0.67
     assert small(20).exclude == frozenset({"big"})
+    assert hook.keep_level(20) == pytest.approx(4 / 6)  # what the script decided on
     assert small(10 + 6 * 3600).exclude is None  # aged out

@@ -235,6 +235,12 @@ class SubmitHook:
             _expand(str(exc)) if exc is not None else None,
         )
 
+    def keep_level(self, now: float) -> float | None:
+        """The demand job_submit.lua's keep window holds at ``now`` (None: no keeping)."""
+        d = self._lua.globals().slurm_defrag
+        level = d.keep_level(d.nodes, now)
+        return None if level is None else float(level)
+
     def _raise_logged_errors(self) -> None:
         """The script fails open (an error becomes "no hint" in slurmctld); in the
         simulator that would quietly change the measurement, so it stops the run."""
