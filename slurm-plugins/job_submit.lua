@@ -987,13 +987,17 @@ local KEEP_MEMORY = 100000 -- scarce submissions remembered at most (a flood age
 local keep_window = { first = 1, last = 0, sum = 0 }
 D.clock = os.time
 
+local function forget_oldest(w)
+  w.sum = w.sum - w[w.first].s
+  w[w.first] = nil
+  w.first = w.first + 1
+end
+
 local function keep_demand(now, keep)
   local w = keep_window
   local span = keep.window * 60
   while w.first <= w.last and (w[w.first].t <= now - span or w[w.first].t > now) do
-    w.sum = w.sum - w[w.first].s
-    w[w.first] = nil
-    w.first = w.first + 1
+    forget_oldest(w)
   end
   return w.sum / (keep.nodes * span)
 end
@@ -1002,11 +1006,7 @@ local function keep_remember(now, keep, limit_min)
   local w = keep_window
   local span = keep.window * 60
   local s = math.min(span, limit_min and limit_min * 60 or span)
-  if w.last - w.first + 1 >= KEEP_MEMORY then
-    w.sum = w.sum - w[w.first].s
-    w[w.first] = nil
-    w.first = w.first + 1
-  end
+  if w.last - w.first + 1 >= KEEP_MEMORY then forget_oldest(w) end
   w.last = w.last + 1
   w[w.last] = { t = now, s = s }
   w.sum = w.sum + s
