@@ -18,7 +18,7 @@ from slurm_defrag.domain.cluster import JobState
 from slurm_defrag.slurm.pyslurm_adapter import objects
 
 VOLATILE = ("source", "taken_at")
-NEWER_JOB_FIELDS = ("planned_start",)
+NEWER_JOB_FIELDS = ("planned_start", "required_nodes", "excluded_nodes", "constraint")
 """Job fields added after the live snapshots were taken: left out of the comparison with
 them (and checked on the mapping alone)."""
 
@@ -102,3 +102,10 @@ def test_shards_without_a_gpu_index_make_the_node_busy(caplog: Any, monkeypatch:
     assert [(j.id, j.shards, j.shard_use) for j in got.jobs] == [("5", 3, ()), ("6", 2, ())]
     said = [r for r in caplog.records if "does not name" in r.getMessage()]
     assert len(said) == 1
+
+
+def test_pending_job_node_limits(recordings: SimpleNamespace) -> None:
+    """Job 8 was submitted with ``-w node01``: pyslurm's required_nodes; no --exclude, no
+    --constraint (pyslurm gives ``None`` and ``[]``)."""
+    job = recordings.pyslurm("25.11").snapshot().job_by_id["8"]
+    assert (job.required_nodes, job.excluded_nodes, job.constraint) == ("node01", "", "")

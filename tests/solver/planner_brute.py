@@ -15,6 +15,7 @@ from datetime import timedelta
 from itertools import chain, combinations
 
 from slurm_defrag.domain.cluster import UNKNOWN_OWNER, ClusterSnapshot, JobState
+from slurm_defrag.domain.job_limits import job_limits
 from slurm_defrag.domain.topology import GpuTopology
 from slurm_defrag.metrics.fit import structural_verdict
 from slurm_defrag.planner.build import target_specs
@@ -61,6 +62,8 @@ def brute_force(
             if structural_verdict(node, snapshot.topology_of(node), s.item) is not None:
                 continue
             if s.same_domain and node.nvlink_domain is None:
+                continue
+            if not job_limits(s.job, s.nodes).admits(node):
                 continue
             names.append(node.name)
         eligible.append(names)

@@ -123,6 +123,8 @@ def random_instance(seed: int, prune: str = "never") -> Instance:
             g = free[node.name].pop()
             nodes[nodes.index(node)] = node.model_copy(update={"gpus_used": frozenset({g})})
     targets = []
+    # The targets' own -x / -w from a stream of their own: the instances stay as they were.
+    own = random.Random(seed * 7919 + 1)
     for _ in range(rng.randint(1, 3)):
         k = rng.choice((1, 2, 2, 3, 4, 4, 8))
         n = 2 if rng.random() < 0.2 else 1
@@ -143,6 +145,7 @@ def random_instance(seed: int, prune: str = "never") -> Instance:
                 reason="Resources",
                 submit_time=t - timedelta(minutes=rng.uniform(1, 300)),
                 request=req,
+                **_own_limits(own, [x.name for x in nodes], n),
             )
         )
         targets.append(str(jid))
@@ -192,6 +195,16 @@ def random_instance(seed: int, prune: str = "never") -> Instance:
             t - timedelta(minutes=rng.uniform(1, 2000)), "old", rng.choice(users)
         )
     return Instance(snap, policy, targets, history)
+
+
+def _own_limits(rng: random.Random, names: list[str], n: int) -> dict[str, str]:
+    """Sometimes an ``-x`` of one node, sometimes a ``-w`` of ``n`` or more nodes."""
+    roll = rng.random()
+    if roll < 0.2:
+        return {"excluded_nodes": rng.choice(names)}
+    if roll < 0.3 and len(names) >= n:
+        return {"required_nodes": ",".join(rng.sample(names, rng.randint(n, len(names))))}
+    return {}
 
 
 def _cap_requeueable(snap: ClusterSnapshot, rng: random.Random) -> ClusterSnapshot:

@@ -111,6 +111,9 @@ _JOB_OPTIONAL_DEFAULTS: Final = {
     "planned_start": None,
     "shards": 0,
     "shard_use": (),
+    "required_nodes": "",
+    "excluded_nodes": "",
+    "constraint": "",
 }
 
 TopologySource = Literal["gres.conf", "map", "collector", "template"]
@@ -411,6 +414,11 @@ class Job(_Frozen):
     shard_use: tuple[ShardHold, ...] = Field(
         default=(), description="(node, GPU index, shards) a running shard job holds"
     )
+    # The job's own placement limits, as Slurm prints them (user input: kept as text and
+    # read by the planner, which leaves a job it cannot read out rather than guess).
+    required_nodes: str = Field(default="", description="--nodelist (-w) host list")
+    excluded_nodes: str = Field(default="", description="--exclude (-x) host list")
+    constraint: str = Field(default="", description="--constraint feature expression")
 
     @model_serializer(mode="wrap")
     def _dump(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:

@@ -18,6 +18,7 @@ class Verdict(StrEnum):
 
     FITS = "fits"
     NOT_IN_PARTITION = "not-in-partition"
+    JOB_LIMITS = "job-limits"  # the job's own -w / -x / --constraint rule the node out
     UNAVAILABLE = "unavailable"  # drained, down, reserved, ...
     CONFIGURATION = "configuration"  # wrong GPU model, or too few GPUs on the node at all
     TOPOLOGY = "topology"  # no NVLink block of that size now (or ever, on this topology)
@@ -81,6 +82,8 @@ def explain(node: Node, topo: GpuTopology, free: int, item: DemandItem, v: Verdi
             return f"{n_free} free GPUs, fits {k}"
         case Verdict.NOT_IN_PARTITION:
             return f"not in partition {item.partition}"
+        case Verdict.JOB_LIMITS:
+            return "ruled out by the job's own -w / -x / --constraint"
         case Verdict.UNAVAILABLE:
             return (
                 "not available: "

@@ -31,6 +31,7 @@ from datetime import datetime
 from itertools import combinations_with_replacement
 
 from slurm_defrag.domain.cluster import ClusterSnapshot, Job
+from slurm_defrag.domain.job_limits import JobLimits, job_limits
 from slurm_defrag.domain.topology import GpuTopology, popcount
 from slurm_defrag.metrics.classes import group_nodes
 from slurm_defrag.metrics.demand import DemandItem
@@ -139,9 +140,10 @@ class CandidateBuilder:
         """Nodes that could ever host a share of each target (metrics' structural verdict)."""
         kinds = group_nodes(self.snapshot)
         infos = []
-        seen: dict[tuple[DemandItem, bool], TargetInfo] = {}
+        seen: dict[tuple[DemandItem, bool, JobLimits], TargetInfo] = {}
         for t in self.targets:
-            key = (t.item, t.same_domain)
+            limits = job_limits(t.job, t.nodes)
+            key = (t.item, t.same_domain, limits)
             if key in seen:  # same demand, same nodes: share the lists (read-only)
                 infos.append(TargetInfo(seen[key].eligible, seen[key].ineligible))
                 continue
@@ -152,7 +154,9 @@ class CandidateBuilder:
                     continue
                 for node in [m for c in kind.classes for m in c.members]:
                     i = self.node_index[node.name]
-                    if v is not None:
+                    if v is None and not limits.admits(node):
+                        info.ineligible.append((i, Verdict.JOB_LIMITS))
+                    elif v is not None:
                         info.ineligible.append((i, v))
                     elif t.same_domain and self.snapshot.domain_of(node) is None:
                         continue
@@ -564,9 +568,11 @@ class CandidateBuilder:
     ) -> tuple[list[set[int]], set[int], dict[int, dict[Geometry, set[int]]]]:
         """(singleton nodes per target, nodes kept whole, co-hosting blocks per node)."""
         full_nodes: set[int] = set()
-        classes: dict[tuple[DemandItem, bool, Geometry], list[int]] = defaultdict(list)
+        # A class: one demand, geometry and eligible list (a job's own -w/-x/--constraint
+        # gives it a list of its own; the exchange argument holds within one list).
+        classes: dict[tuple[DemandItem, bool, Geometry, int], list[int]] = defaultdict(list)
         for t, spec in enumerate(self.targets):
-            classes[(spec.item, spec.same_domain, spec.geometry)].append(t)
+            classes[(spec.item, spec.same_domain, spec.geometry, id(infos[t].eligible))].append(t)
         # Targets of one demand share their eligible list (eligibility()): one pool set,
         # one "kept whole" scan and one overlap test per distinct list, not per target or
         # class (500 targets x 10,000 nodes was 5 million set insertions and lookups).
@@ -579,7 +585,7 @@ class CandidateBuilder:
         meets: dict[tuple[int, int], bool] = {}
         kept: list[set[int]] = [set() for _ in self.targets]
         pool_entries: dict[int, list[tuple[Geometry, float, int]]] = defaultdict(list)
-        for (_, same_domain, _), members in classes.items():
+        for (_, same_domain, _, _), members in classes.items():
             info = infos[members[0]]
             g = self.targets[members[0]].geometry
             if same_domain:  # shares cannot leave their domain: no exchange, keep all

@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from datetime import UTC
 
 from slurm_defrag.domain.cluster import ClusterSnapshot
+from slurm_defrag.domain.job_limits import job_limits
 from slurm_defrag.domain.plan import NodeNote
 from slurm_defrag.domain.topology import indices_of
 from slurm_defrag.domain.units import MILLI
@@ -177,6 +178,13 @@ def unserved_reason(
     notes: tuple[NodeNote, ...],
 ) -> str:
     head = f"{spec.job.id} ({request_text(spec)}): not served: "
+    unreadable = job_limits(spec.job, spec.nodes).unreadable
+    if unreadable:
+        return (
+            head
+            + "its own node limits are not modelled, so no block is freed for it: "
+            + (unreadable)
+        )
     info = cands.info[t]
     if not info.eligible:
         counts = Counter(v.value for _, v in info.ineligible)

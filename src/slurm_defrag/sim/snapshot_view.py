@@ -219,6 +219,8 @@ class _Builder:
                     ),
                     cpus_per_node=-(-j.cpu_milli // MILLI),
                     memory_mb_per_node=j.memory_mib,
+                    # what job_submit.lua's --exclude holds (a comma list is a host list)
+                    excluded_nodes=",".join(sorted(j.exclude or ())),
                 )
             )
 

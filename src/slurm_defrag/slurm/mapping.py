@@ -50,6 +50,7 @@ from slurm_defrag.domain.gres import (
     shard_count,
     shard_use,
 )
+from slurm_defrag.domain.hostlists import hostlist_size
 from slurm_defrag.domain.topology import MAX_GPUS_PER_NODE
 from slurm_defrag.domain.units import MILLI, share_milli
 from slurm_defrag.errors import InputError
@@ -105,12 +106,6 @@ MAX_EPOCH = 253_402_300_799
 
 MAX_JOB_ID = 2**32 - 1
 """Slurm job ids (and array/het ids) are uint32."""
-
-MAX_HOSTS = 65_536
-"""Largest host list expanded (python-hostlist expands eagerly, 100,000 per range and any
-number of ranges); the biggest Slurm clusters have about 10,000 nodes."""
-
-_MAX_HOST_GROUPS = 8  # bracket groups in one host name: python-hostlist recurses per group
 
 _SHOW = reprlib.Repr()
 _SHOW.maxstring = _SHOW.maxother = 60
@@ -312,37 +307,6 @@ def split_list(v: Any, where: str = "Slurm", field: str = "list") -> tuple[str, 
     else:
         raise parse_error(where, field, f"expected a list of strings, got {_kind(v)}")
     return tuple(s.strip() for s in items if s.strip() and s.strip() not in NULLS)
-
-
-def hostlist_size(text: str) -> int:
-    """How many names a host list expands to, at most (without expanding it).
-
-    Raises ValueError when that is more than :data:`MAX_HOSTS`, or when a range bound is
-    too long to be a node number. Malformed lists are left to python-hostlist to refuse.
-    """
-    total = 0
-    for part in re.split(r",(?![^\[]*\])", text):
-        groups = re.findall(r"\[([^\]]*)\]", part)
-        if len(groups) > _MAX_HOST_GROUPS:
-            raise ValueError(f"more than {_MAX_HOST_GROUPS} ranges in one name")
-        names = 1
-        for group in groups:
-            size = 0
-            for rng in group.split(","):
-                lo, sep, hi = rng.partition("-")
-                if not ascii_digits(lo, 12) or (sep and not ascii_digits(hi, 12)):
-                    if len(rng) > 25:
-                        raise ValueError(f"bad range {show(rng)}")
-                    size += 1  # python-hostlist says what is wrong with it
-                    continue
-                size += max(int(hi) - int(lo) + 1, 1) if sep else 1
-            names *= max(size, 1)
-            if names > MAX_HOSTS:
-                break
-        total += names
-        if total > MAX_HOSTS:
-            raise ValueError(f"more than {MAX_HOSTS} names")
-    return total
 
 
 def expand_config_hosts(text: str, where: str) -> list[str]:

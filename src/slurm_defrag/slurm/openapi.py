@@ -151,6 +151,9 @@ class V0038:
             shard_use=self.job_shards(d),
             comment=comment,
             admin_comment=admin_comment,
+            required_nodes=d.text("required_nodes"),
+            excluded_nodes=d.text("excluded_nodes"),
+            constraint=d.text("features"),
             **host.job_use(state, self.job_allocation(d), _job_needs(d, request)),
         )
 
