@@ -43,8 +43,9 @@ def main() -> None:
         "--defrag",
         default="none",
         help="none, planner, planner-large, planner-harm, planner-gain, planner-big, planner-wait, "
-        "planner-drain "
-        "(comma list); @X after a planner-*: at most X GPU-h lost per plan",
+        "planner-drain, planner-gain-wait "
+        "(comma list); @X after a planner-*: at most X GPU-h lost per plan; @X/H: and holds "
+        "only for blockers ending within H hours",
     )
     ap.add_argument("--name", default="protocol_b", help="file name of the .png and .json")
     ap.add_argument("--workload", default="default", help="openb pod list: default, multigpu50")

@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import pytest
 from simkit import job, node
 
+from slurm_defrag.errors import InputError
 from slurm_defrag.sim.cluster import ClusterState
 from slurm_defrag.sim.defrag import DefragView, RunningJob
 from slurm_defrag.sim.model import Placement
@@ -76,3 +78,13 @@ def test_big_lets_a_smaller_large_job_make_way_for_an_eight_gpu_job() -> None:
     plan = make_step("planner-big@6").plan(_eight_gpu_view())
     assert sorted(plan.requeue) == [0, 1, 2]
     assert plan.place == {3: Placement(0, tuple(range(8)))}
+
+
+def test_hold_horizon_and_gain_without_holds() -> None:
+    # The blockers end in 1 h and 1.7 h: within the default 2 h horizon the block is held
+    # (drain-only), within half an hour it is not; planner-gain-wait never holds.
+    assert make_step("planner-drain").plan(_view(max_requeues=2)).hold
+    assert make_step("planner-drain@0/0.5").plan(_view(max_requeues=2)).hold == {}
+    assert make_step("planner-gain-wait@6").plan(_view(max_requeues=2)).hold == {}
+    with pytest.raises(InputError, match="planner-gain@6/soon"):
+        make_step("planner-gain@6/soon")

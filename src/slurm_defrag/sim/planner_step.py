@@ -30,6 +30,7 @@ STEPS = (
     "planner-big",
     "planner-wait",
     "planner-drain",
+    "planner-gain-wait",
 )
 """``planner``: every pending whole-GPU job at the head of the queue is a target, and GPUs
 shared by fractional jobs can be freed (their jobs requeued together).
@@ -41,7 +42,9 @@ restart_wait_hours`), its checkpoint (``defrag:ckpt``) cuts its lost work, and d
 are on: a block whose blockers' time limits end within ``drain.max_wait_hours`` is held
 for the target by a reservation instead of requeueing them.
 ``planner-harm@X``: with at most X GPU-hours of work lost per plan
-(``limits.max_gpu_hours_lost_per_plan``), cheaper plans or drains otherwise.
+(``limits.max_gpu_hours_lost_per_plan``), cheaper plans or drains otherwise;
+``@X/H``: and blocks held only for blockers ending within H hours
+(``drain.max_wait_hours``, default 2).
 ``planner-gain``: ``planner-harm`` that also weighs what the target gains: an option is
 kept only if it costs at most the GPU-hours of wait it saves the target, counted to the
 start Slurm's backfill planned for it (``cost.target_wait_weight`` = 1,
@@ -54,6 +57,9 @@ all; the gain gate and the checkpoints then decide whether a smaller large job i
 ``planner-wait``: ``planner-harm`` without drains: the victim's wait is in its cost, but
 no block is held for a target (with Slurm's own backfill planning every pending job,
 ``--backfill all``, a planned large job already has its node held by backfill).
+``planner-gain-wait``: ``planner-gain`` without drains: only requeues that save their
+target at least the wait they cost, and no block held (holds undo job_submit.lua's queue
+order: the held node waits for the planner's pick, not the next job of the order).
 ``planner-drain``: ``planner-harm`` with no victim at all (``max_victims_per_plan`` = 0):
 blocks are only held until their blockers end, so no work is ever lost."""
 
@@ -83,8 +89,12 @@ class PlannerStep:
         max_lost_gpu_hours: float | None = None,
         gain: bool = False,
         keep_gpus: int | None = None,
+        max_hold_hours: float | None = None,
     ) -> None:
         policy = default_policy()
+        if max_hold_hours is not None:
+            drain = policy.drain.model_copy(update={"max_wait_hours": max_hold_hours})
+            policy = policy.model_copy(update={"drain": drain})
         if harm or gain:
             # the wait a victim faces after requeue is part of its cost; with ``gain``
             # a plan must also save its target at least as much wait
@@ -179,17 +189,26 @@ def make_step(name: str) -> DefragStep:
         return NoDefrag()
     if name == "planner":
         return PlannerStep(shared_victims=True, scope_nodes=SCOPE_NODES, solver_workers=1)
-    base, _, cap = name.partition("@")
-    harmful = ("planner-harm", "planner-gain", "planner-big", "planner-wait", "planner-drain")
-    if base in ("planner-large", *harmful) and (not cap or _number(cap)):
+    base, _, limits = name.partition("@")
+    cap, _, hold = limits.partition("/")
+    harmful = (
+        "planner-harm",
+        "planner-gain",
+        "planner-big",
+        "planner-wait",
+        "planner-drain",
+        "planner-gain-wait",
+    )
+    if base in ("planner-large", *harmful) and all(not x or _number(x) for x in (cap, hold)):
         step = PlannerStep(
             min_gpus=LARGE_GPUS,
             harm=base in harmful,
             drains=base in ("planner-harm", "planner-gain", "planner-big", "planner-drain"),
             drain_only=base == "planner-drain",
             max_lost_gpu_hours=float(cap) if cap else None,
-            gain=base in ("planner-gain", "planner-big"),
+            gain=base in ("planner-gain", "planner-big", "planner-gain-wait"),
             keep_gpus=BIG_KEEP_GPUS if base == "planner-big" else None,
+            max_hold_hours=float(hold) if hold else None,
         )
         step.name = name
         return step
