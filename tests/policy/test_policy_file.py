@@ -47,7 +47,8 @@ def test_all_errors_at_once_with_keys() -> None:
     assert msg.startswith("policy.toml: ")
     for part in (
         "limits.max_victims_per_plan: must be >= 0",
-        "protections.extra[1]: unknown protection 'foo', must be one of multi-node, no-checkpoint",
+        "protections.extra[1]: unknown protection 'foo', must be one of "
+        "large-job, multi-node, no-checkpoint",
         "protections.disable: 'qos' listed twice",
         "strategies[0].args.max_targets: must be >= 1",
         "strategies[1].name: unknown strategy 'nope', must be one of free-nvlink-block",

@@ -77,6 +77,16 @@ def test_extra_protections_are_off_by_default_and_can_be_enabled() -> None:
     assert p.reasons(job(comment="defrag:ckpt=2026-11-29T11:00:00Z")) == ()
 
 
+def test_large_job_protection_counts_gpus_on_one_node() -> None:
+    cfg = CFG.model_copy(update={"extra": ["large-job"], "large_job_gpus": 4})
+    p = compile_protections(cfg, NOW)
+    four = job(gpus={"n1": frozenset(range(4))})
+    spread = job(gpus={"n1": frozenset(range(3)), "n2": frozenset(range(3))})
+    assert p.reasons(four) == ("holds 4 GPUs on a node (large_job_gpus 4)",)
+    assert p.reasons(spread) == ()  # 3 per node: not large by this rule
+    assert not compile_protections(CFG, NOW).is_protected(four)
+
+
 def test_disable_a_default() -> None:
     cfg = CFG.model_copy(update={"disable": ["no-requeue"]})
     assert compile_protections(cfg, NOW).reasons(job(requeue=False)) == ()

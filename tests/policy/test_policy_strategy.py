@@ -18,3 +18,15 @@ def test_filters() -> None:
     assert FreeNvlinkBlock(FreeNvlinkBlockArgs(partitions=["other"])).propose(snap) == []
     assert FreeNvlinkBlock(FreeNvlinkBlockArgs(min_wait_minutes=60)).propose(snap) == []
     assert FreeNvlinkBlock(FreeNvlinkBlockArgs(reasons=["topology"])).propose(snap) == []
+
+
+def test_min_gpus_per_node() -> None:
+    snap = course_scenario()
+    (job,) = [j for j in snap.jobs if j.id == "110"]
+    assert job.request is not None
+    shape = job.request.per_node_shape()
+    assert shape is not None
+    asks = shape[1]
+    keep = FreeNvlinkBlock(FreeNvlinkBlockArgs(min_gpus_per_node=asks)).propose(snap)
+    assert [c.job_id for c in keep] == ["110"]
+    assert FreeNvlinkBlock(FreeNvlinkBlockArgs(min_gpus_per_node=asks + 1)).propose(snap) == []

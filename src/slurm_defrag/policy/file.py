@@ -3,7 +3,7 @@
 A bad file gives one message naming the file and each bad key, e.g.::
 
     policy.toml: limits.max_victims_per_plan: must be >= 0; protections.extra[1]: unknown
-    protection 'foo', must be one of multi-node, no-checkpoint
+    protection 'foo', must be one of large-job, multi-node, no-checkpoint
 
 Strategy arguments are validated by the strategy's own ``Args`` model (registry), and
 their errors are reported in the same message with their full key.

@@ -43,6 +43,9 @@ class FreeNvlinkBlockArgs(BaseModel):
     min_wait_minutes: Annotated[float, Field(ge=0)] = 0.0
     """Ignore jobs that have waited less (they may start by themselves)."""
     max_targets: Annotated[int, Field(ge=1)] = 50
+    min_gpus_per_node: Annotated[int, Field(ge=1)] = 1
+    """Only jobs asking at least this many GPUs per node (4: the large jobs only, with the
+    ``large-job`` protection the setting the simulator's ``planner-gain`` measures)."""
 
 
 class FreeNvlinkBlock:
@@ -64,6 +67,9 @@ class FreeNvlinkBlock:
         picked: list[tuple[tuple[int, float, str], Candidate]] = []
         for job in snapshot.pending_gpu_jobs():
             if a.partitions and job.partition not in a.partitions:
+                continue
+            shape = job.request.per_node_shape() if job.request is not None else None
+            if a.min_gpus_per_node > 1 and (shape is None or shape[1] < a.min_gpus_per_node):
                 continue
             waited = _waited_minutes(job.submit_time, snapshot.taken_at)
             if waited < a.min_wait_minutes:

@@ -48,6 +48,9 @@ class Protection(StrEnum):
     """the job declares no ``defrag:ckpt=`` checkpoint (extra)"""
     MULTI_NODE = "multi-node"
     """the job spans several nodes (extra): requeueing it frees more than one block needs"""
+    LARGE_JOB = "large-job"
+    """the job holds at least ``protections.large_job_gpus`` GPUs on a node (extra): trading
+    one large job for another only churns"""
 
 
 DEFAULT_PROTECTIONS: frozenset[Protection] = frozenset(
@@ -64,7 +67,7 @@ DEFAULT_PROTECTIONS: frozenset[Protection] = frozenset(
     }
 )
 EXTRA_PROTECTIONS: frozenset[Protection] = frozenset(
-    {Protection.NO_CHECKPOINT, Protection.MULTI_NODE}
+    {Protection.NO_CHECKPOINT, Protection.MULTI_NODE, Protection.LARGE_JOB}
 )
 
 
@@ -118,6 +121,8 @@ class ProtectionsConfig(BaseModel):
     users: list[str] = Field(default_factory=list)
     job_names: list[str] = Field(default_factory=list)
     """Shell-style globs (``jupyter-*``) matched against the job name."""
+    large_job_gpus: Annotated[int, Field(ge=1)] = 4
+    """With the ``large-job`` protection: jobs holding this many GPUs on a node or more."""
     min_runtime_minutes: Annotated[float, Field(ge=0)] = 10.0
     """Jobs younger than this are left alone: they have lost little, but requeueing them
     again and again would starve them (and a job that just started is often still staging)."""
@@ -178,6 +183,12 @@ def compile_protections(cfg: ProtectionsConfig, now: datetime) -> Protector:
         hit = next((p for p in cfg.job_names if fnmatchcase(job.name, p)), None)
         return f"name={job.name} (matches {hit})" if hit is not None else None
 
+    def large_job(job: Job) -> str | None:
+        most = max((len(g) for g in job.gpus.values()), default=0)
+        if most >= cfg.large_job_gpus:
+            return f"holds {most} GPUs on a node (large_job_gpus {cfg.large_job_gpus})"
+        return None
+
     table: dict[Protection, Check] = {
         Protection.PARTITION: _in("partition", "partition", cfg.partitions),
         Protection.QOS: _in("qos", "QOS", cfg.qos),
@@ -194,6 +205,7 @@ def compile_protections(cfg: ProtectionsConfig, now: datetime) -> Protector:
             None if last_checkpoint(j) is not None else "no checkpoint declared"
         ),
         Protection.MULTI_NODE: lambda j: f"spans {len(j.gpus)} nodes" if len(j.gpus) > 1 else None,
+        Protection.LARGE_JOB: large_job,
     }
     enabled = cfg.enabled
     # Fixed order (enum order) so that reasons read the same in every plan.

@@ -1,0 +1,35 @@
+"""examples/policy-large-jobs.toml is what the simulator's ``planner-gain@4/0.5`` measures.
+
+The simulator builds its planner policy in code (``sim/planner_step.py``); a site writes a
+policy file. The figures credited to ``planner-gain@4/0.5`` hold for a site only if the
+file says the same: cost weights, lost-work cap, hold horizon. The large-job rule (no
+victim of 4+ GPUs, targets of 4+ GPUs) is the simulator's ``min_gpus`` / ``keep_gpus``
+and the file's ``large-job`` protection and ``min_gpus_per_node``.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from slurm_defrag.policy.file import load_policy
+from slurm_defrag.policy.free_nvlink_block import FreeNvlinkBlockArgs
+from slurm_defrag.policy.protections import Protection
+from slurm_defrag.sim.planner_step import PlannerStep, make_step
+from slurm_defrag.sim.protocol_b import LARGE_GPUS
+
+EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "policy-large-jobs.toml"
+
+
+def test_the_example_is_the_simulated_policy() -> None:
+    site = load_policy(EXAMPLE)
+    step = make_step("planner-gain@4/0.5")
+    assert isinstance(step, PlannerStep)
+    sim = step._policy
+    assert site.cost == sim.cost
+    assert site.drain == sim.drain
+    assert site.limits.max_gpu_hours_lost_per_plan == sim.limits.max_gpu_hours_lost_per_plan
+    assert Protection.LARGE_JOB in site.protections.enabled
+    assert site.protections.large_job_gpus == LARGE_GPUS == step.min_gpus == step.keep_gpus
+    (spec,) = site.strategies
+    args = FreeNvlinkBlockArgs.model_validate(spec.args)
+    assert args.min_gpus_per_node == LARGE_GPUS
