@@ -46,6 +46,13 @@ def test_text(recordings: SimpleNamespace, version: str) -> None:
 
 
 @pytest.mark.parametrize("version", VERSIONS)
+def test_a_feature_called_unknown_is_a_feature(recordings: SimpleNamespace, version: str) -> None:
+    """Only Slurm's "(null)" means unset here, not the other spellings of "no value"."""
+    edited = text_job(recordings, version, "9", Features="Unknown", ExcNodeList="None")
+    assert limits(edited) == ("", "None", "Unknown")
+
+
+@pytest.mark.parametrize("version", VERSIONS)
 def test_json(recordings: SimpleNamespace, version: str) -> None:
     path = recordings.dir(version) / "squeue_--json.json"
     data = json.loads(path.read_text(encoding="utf-8"))

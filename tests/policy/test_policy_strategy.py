@@ -30,3 +30,12 @@ def test_min_gpus_per_node() -> None:
     keep = FreeNvlinkBlock(FreeNvlinkBlockArgs(min_gpus_per_node=asks)).propose(snap)
     assert [c.job_id for c in keep] == ["110"]
     assert FreeNvlinkBlock(FreeNvlinkBlockArgs(min_gpus_per_node=asks + 1)).propose(snap) == []
+
+
+def test_a_job_whose_limits_the_planner_cannot_read_takes_no_target_slot() -> None:
+    snap = course_scenario()
+    jobs = tuple(
+        j.model_copy(update={"constraint": "[rack1|rack2]"}) if j.id == "110" else j
+        for j in snap.jobs
+    )
+    assert FreeNvlinkBlock().propose(snap.model_copy(update={"jobs": jobs})) == []

@@ -198,12 +198,12 @@ def random_instance(seed: int, prune: str = "never") -> Instance:
 
 
 def _own_limits(rng: random.Random, names: list[str], n: int) -> dict[str, str]:
-    """Sometimes an ``-x`` of one node, sometimes a ``-w`` of ``n`` or more nodes."""
+    """Sometimes an ``-x`` of one node, sometimes a ``-w`` of the job's ``n`` nodes."""
     roll = rng.random()
     if roll < 0.2:
         return {"excluded_nodes": rng.choice(names)}
     if roll < 0.3 and len(names) >= n:
-        return {"required_nodes": ",".join(rng.sample(names, rng.randint(n, len(names))))}
+        return {"required_nodes": ",".join(rng.sample(names, n))}
     return {}
 
 

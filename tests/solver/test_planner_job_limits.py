@@ -83,7 +83,7 @@ def test_without_limits_the_cheapest_node() -> None:
     [
         ({"excluded_nodes": "g[000-001]"}, "g002"),
         ({"required_nodes": "g004"}, "g004"),
-        ({"required_nodes": "g[003-005]", "excluded_nodes": "g003"}, "g004"),
+        ({"required_nodes": "g005", "constraint": "big&ib"}, "g005"),
         ({"constraint": "big"}, "g003"),
         ({"constraint": "big&ib"}, "g005"),
         ({"constraint": "ib|nope"}, "g001"),
@@ -102,6 +102,8 @@ def test_the_cheapest_node_the_job_may_use(limits: dict[str, str], node: str) ->
         ({"constraint": "[rack1*2&rack2*4]"}, "not modelled"),
         ({"constraint": "a&b|c"}, "not modelled"),
         ({"constraint": "!big"}, "not modelled"),
+        ({"required_nodes": "g[003-005]"}, "-w names 3 nodes, the job needs 1"),
+        ({"excluded_nodes": "g[1][\n]"}, "characters a host list does not hold"),
     ],
 )
 def test_unreadable_limits_make_no_target(limits: dict[str, str], why: str) -> None:
@@ -113,11 +115,11 @@ def test_unreadable_limits_make_no_target(limits: dict[str, str], why: str) -> N
     assert why in outcome.explanation
 
 
-def test_required_nodes_fewer_than_the_job_needs_are_not_modelled() -> None:
+def test_required_nodes_other_than_the_job_needs_are_not_modelled() -> None:
     job = target(required_nodes="g001").model_copy(
         update={"request": GpuRequest(nodes=2, gpus_per_node=8, nvlink=True)}
     )
-    assert "-w names 1 of the 2 nodes" in job_limits(job, 2).unreadable
+    assert "-w names 1 node, the job needs 2" in job_limits(job, 2).unreadable
 
 
 def test_pruned_classes_keep_each_targets_own_nodes() -> None:

@@ -16,6 +16,12 @@ from slurm_defrag.domain.gres import ascii_digits
 MAX_HOSTS = 65_536
 """Largest host list expanded; the biggest Slurm clusters have about 10,000 nodes."""
 
+MAX_USER_LIST_CHARS = 65_536
+"""Longest host list a user typed (``-w``/``-x``) that is read at all."""
+_USER_LIST = re.compile(r"[A-Za-z0-9._\-\[\],]*")
+"""What slurmctld prints back for a user's list: node names, ranges, commas. Anything
+else (a newline makes python-hostlist recurse without end or drop the rest) is refused."""
+
 _MAX_HOST_GROUPS = 8  # bracket groups in one host name: python-hostlist recurses per group
 
 
@@ -26,7 +32,7 @@ def hostlist_size(text: str) -> int:
     too long to be a node number. Malformed lists are left to python-hostlist to refuse.
     """
     total = 0
-    for part in re.split(r",(?![^\[]*\])", text):
+    for part in _top_level(text):
         groups = re.findall(r"\[([^\]]*)\]", part)
         if len(groups) > _MAX_HOST_GROUPS:
             raise ValueError(f"more than {_MAX_HOST_GROUPS} ranges in one name")
@@ -48,6 +54,32 @@ def hostlist_size(text: str) -> int:
         if total > MAX_HOSTS:
             raise ValueError(f"more than {MAX_HOSTS} names")
     return total
+
+
+def _top_level(text: str) -> list[str]:
+    """``a[1,2],b`` -> ``["a[1,2]", "b"]``: the commas outside brackets, in one pass (a
+    look-ahead regex was quadratic on long flat lists)."""
+    parts, depth, start = [], 0, 0
+    for i, ch in enumerate(text):
+        if ch == "[":
+            depth += 1
+        elif ch == "]":
+            depth = max(0, depth - 1)
+        elif ch == "," and depth == 0:
+            parts.append(text[start:i])
+            start = i + 1
+    parts.append(text[start:])
+    return parts
+
+
+def expand_user_hosts(text: str) -> tuple[str, ...]:
+    """A host list a user typed (``-w``, ``-x``): only node-name characters, at most
+    :data:`MAX_USER_LIST_CHARS` long, then :func:`expand_hosts`."""
+    if len(text) > MAX_USER_LIST_CHARS:
+        raise ValueError(f"longer than {MAX_USER_LIST_CHARS} characters")
+    if not _USER_LIST.fullmatch(text):
+        raise ValueError("characters a host list does not hold")
+    return expand_hosts(text)
 
 
 def expand_hosts(text: str, limit: int = MAX_HOSTS) -> tuple[str, ...]:

@@ -12,7 +12,7 @@ import re
 from dataclasses import dataclass
 
 from slurm_defrag.domain.cluster import Job, Node
-from slurm_defrag.domain.hostlists import expand_hosts
+from slurm_defrag.domain.hostlists import expand_user_hosts
 
 _FEATURE = re.compile(r"[A-Za-z0-9_.:+@/=-]+")
 _SHOWN = 60  # characters of a user's text quoted in a reason
@@ -28,10 +28,6 @@ class JobLimits:
     features: frozenset[str] = frozenset()
     unreadable: str = ""
     """Why the limits cannot be read: the job is then no target."""
-
-    @property
-    def restricts(self) -> bool:
-        return bool(self.required is not None or self.excluded or self.features)
 
     def admits(self, node: Node) -> bool:
         if self.unreadable:
@@ -59,17 +55,18 @@ def job_limits(job: Job, nodes: int) -> JobLimits:
         any_of, features = _constraint(job.constraint)
     except ValueError as exc:
         return JobLimits(unreadable=str(exc))
-    if required is not None and len(required) < nodes:
-        # Slurm then needs these nodes *among* others: a choice the candidates do not model.
+    if required is not None and len(required) != nodes:
+        # Slurm gives the job every -w node: fewer than it needs means these *and* others,
+        # more means its node count is out of date; neither is a choice of `nodes` nodes.
         return JobLimits(
-            unreadable=f"-w names {len(required)} of the {nodes} nodes it needs (not modelled)"
+            unreadable=f"-w names {_nodes(len(required))}, the job needs {nodes} (not modelled)"
         )
     return JobLimits(required, excluded, any_of, features)
 
 
 def _hosts(text: str, flag: str) -> frozenset[str]:
     try:
-        return frozenset(expand_hosts(text))
+        return frozenset(expand_user_hosts(text))
     except ValueError as exc:
         raise ValueError(f"{flag} {_quote(text)} unreadable: {exc}") from None
 
@@ -83,6 +80,10 @@ def _constraint(text: str) -> tuple[bool, frozenset[str]]:
     if not all(_FEATURE.fullmatch(n) for n in names) or ("|" in ops and len(ops) > 1):
         raise ValueError(f"--constraint {_quote(text)} is not modelled (only a&b or a|b)")
     return "|" in ops, frozenset(names)
+
+
+def _nodes(n: int) -> str:
+    return f"{n} node" if n == 1 else f"{n} nodes"
 
 
 def _quote(text: str) -> str:

@@ -180,11 +180,7 @@ def unserved_reason(
     head = f"{spec.job.id} ({request_text(spec)}): not served: "
     unreadable = job_limits(spec.job, spec.nodes).unreadable
     if unreadable:
-        return (
-            head
-            + "its own node limits are not modelled, so no block is freed for it: "
-            + (unreadable)
-        )
+        return f"{head}its own node limits are not modelled, so no block is freed: {unreadable}"
     info = cands.info[t]
     if not info.eligible:
         counts = Counter(v.value for _, v in info.ineligible)

@@ -13,6 +13,7 @@ from typing import Annotated, Literal
 from pydantic import BaseModel, ConfigDict, Field
 
 from slurm_defrag.domain.cluster import ClusterSnapshot
+from slurm_defrag.domain.job_limits import job_limits
 from slurm_defrag.policy.base import Candidate
 
 Status = Literal["falsely-starved", "short", "can-start"]
@@ -70,6 +71,10 @@ class FreeNvlinkBlock:
                 continue
             shape = job.request.per_node_shape() if job.request is not None else None
             if a.min_gpus_per_node > 1 and (shape is None or shape[1] < a.min_gpus_per_node):
+                continue
+            if job_limits(job, shape[0] if shape is not None else 1).unreadable:
+                # the planner would refuse it (docs/planner.md, "A job's own limits"): it
+                # must not take a target slot from another user's job
                 continue
             waited = _waited_minutes(job.submit_time, snapshot.taken_at)
             if waited < a.min_wait_minutes:

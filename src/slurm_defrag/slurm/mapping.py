@@ -292,6 +292,19 @@ def duration_s(value: str, where: str, field: str) -> int | None:
     return days * 86400 + secs
 
 
+def user_text(v: Any, where: str, field: str) -> str:
+    """What a user typed (``-w``, ``-x``, ``--constraint``) as Slurm printed it back: only
+    absent, empty and Slurm's ``(null)`` mean unset (a feature may be called ``None`` or
+    ``Unknown``). pyslurm's list of constraint parts is joined back with commas."""
+    if v is None:
+        return ""
+    if isinstance(v, list | tuple) and all(isinstance(x, str) for x in v):
+        v = ",".join(v)
+    if not isinstance(v, str):
+        raise parse_error(where, field, f"expected a string, got {_kind(v)}")
+    return "" if v in ("", "(null)") else v
+
+
 def split_list(v: Any, where: str = "Slurm", field: str = "list") -> tuple[str, ...]:
     """``"a,b"`` or ``["a", "b"]`` -> ``("a", "b")``; nulls give ``()``."""
     if v is None:

@@ -151,9 +151,7 @@ class V0038:
             shard_use=self.job_shards(d),
             comment=comment,
             admin_comment=admin_comment,
-            required_nodes=d.text("required_nodes"),
-            excluded_nodes=d.text("excluded_nodes"),
-            constraint=d.text("features"),
+            **_own_limits(d),
             **host.job_use(state, self.job_allocation(d), _job_needs(d, request)),
         )
 
@@ -406,3 +404,15 @@ def check_errors(data: Any, what: str, stderr: str = "") -> None:
     texts = error_texts(data)
     if texts:
         raise from_failure(what, "; ".join(texts), stderr)
+
+
+def _own_limits(d: m.Doc) -> dict[str, str]:
+    """The job's -w / -x / --constraint as typed (see :func:`mapping.user_text`)."""
+    return {
+        ours: m.user_text(d.get(key), d.where, d.field(key))
+        for ours, key in (
+            ("required_nodes", "required_nodes"),
+            ("excluded_nodes", "excluded_nodes"),
+            ("constraint", "features"),
+        )
+    }

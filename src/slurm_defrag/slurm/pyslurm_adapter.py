@@ -224,10 +224,9 @@ def job(d: m.Doc, layout: Mapping[str, Any]) -> Job | None:
         ),
         comment=comment,
         admin_comment=admin_comment,
-        required_nodes=d.text("required_nodes"),
-        excluded_nodes=d.text("excluded_nodes"),
-        # pyslurm splits the expression at commas: joined back as Slurm printed it
-        constraint=",".join(m.split_list(d.get("constraints"), d.where, d.field("constraints"))),
+        required_nodes=m.user_text(d.get("required_nodes"), d.where, d.field("required_nodes")),
+        excluded_nodes=m.user_text(d.get("excluded_nodes"), d.where, d.field("excluded_nodes")),
+        constraint=m.user_text(d.get("constraints"), d.where, d.field("constraints")),
         **host.job_use(
             state,
             layout_host(layout, d.path),

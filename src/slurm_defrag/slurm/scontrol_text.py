@@ -557,9 +557,9 @@ def _job(r: Record, where: str, path: str) -> Job | None:
         shard_use=job_shards(r, where, path),
         comment=comment,
         admin_comment=admin_comment,
-        required_nodes=_val(r, "ReqNodeList"),
-        excluded_nodes=_val(r, "ExcNodeList"),
-        constraint=_val(r, "Features"),
+        required_nodes=m.user_text(r.fields.get("ReqNodeList"), where, f"{path}.ReqNodeList"),
+        excluded_nodes=m.user_text(r.fields.get("ExcNodeList"), where, f"{path}.ExcNodeList"),
+        constraint=m.user_text(r.fields.get("Features"), where, f"{path}.Features"),
         **host.job_use(state, job_allocation(r, where, path), need),
     )
 
