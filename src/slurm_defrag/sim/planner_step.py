@@ -191,14 +191,8 @@ def make_step(name: str) -> DefragStep:
         return PlannerStep(shared_victims=True, scope_nodes=SCOPE_NODES, solver_workers=1)
     base, _, limits = name.partition("@")
     cap, _, hold = limits.partition("/")
-    harmful = (
-        "planner-harm",
-        "planner-gain",
-        "planner-big",
-        "planner-wait",
-        "planner-drain",
-        "planner-gain-wait",
-    )
+    # every large-target step after planner-large counts the harm (STEPS' order)
+    harmful = STEPS[STEPS.index("planner-large") + 1 :]
     if base in ("planner-large", *harmful) and all(not x or _number(x) for x in (cap, hold)):
         step = PlannerStep(
             min_gpus=LARGE_GPUS,
