@@ -30,7 +30,6 @@ from collections.abc import Callable, Iterable, Mapping
 from datetime import UTC, datetime
 from typing import Any, TypeVar
 
-import hostlist
 from pydantic import BaseModel, ValidationError
 
 from slurm_defrag.domain.cluster import (
@@ -50,7 +49,7 @@ from slurm_defrag.domain.gres import (
     shard_count,
     shard_use,
 )
-from slurm_defrag.domain.hostlists import hostlist_size
+from slurm_defrag.domain.hostlists import expand_hosts
 from slurm_defrag.domain.topology import MAX_GPUS_PER_NODE
 from slurm_defrag.domain.units import MILLI, share_milli
 from slurm_defrag.errors import InputError
@@ -326,12 +325,9 @@ def expand_config_hosts(text: str, where: str) -> list[str]:
     """A host list from a file an admin wrote (slurm.conf, gres.conf, topology maps):
     sized before python-hostlist expands it, and one :class:`InputError` line naming
     ``where`` when it is malformed or larger than :data:`MAX_HOSTS`."""
-    import hostlist
-
     try:
-        hostlist_size(text)
-        return list(hostlist.expand_hostlist(text))
-    except (ValueError, hostlist.BadHostlist) as exc:
+        return list(expand_hosts(text))
+    except ValueError as exc:
         raise InputError(f"{where}: bad host list {show(text)}: {exc}") from None
 
 
@@ -351,9 +347,8 @@ def expand_nodes(text: str, where: str, field: str) -> tuple[str, ...]:
     if text in NULLS:
         return ()
     try:
-        hostlist_size(text)
-        return tuple(hostlist.expand_hostlist(text))
-    except (hostlist.BadHostlist, ValueError) as exc:
+        return expand_hosts(text)
+    except ValueError as exc:
         raise parse_error(where, field, f"bad host list {show(text)}: {exc}") from None
 
 
