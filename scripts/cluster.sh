@@ -165,11 +165,15 @@ build() {
 # it. pip inside the build must trust what this host trusts (a TLS-inspecting proxy in front
 # of PyPI): the host's extra CA certificates go into the build context.
 build_defrag() {
-    local ca=$ROOT/docker/defrag/extra-ca
-    find "$ca" -name '*.crt' -delete
-    if compgen -G '/usr/local/share/ca-certificates/*.crt' >/dev/null; then
-        cp /usr/local/share/ca-certificates/*.crt "$ca/"
-    fi
+    local ca=$ROOT/docker/defrag/extra-ca f
+    # Only what differs is touched: scripts/test.sh builds several clusters at once, and a
+    # file deleted and copied back under another build's context would miss its cache.
+    for f in "$ca"/*.crt; do
+        [ -e "$f" ] && [ ! -e "/usr/local/share/ca-certificates/${f##*/}" ] && rm -f "$f"
+    done
+    for f in /usr/local/share/ca-certificates/*.crt; do
+        [ -e "$f" ] && ! cmp -s "$f" "$ca/${f##*/}" && cp "$f" "$ca/"
+    done
     log "building the slurm-defrag service image"
     compose --profile defrag build defrag
 }

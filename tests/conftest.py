@@ -2,11 +2,32 @@
 
 from __future__ import annotations
 
+import os
+
 import pytest
 
 from infra import EXAMPLES, FIXTURES, IN_CI, ROOT, require
 
 __all__ = ["EXAMPLES", "FIXTURES", "IN_CI", "ROOT", "require"]
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    """Bind this xdist worker to its own compose Slurm cluster (``LIVE_CLUSTERS``).
+
+    scripts/test.sh runs a suite's live tests on several clusters of the same release at
+    once: one pytest with one xdist worker per cluster (``--dist loadfile``). Worker
+    ``gwN`` takes the N-th ``prefix:slurmrestd_port:postgres_port`` entry and exports it
+    as CLUSTER_PREFIX / SLURMRESTD_PORT / POSTGRES_PORT before any test module (and so
+    ``live_cluster``) is imported; scripts/cluster.sh and the service containers the tests
+    start read the same variables. Without xdist or LIVE_CLUSTERS nothing changes.
+    """
+    del config
+    worker = os.environ.get("PYTEST_XDIST_WORKER", "")
+    clusters = os.environ.get("LIVE_CLUSTERS", "").split()
+    if not (worker.startswith("gw") and clusters):
+        return
+    prefix, rest_port, pg_port = clusters[int(worker[2:]) % len(clusters)].split(":")
+    os.environ.update(CLUSTER_PREFIX=prefix, SLURMRESTD_PORT=rest_port, POSTGRES_PORT=pg_port)
 
 
 @pytest.fixture(scope="session")
