@@ -1077,7 +1077,7 @@ end
 -- the script is not called again when it becomes eligible) but is not taken off the
 -- copy: it would make its node look full until the next table. A held job (-H: priority
 -- 0) is counted: when it is released is not known, and holding then releasing at once
--- is how workflows submit (and how tests/plugins/test_live_route.py reads the hint).
+-- is how workflows submit (and how tests/e2e/live_hooks/test_live_route.py reads the hint).
 local function starts_later(f, now)
   local begin = f("begin_time")
   local dep = f("dependency")

@@ -1,5 +1,5 @@
 """What a snapshot must say of the shard scene (tests/e2e/test_shards_live.py): shared by
-the live test and the offline replay of its recordings (tests/adapters)."""
+the live test and the offline replay of its recordings (tests/slurm)."""
 
 from __future__ import annotations
 

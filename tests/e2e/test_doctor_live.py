@@ -25,6 +25,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from hook_install import hooks_installed
 from live_cluster import (
     CTLD,
     DOCKER,
@@ -38,7 +39,6 @@ from live_cluster import (
 )
 
 from infra import require
-from plugins.conftest import hooks_installed
 
 pytestmark = pytest.mark.slurm
 

@@ -20,7 +20,7 @@ that sees the same jobs.
 
 ``SLURM_DEFRAG_RECORD=1`` also writes every Slurm output the cli backend read into
 ``tests/fixtures/hostile-<release>/`` (the offline tests in
-``tests/adapters/test_text_forgery.py`` replay them).
+``tests/slurm/test_text_forgery.py`` replay them).
 """
 
 from __future__ import annotations
@@ -285,7 +285,7 @@ def record(scene: Scene, runners: dict[str, Recorder], taken_at: datetime) -> No
 
 def write_outputs(base: Path, runners: dict[str, Recorder]) -> None:
     """Every command's output as ``base/<how>/<command, spaces as _>.{json,txt,ERROR.txt}``
-    (what ``tests/adapters/test_text_forgery.py``'s Replay answers from), plus gres.conf."""
+    (what ``tests/slurm/test_text_forgery.py``'s Replay answers from), plus gres.conf."""
     for how, runner in runners.items():
         out = base / how
         out.mkdir(parents=True, exist_ok=True)

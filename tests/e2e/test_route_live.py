@@ -31,6 +31,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from hook_install import hooks_installed
 from live_cluster import ctld, exclusive_cluster, job_states
 from test_levers_live import _running_on, _submit, all_completed_without_restart
 from test_service_live import (
@@ -44,7 +45,6 @@ from test_service_live import (
 )
 from test_service_live import _cleanup as cleanup_scenario
 
-from plugins.conftest import hooks_installed
 from plugins.plugins_support import ETC, Cluster, own_features, set_node_features
 
 pytestmark = pytest.mark.slurm

@@ -19,7 +19,7 @@ image has it) says how many shards a job holds but not on which GPUs: there ever
 node04 counts as busy.
 
 ``SLURM_DEFRAG_RECORD=1`` writes what the cli backend read into
-``tests/fixtures/shards-<release>/`` (replayed by ``tests/adapters/test_shards_recorded.py``).
+``tests/fixtures/shards-<release>/`` (replayed by ``tests/slurm/test_shards_recorded.py``).
 """
 
 from __future__ import annotations

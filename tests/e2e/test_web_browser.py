@@ -41,6 +41,7 @@ def course_page() -> Iterator[str]:
         assert proc.wait(timeout=30) == 0, proc.stderr.read()  # type: ignore[union-attr]
 
 
+@pytest.mark.slow  # a headless Chromium
 def test_course_snapshot_in_chromium(course_page: str, tmp_path: Path) -> None:
     dom = Dom.parse(dump_dom(course_page))
     assert dom.node_rows() == ["node01", "node02", "node03", "node04"]

@@ -1,2 +1,3 @@
-"""Tests of the Slurm-side hooks (slurm-plugins/); a package so the live fixture is
-scoped to these tests (installed before the first, removed after the last)."""
+"""Offline tests of the Slurm-side hooks (slurm-plugins/): rendered tables, the Lua writer,
+busted, the epilog run directly. A package, so its helpers import as ``plugins.plugins_support``
+from the live hook tests too (tests/e2e/live_hooks/)."""

@@ -213,7 +213,7 @@ def test_wrong_version_message_is_bounded() -> None:
 
 @pytest.mark.parametrize("name", ["p.toml", "p.yaml"])
 def test_integer_beyond_pythons_digit_limit(tmp_path: Path, name: str) -> None:
-    """Defect (found by tests/fuzz): a 5,000-digit number was a ValueError traceback."""
+    """Defect (found by the fuzz tests): a 5,000-digit number was a ValueError traceback."""
     path = tmp_path / name
     sep = " = " if name.endswith("toml") else ": "
     path.write_text("version" + sep + "9" * 5000 + "\n")
@@ -222,13 +222,13 @@ def test_integer_beyond_pythons_digit_limit(tmp_path: Path, name: str) -> None:
 
 
 def test_strategy_name_of_the_wrong_type() -> None:
-    """Defect (found by tests/fuzz): ``name = [..]`` raised TypeError (unhashable list)."""
+    """Defect (found by the fuzz tests): ``name = [..]`` raised TypeError (unhashable list)."""
     with pytest.raises(InputError, match=r"strategies\[0\]\.name"):
         parse_policy({"version": 1, "strategies": [{"name": ["x"]}]})
 
 
 def test_deep_yaml_is_refused_quickly(tmp_path: Path) -> None:
-    """Defect (found by tests/fuzz): 3,000 unclosed brackets took seconds (under tracing)
+    """Defect (found by the fuzz tests): 3,000 unclosed brackets took seconds (under tracing)
     to reach the recursion limit; the composer now stops at 64 levels."""
     import time
 

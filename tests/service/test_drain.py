@@ -1,7 +1,7 @@
 """Drain-to-consolidate plans through the executor (FakeSlurm + SQLite).
 
 One H100 node: job 1 holds GPUs 0-5 and ends in 30 min, job 2 waits for a 4-GPU block.
-The planner drains the node instead of requeueing 1 (tests/solver/test_planner_drain.py).
+The planner drains the node instead of requeueing 1 (tests/planner/test_planner_drain.py).
 """
 
 from __future__ import annotations

@@ -104,6 +104,7 @@ def workers(store: Store) -> Iterator[list[Worker]]:
         w.stop()
 
 
+@pytest.mark.slow  # two processes and a lease expiry in real time
 def test_two_processes_and_kill_9(store: Store, workers: list[Worker]) -> None:
     url = store.engine.url.render_as_string(hide_password=False)
     # Both start at once and race for the lease: exactly one must win.

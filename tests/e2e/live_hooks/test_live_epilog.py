@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from .plugins_support import (
+from plugins.plugins_support import (
     EPILOG_LOG,
     Cluster,
     Installed,

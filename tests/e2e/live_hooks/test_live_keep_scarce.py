@@ -19,7 +19,8 @@ from pathlib import Path
 
 import pytest
 
-from .plugins_support import Cluster, Installed, table_with
+from plugins.plugins_support import Cluster, Installed, table_with
+
 from .test_live_packing import node_of
 
 pytestmark = pytest.mark.slurm

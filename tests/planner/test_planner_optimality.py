@@ -1,7 +1,7 @@
 """The planner's plan equals a brute-force optimum on 500 tiny random instances.
 
 Even seeds solve the unpruned model, odd seeds force pruning, so both paths are checked
-against the same independent brute force (tests/solver/brute.py).
+against the same independent brute force (tests/planner/planner_brute.py).
 """
 
 from __future__ import annotations

@@ -14,7 +14,7 @@ import time
 
 import pytest
 
-from .plugins_support import DOCKER, Installed
+from plugins.plugins_support import DOCKER, Installed
 
 pytestmark = pytest.mark.slurm
 

@@ -16,7 +16,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from .plugins_support import (
+from plugins.plugins_support import (
     ETC,
     Cluster,
     Installed,

@@ -183,6 +183,7 @@ def test_broken_snapshot_file_is_one_line(tmp_path: Path) -> None:
     )
 
 
+@pytest.mark.slow  # a real terminal (tmux) and a subprocess per frame
 def test_real_terminal_under_tmux(tmp_path: Path) -> None:
     """In tmux: the starving job on screen, a refresh failure shown and recovered, Ctrl-C = 0."""
     require_tmux()

@@ -310,7 +310,7 @@ def test_deep_json_snapshot_is_one_line(tmp_path: Path, capsys: pytest.CaptureFi
 
 
 def test_integer_beyond_pythons_digit_limit_is_one_line(tmp_path: Path) -> None:
-    """Defect (found by tests/fuzz): a 5,000-digit number made json.loads raise a plain
+    """Defect (found by the fuzz tests): a 5,000-digit number made json.loads raise a plain
     ValueError (Python's int string limit), a traceback."""
     path = tmp_path / "big.json"
     path.write_text('{"schema_version": ' + "9" * 5000 + "}")
@@ -319,7 +319,7 @@ def test_integer_beyond_pythons_digit_limit_is_one_line(tmp_path: Path) -> None:
 
 
 def test_odd_keys_stay_on_one_line() -> None:
-    """Defect (found by tests/fuzz): an unknown key holding a line break made a two-line
+    """Defect (found by the fuzz tests): an unknown key holding a line break made a two-line
     message."""
     data = _course_dict()
     data["a\nb"] = 1

@@ -1,4 +1,6 @@
-"""Fixtures for the Slurm-side hook tests; the helpers live in plugins_support.py."""
+"""Install the Slurm-side hooks (job_submit.lua, the epilog) in a live compose cluster, and
+remove them: for the live hook tests (``live_hooks/``) and the live tests that need the hooks
+(doctor, routing). The hook files and helpers themselves live in ``plugins/plugins_support.py``."""
 
 from __future__ import annotations
 
@@ -9,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from .plugins_support import (
+from plugins.plugins_support import (
     BACKUP,
     DOCKER,
     EPILOG_LOG,
@@ -25,13 +27,6 @@ from .plugins_support import (
 )
 
 FILES = ("job_submit.lua", "epilog-slurmctld", "defrag_nodes.lua", "defrag-epilog.conf")
-
-
-@pytest.fixture(scope="package")
-def installed(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Installed]:
-    """The hooks installed in the live cluster for this package's tests, then removed."""
-    with hooks_installed(tmp_path_factory) as done:
-        yield done
 
 
 @contextmanager

@@ -40,6 +40,8 @@ from slurm_defrag.policy.file import load_policy
 from slurm_defrag.service import settings
 from slurm_defrag.snapshot_file import load_snapshot
 
+pytestmark = pytest.mark.slow  # 10,000 cases per parser under CI (tests/fuzzing.py)
+
 SNAPSHOT_EXAMPLES = [EXAMPLES / "course.json", EXAMPLES / "mixed-64.json"]
 POLICY_EXAMPLES = [EXAMPLES / "policy.toml", ROOT / "docker" / "defrag" / "policy.toml"]
 CONFIG_EXAMPLES = [ROOT / "contrib" / "service.toml", ROOT / "docker" / "defrag" / "service.toml"]

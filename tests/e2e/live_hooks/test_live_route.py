@@ -21,7 +21,7 @@ from pathlib import Path
 
 import pytest
 
-from .plugins_support import (
+from plugins.plugins_support import (
     Cluster,
     Installed,
     own_features,
@@ -29,6 +29,7 @@ from .plugins_support import (
     set_node_features,
     table_with,
 )
+
 from .test_live_packing import features, node_of
 
 pytestmark = pytest.mark.slurm

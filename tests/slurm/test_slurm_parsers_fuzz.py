@@ -21,6 +21,7 @@ from types import SimpleNamespace
 from typing import Any
 
 import httpx
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from slurm_inputs import (
@@ -42,6 +43,8 @@ from slurm_defrag.slurm.mapping import Doc
 from slurm_defrag.slurm.pyslurm_adapter import PyslurmSlurm, parts_from
 from slurm_defrag.slurm.rest import RestSlurm
 from slurm_defrag.slurm.settings import SlurmSettings
+
+pytestmark = pytest.mark.slow  # 10,000 cases per parser under CI (tests/fuzzing.py)
 
 NOW = datetime(2026, 11, 29, 15, 14, 13, tzinfo=UTC)
 SNAPSHOT = settings(FUZZ, max_examples=max(FUZZ_EXAMPLES // 50, 20))
@@ -201,7 +204,7 @@ def test_rest_raw_json_fuzz(
 
 
 class StandIn:
-    """A pyslurm object as far as the adapter uses it (as in tests/adapters/conftest.py)."""
+    """A pyslurm object as far as the adapter uses it (as in tests/slurm/conftest.py)."""
 
     def __init__(self, data: Any, layout: Any = None) -> None:
         self._data, self._layout = data, layout

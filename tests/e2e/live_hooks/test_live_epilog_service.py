@@ -18,18 +18,18 @@ import time
 from pathlib import Path
 
 import pytest
-from sqlalchemy import text
-
-from e2e.service_container import (
+from service_container import (
     DEFAULT_PORT,
     ServiceContainer,
     image_ready,
     listening_ports,
     scratch_database,
 )
+from sqlalchemy import text
+
+from plugins.plugins_support import EPILOG_LOG, Installed, require, set_epilog_url
 from slurm_defrag.store.engine import make_engine
 
-from .plugins_support import EPILOG_LOG, Installed, require, set_epilog_url
 from .test_live_epilog import completing_ms, end_epoch, final_state
 
 pytestmark = pytest.mark.slurm

@@ -9,12 +9,15 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 from slurm_inputs import mutated_text, random_text
 
 from fuzzing import FUZZ, assert_clean
 from slurm_defrag.slurm.nvidia_smi import apply_link_status, parse_link_status, parse_topo_matrix
+
+pytestmark = pytest.mark.slow  # 10,000 cases per parser under CI (tests/fuzzing.py)
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "nvidia-smi"
 TOPO = [p.read_text(encoding="utf-8") for p in sorted(FIXTURES.glob("*.topo.txt"))]

@@ -57,6 +57,7 @@ def test_plan_id_covers_the_gpus(course_snapshot: ClusterSnapshot) -> None:
     assert a != b
 
 
+@pytest.mark.slow  # the 1,000-node bench plan, three times
 @pytest.mark.parametrize("repeat", [3])
 def test_1k_bench_plan_is_byte_identical(repeat: int) -> None:
     """The 1,000-node / 50-target bench instance (20 runs: bench/determinism_bench.py)."""
