@@ -139,6 +139,25 @@ def wait_running(job_ids: list[str], timeout_s: float = 90) -> None:
     raise AssertionError(f"jobs did not all start within {timeout_s:g} s: {states}")
 
 
+def wait_evaluated(job_id: str, timeout_s: float = 60) -> str:
+    """Wait until the scheduler has looked at a pending job: its reason is no longer
+    ``None`` (or it is no longer pending). Returns the reason, or the new state.
+
+    In place of a fixed sleep before a "still pending" check: that check then runs as soon
+    as slurmctld has decided, and never before (sched_interval=2 in docker/slurm/slurm.conf).
+    """
+    deadline = time.monotonic() + timeout_s
+    seen: list[str] = []
+    while time.monotonic() < deadline:
+        seen = ctld("squeue", "-h", "-j", job_id, "-o", "%T %r", check=False).split()
+        if len(seen) >= 2 and seen[0] == "PENDING" and seen[1] != "None":
+            return seen[1]
+        if seen and seen[0] != "PENDING":
+            return seen[0]
+        time.sleep(0.5)
+    raise AssertionError(f"job {job_id} not evaluated within {timeout_s:g} s: {seen}")
+
+
 def node_weights() -> dict[str, int]:
     """Every node's current ``Weight`` (``sinfo``)."""
     out = ctld("sinfo", "-h", "-N", "-o", "%N %w")

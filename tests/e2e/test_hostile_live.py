@@ -48,6 +48,7 @@ from live_cluster import (
     exclusive_cluster,
     rest_backend,
     version,
+    wait_evaluated,
 )
 
 from infra import require
@@ -192,7 +193,7 @@ def _scene() -> Iterator[Scene]:
         wait_running([s.jobs[r] for r in HOSTILE])
         # No node has 8 free GPUs now: P pends, a plan for it has to requeue someone.
         s.jobs["P"] = sbatch("-N1", "--gres=gpu:8", "-J", f"hostile-{s.tag}-P", user="carol")
-        time.sleep(3)
+        wait_evaluated(s.jobs["P"])
         yield s
     finally:
         if s.jobs:

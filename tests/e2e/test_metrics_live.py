@@ -34,6 +34,7 @@ from live_cluster import (
     node_states,
     sbatch,
     slurm_defrag,
+    wait_evaluated,
     wait_running,
 )
 from prometheus_client.parser import text_string_to_metric_families
@@ -152,7 +153,7 @@ def test_metrics_agree_with_scontrol(tmp_path: Path) -> None:
             print(f"metrics live: our jobs running after {time.monotonic() - asked:.0f} s")
             starved = sbatch("--gres=gpu:a100:3", "-t", "5", "-J", "metrics-e2e-T", wrap="sleep 30")
             ours.append(starved)
-            time.sleep(3)
+            wait_evaluated(starved)
             assert job_states([starved])[starved] == "PENDING"
             got = _agreeing_scrape(port)
             print(f"metrics live: agreeing scrape after {time.monotonic() - asked:.0f} s")

@@ -378,7 +378,14 @@ def _freeze_slurmctld(sc: Scenario, svc: ServiceContainer) -> tuple[list[str], f
         stopped = time.monotonic()
         _wait("a cycle without Slurm", lambda: "no action this cycle" in svc.logs(), 30, 0.5)
         during = _counts(sc)
-        time.sleep(14)
+        # two more failed cycles (each at most a command timeout + the interval) rather
+        # than a fixed wait: what the test needs is an outage spanning several cycles
+        _wait(
+            "two more cycles without Slurm",
+            lambda: svc.logs().count("no action this cycle") >= 3,
+            60,
+            0.5,
+        )
         assert _counts(sc) == during  # no snapshot, plan or command while frozen
         lines = svc.logs().splitlines()
     finally:

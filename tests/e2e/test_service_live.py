@@ -54,6 +54,7 @@ from live_cluster import (
     node_weights,
     restore_weights,
     sbatch,
+    wait_evaluated,
 )
 from service_container import (
     Database,
@@ -245,7 +246,7 @@ def _fragment(sc: Scenario, *, check_pending: bool = True) -> None:
     sc.jobs["T"] = sbatch("--gres=gpu:a100:3", "-t", "5", "-J", "svc-e2e-T", wrap="sleep 30")
     sc.t_submitted = time.monotonic()
     if check_pending:  # (with the service already running, T may be started by now)
-        time.sleep(5)
+        wait_evaluated(sc.jobs["T"])
         assert job_states([sc.jobs["T"]])[sc.jobs["T"]] == "PENDING"
 
 
@@ -547,7 +548,7 @@ def test_slurm_unreachable_no_action_one_line_per_cycle(fresh: Scenario) -> None
     )
     try:
         service.wait_healthy()
-        time.sleep(7)
+        _wait("two failed cycles", lambda: service.logs().count("no action this cycle") >= 2, 60)
         lines = service.logs().splitlines()
         cycles = [ln for ln in lines if "no action this cycle" in ln]
         assert len(cycles) >= 2, lines

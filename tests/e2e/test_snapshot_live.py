@@ -29,7 +29,7 @@ from pathlib import Path
 
 import hostlist
 import pytest
-from live_cluster import config, exclusive_cluster
+from live_cluster import config, exclusive_cluster, wait_evaluated
 
 from infra import require
 from slurm_defrag.domain.cluster import ClusterSnapshot, JobState, NodeFlag
@@ -165,7 +165,7 @@ def scenario() -> Iterator[Live]:
         ctx.reservation, ctx.reserved_node = f"e2e-snap-{t}", n2
         cli.create_reservation(ctx.reservation, [n2], ["root"], [], None, 900)
         cli.create_reservation(ctx.reservation, [n2], ["root"], [], None, 900)  # idempotent
-        time.sleep(3)  # let the scheduler evaluate P (Reason=Resources) once
+        wait_evaluated(ctx.jobs["P"])  # the scheduler has evaluated P (Reason=Resources)
         yield ctx
     finally:
         if ctx.jobs:
