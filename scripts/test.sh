@@ -203,7 +203,8 @@ if [ -x scripts/cluster.sh ] && [ -n "$SLURM_SUITES" ]; then
     # Docker and debootstrap first, in the foreground: apt must not run twice at once
     # (postgres.sh installs PostgreSQL below, before the lanes could need apt).
     scripts/cluster.sh tools
-    scripts/postgres.sh start >/dev/null  # installs it now; the URL is taken again below
+    # installs PostgreSQL now and starts it (its tests come after the tests without services)
+    SLURM_DEFRAG_TEST_PG_URL=$(scripts/postgres.sh start)
     LANE_DOWN=$REPORTS/lane-clusters
     : >"$LANE_DOWN"
     set -m  # each background job its own process group, so cleanup stops all of it
@@ -242,7 +243,7 @@ nice -n 10 .venv/bin/pytest --junitxml="$REPORTS/no-services.xml" -q -n "$UNIT_W
 rc_pg=0
 if [ -x scripts/postgres.sh ]; then
     step "PostgreSQL"
-    SLURM_DEFRAG_TEST_PG_URL=$(scripts/postgres.sh start)
+    SLURM_DEFRAG_TEST_PG_URL=$(scripts/postgres.sh start)  # (again: SLURM_SUITES="" skips the lanes)
     export SLURM_DEFRAG_TEST_PG_URL
     run_pytest postgres -q -m postgres || rc_pg=$?
 fi

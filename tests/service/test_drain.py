@@ -10,8 +10,8 @@ from datetime import timedelta
 from pathlib import Path
 
 import pytest
-from service_helpers import FakeClock, slurm_schedules
 
+from service_helpers import FakeClock, slurm_schedules
 from slurm_defrag.actuator.audit import AuditingWriter
 from slurm_defrag.actuator.executor import Channel, Executor, Safety
 from slurm_defrag.domain.cluster import ClusterSnapshot, GpuRequest, Job, JobState, Node, NodeFlag

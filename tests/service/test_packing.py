@@ -5,8 +5,8 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from service_helpers import CycleFactory, FakeClock
 
+from service_helpers import CycleFactory, FakeClock
 from slurm_defrag.domain.cluster import ClusterSnapshot, Job, JobState, Node
 from slurm_defrag.planner.levers import TIER_SPAN
 from slurm_defrag.slurm.fake import FakeSlurm

@@ -16,10 +16,10 @@ import pytest
 import yaml
 from prometheus_client import CONTENT_TYPE_LATEST
 from prometheus_client.parser import text_string_to_metric_families
-from service_helpers import CycleFactory, FakeClock, open_store, slurm_schedules
 from sqlalchemy.exc import OperationalError
 
 from infra import EXAMPLES, ROOT
+from service_helpers import CycleFactory, FakeClock, open_store, slurm_schedules
 from slurm_defrag import wiring
 from slurm_defrag.domain.plan import Plan
 from slurm_defrag.metrics.compute import compute

@@ -8,8 +8,8 @@ target once it was handed over and its GPUs are free.
 from __future__ import annotations
 
 import pytest
-from service_helpers import CycleFactory, FakeClock, crash_at, slurm_schedules
 
+from service_helpers import CycleFactory, FakeClock, crash_at, slurm_schedules
 from slurm_defrag.actuator.errors import SimulatedCrash
 from slurm_defrag.domain.cluster import JobState
 from slurm_defrag.domain.plan import Plan

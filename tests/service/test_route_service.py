@@ -9,8 +9,8 @@ from typing import Any
 
 import pytest
 from lupa import lua51  # the sim extra, part of the dev install: never skipped
-from service_helpers import CycleFactory, FakeClock
 
+from service_helpers import CycleFactory, FakeClock
 from slurm_defrag.actuator import packing
 from slurm_defrag.actuator.route_file import STAMP, RouteFile
 from slurm_defrag.domain.cluster import ClusterSnapshot, GpuRequest, Job, JobState, Node

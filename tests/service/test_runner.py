@@ -9,8 +9,8 @@ import urllib.request
 from pathlib import Path
 
 import pytest
-from service_helpers import CycleFactory
 
+from service_helpers import CycleFactory
 from slurm_defrag.service.runner import CYCLE_JOB, Service, crash_hook
 from slurm_defrag.service.settings import ServiceSettings
 

@@ -7,8 +7,8 @@ import logging
 from pathlib import Path
 
 import pytest
-from service_helpers import CycleFactory, FakeClock, slurm_schedules
 
+from service_helpers import CycleFactory, FakeClock, slurm_schedules
 from slurm_defrag.actuator.audit import AuditingWriter
 from slurm_defrag.actuator.executor import Channel, Executor, Safety
 from slurm_defrag.domain.cluster import ClusterSnapshot, JobState

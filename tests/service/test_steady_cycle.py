@@ -11,7 +11,6 @@ from __future__ import annotations
 from unittest import mock
 
 from service_helpers import CycleFactory, FakeClock
-
 from slurm_defrag.service import loop
 from slurm_defrag.slurm.fake import FakeSlurm
 

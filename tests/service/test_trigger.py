@@ -16,8 +16,8 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from service_helpers import CycleFactory
 
+from service_helpers import CycleFactory
 from slurm_defrag.errors import InputError
 from slurm_defrag.service.http import ControlServer
 from slurm_defrag.service.runner import Service

@@ -7,9 +7,9 @@ import threading
 from typing import Any
 
 import pytest
-from service_helpers import CycleFactory
 from sqlalchemy import event
 
+from service_helpers import CycleFactory
 from slurm_defrag.service.http import Page
 from slurm_defrag.service.settings import ServiceSettings
 from slurm_defrag.store.database import Store
