@@ -237,7 +237,7 @@ fi
 step "tests without services ($UNIT_WORKERS workers, nice 10)"
 rc_unit=0
 nice -n 10 .venv/bin/pytest --junitxml="$REPORTS/no-services.xml" -q -n "$UNIT_WORKERS" \
-    -m "not slurm and not postgres" --durations=15 || rc_unit=$?
+    --dist worksteal -m "not slurm and not postgres" --durations=15 || rc_unit=$?
 [ "$rc_unit" -ne 5 ] || rc_unit=0
 
 rc_pg=0

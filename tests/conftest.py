@@ -30,6 +30,14 @@ def pytest_configure(config: pytest.Config) -> None:
     os.environ.update(CLUSTER_PREFIX=prefix, SLURMRESTD_PORT=rest_port, POSTGRES_PORT=pg_port)
 
 
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Under xdist, the ``slow`` tests first: each is one long hypothesis run that cannot be
+    split, so started last it would be the phase's tail on one worker while the other
+    idles; started first, the short tests fill in around it (``--dist worksteal``)."""
+    if config.pluginmanager.hasplugin("xdist") and config.getoption("numprocesses", None):
+        items.sort(key=lambda item: item.get_closest_marker("slow") is None)
+
+
 @pytest.fixture(scope="session")
 def course_snapshot():  # type: ignore[no-untyped-def]
     from slurm_defrag.snapshot_file import load_snapshot

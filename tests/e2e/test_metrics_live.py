@@ -112,13 +112,18 @@ def _start(tmp: Path, port: int) -> subprocess.Popen[bytes]:
 
 
 def _wait_for_new_snapshot(port: int, after: float, timeout_s: float = 90) -> None:
+    """Until a snapshot read after ``after`` is exported and a cycle has been counted: the
+    snapshot's gauges are set while its cycle still runs, the cycle counter when it ends
+    (on a loaded machine a scrape fell in between)."""
     deadline = time.monotonic() + timeout_s
     while time.monotonic() < deadline:
         try:
-            got = scrape(port).get("slurm_defrag_snapshot_timestamp_seconds")
+            got = scrape(port)
         except OSError:
-            got = None  # the server is not up yet
-        if got and got[0][1] >= after:
+            got = {}  # the server is not up yet
+        stamp = got.get("slurm_defrag_snapshot_timestamp_seconds")
+        cycles = sum(v for _, v in got.get("slurm_defrag_cycles_total", []))
+        if stamp and stamp[0][1] >= after and cycles >= 1:
             return
         time.sleep(0.5)
     raise AssertionError(f"no snapshot read after {after} within {timeout_s:g} s")

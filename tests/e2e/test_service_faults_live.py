@@ -199,9 +199,10 @@ def _plan_status(sc: Scenario, plan_id: int) -> tuple[str, str]:
     return next((status, note) for pid, _, status, note, _ in _plans(sc) if pid == plan_id)
 
 
-def _our_drains() -> list[str]:
+def _our_drains(plan_id: str = "") -> list[str]:
+    """``node|reason`` of the nodes slurm-defrag drained (the plan ``plan_id``'s if given)."""
     out = ctld("sinfo", "-h", "-N", "-o", "%N|%E")
-    return sorted({ln for ln in out.splitlines() if "slurm-defrag:" in ln})
+    return sorted({ln for ln in out.splitlines() if f"slurm-defrag:{plan_id}" in ln})
 
 
 def _gpu_idx(text: str) -> str:
@@ -302,7 +303,13 @@ def test_kill_after_step_then_restart_completes_or_rolls_back(
                 seen.update(node=job.get("NodeList", ""), idx=_gpu_idx(job["_text"]))
             assert (seen["node"], seen["idx"]) == ("node01", "5-7"), seen
         assert plan.reservation not in ctld("scontrol", "show", "reservation")
-        assert _our_drains() == []
+        assert _our_drains(plan.plan_id) == []
+        # After a rollback T is still pending, and the restarted service may plan for it
+        # again before it is stopped (a loaded machine polls slowly): that drain belongs
+        # to a plan still open in the database, which its TTL or the next start closes.
+        still_open = [p[4].plan_id for p in _plans(sc) if p[2] == "applying"]
+        stray = [d for d in _our_drains() if not any(f"slurm-defrag:{i}" in d for i in still_open)]
+        assert stray == [], (stray, still_open)
         assert _weights() == weights
         case.release()
         _wait(

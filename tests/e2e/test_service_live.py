@@ -147,10 +147,17 @@ def _cleanup(sc: Scenario) -> None:
         ctld("scancel", *ours, check=False)
     if sc.db_url:
         try:
-            for _, _, _, _, plan in _plans(sc):
-                ctld("scontrol", "delete", f"ReservationName={plan.reservation}", check=False)
+            plans = [plan for _, _, _, _, plan in _plans(sc)]
         except Exception:  # the database may not exist if setup failed early
-            pass
+            plans = []
+        drained = ctld("sinfo", "-h", "-N", "-o", "%N|%E", check=False).splitlines()
+        for plan in plans:
+            ctld("scontrol", "delete", f"ReservationName={plan.reservation}", check=False)
+            # a plan left open (the service stopped mid-plan) may hold a node drained:
+            # the next test must find the cluster as this one did
+            tag = f"slurm-defrag:{plan.plan_id}"
+            for node in {ln.split("|")[0] for ln in drained if tag in ln}:
+                ctld("scontrol", "update", f"NodeName={node}", "State=RESUME", check=False)
     if sc.db is not None:
         sc.db.drop()
 
