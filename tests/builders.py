@@ -98,3 +98,15 @@ def mix(*items: DemandItem) -> WorkloadMix:
 def item(k: int, **kw: Any) -> DemandItem:
     """One mix item of ``k`` GPUs per node (``nvlink=True`` etc. as keywords)."""
     return DemandItem(gpus_per_node=k, **kw)
+
+
+def unreadable(snap: ClusterSnapshot, job_id: str, reason: str) -> ClusterSnapshot:
+    """``snap`` with one job as a reader leaves a record it could not read whole (issue
+    #40): ``unreadable`` set (``"<part>: <reason>"``), no request, the rest kept."""
+    jobs = [
+        Job.model_validate({**j.model_dump(), "unreadable": reason, "request": None})
+        if j.id == job_id
+        else j
+        for j in snap.jobs
+    ]
+    return ClusterSnapshot.model_validate({**snap.model_dump(), "jobs": jobs})

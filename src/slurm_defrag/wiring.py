@@ -49,8 +49,8 @@ def build(settings: ServiceSettings) -> tuple[Service, Store]:
     # /metrics is the exporter's only reader: without the HTTP endpoint it would only
     # wrap Slurm and count preemptions every cycle for nobody.
     exporter = Exporter(history) if settings.metrics and settings.http_port else None
-    if exporter is not None:  # count Slurm errors where every Slurm call passes
-        backend = ObservedSlurm(backend, exporter.slurm_error)
+    if exporter is not None:  # count Slurm errors (and unreadable records) where reads pass
+        backend = ObservedSlurm(backend, exporter.slurm_error, exporter.unreadable_jobs)
     route = (
         RouteFile(settings.route_file, valid_s=ROUTE_VALID_CYCLES * settings.interval_s)
         if settings.route_file is not None

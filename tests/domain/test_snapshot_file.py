@@ -135,6 +135,38 @@ BAD_DATA = [
         "jobs[0].time_limit_s",
         "greater than or equal to 0",
     ),
+    # issue #40: a job a reader could not read whole (see test_unreadable_jobs_round_trip)
+    ("unreadable of no part", _set("jobs[0].unreadable", "oops"), "jobs[0].unreadable", "part"),
+    (
+        "unreadable of an unknown part",
+        _set("jobs[0].unreadable", "mood: bad"),
+        "jobs[0].unreadable",
+        "unknown part 'mood'",
+    ),
+    (
+        "unreadable over two lines",
+        _set("jobs[0].unreadable", "time: a\nb"),
+        "jobs[0].unreadable",
+        "control characters escaped",
+    ),
+    (
+        "unreadable and no id",
+        _set("jobs[0].unreadable", "job_id: w: jobs[0].job_id: not a job id"),
+        "jobs[0].unreadable",
+        "left out, not kept",
+    ),
+    (
+        "unreadable with a request",
+        _set("jobs[9].unreadable", "time: w: jobs[9].submit_time: out of range"),
+        "jobs[9].request",
+        "asks for nothing",
+    ),
+    (
+        "left out of a kept part",
+        _set("left_out", ["time: w: jobs[3].submit_time: out of range"]),
+        "left_out",
+        "[0]: a record with a readable id and state is kept",
+    ),
 ]
 
 
@@ -327,3 +359,32 @@ def test_odd_keys_stay_on_one_line() -> None:
         parse_snapshot(data)
     assert "\n" not in str(err.value)
     assert "a\\nb" in str(err.value)
+
+
+def test_unreadable_jobs_round_trip(course_data: dict[str, Any]) -> None:
+    """Issue #40: ``unreadable`` (a kept job) and ``left_out`` (records without an id or
+    state) are in the JSON only when set, so every earlier file loads and dumps unchanged."""
+    data = copy.deepcopy(course_data)
+    reason = "gres_request: squeue --json: jobs[9].tres_per_node: cannot parse GRES item 'x'"
+    left = "state: squeue --json: jobs[10].job_state: unknown job state 'SLEEPING' (job 111)"
+    data["jobs"][9].update(unreadable=reason, request=None)
+    data["left_out"] = [left]
+    snap = parse_snapshot(data)
+    job = snap.job_by_id["110"]
+    assert (job.unreadable, job.unreadable_part, job.request) == (reason, "gres_request", None)
+    assert snap.left_out == (left,)
+    assert snap.unreadable_parts() == {"gres_request": 1, "state": 1}
+    assert parse_snapshot(json.loads(dump_snapshot(snap))) == snap
+    plain = parse_snapshot(copy.deepcopy(course_data))
+    assert plain.unreadable_parts() == {}
+    assert "unreadable" not in dump_snapshot(plain)
+    assert "left_out" not in dump_snapshot(plain)
+
+
+def test_an_unreadable_reason_is_one_bounded_line() -> None:
+    from slurm_defrag.domain.cluster import MAX_REASON, RecordPart, reason_part, record_reason
+
+    reason = record_reason(RecordPart.TIME, "x\n\x1b[31m\u202e" + "y" * 1000)
+    assert reason.startswith("time: x\\n\\x1b[31m\\u202e")
+    assert len(reason) == len("time: ") + MAX_REASON
+    assert reason_part(reason) == RecordPart.TIME

@@ -8,7 +8,11 @@ import pytest
 
 from slurm_defrag.errors import InputError
 from slurm_defrag.policy.file import default_policy, load_policy, parse_policy
-from slurm_defrag.policy.protections import DEFAULT_PROTECTIONS, Protection
+from slurm_defrag.policy.protections import (
+    DEFAULT_PROTECTIONS,
+    MANDATORY_PROTECTIONS,
+    Protection,
+)
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -24,7 +28,7 @@ def test_example_policy_loads() -> None:
 
 def test_defaults() -> None:
     p = default_policy()
-    assert p.protections.enabled == DEFAULT_PROTECTIONS
+    assert p.protections.enabled == DEFAULT_PROTECTIONS | MANDATORY_PROTECTIONS
     assert p.solver.num_workers == 2
 
 

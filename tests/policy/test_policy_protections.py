@@ -10,6 +10,7 @@ from slurm_defrag.domain.cluster import Job, JobState
 from slurm_defrag.policy.protections import (
     DEFAULT_PROTECTIONS,
     EXTRA_PROTECTIONS,
+    MANDATORY_PROTECTIONS,
     Protection,
     ProtectionsConfig,
     compile_protections,
@@ -94,4 +95,24 @@ def test_disable_a_default() -> None:
 
 def test_sets_are_disjoint_and_complete() -> None:
     assert not DEFAULT_PROTECTIONS & EXTRA_PROTECTIONS
-    assert set(Protection) == DEFAULT_PROTECTIONS | EXTRA_PROTECTIONS
+    assert not MANDATORY_PROTECTIONS & (DEFAULT_PROTECTIONS | EXTRA_PROTECTIONS)
+    assert set(Protection) == MANDATORY_PROTECTIONS | DEFAULT_PROTECTIONS | EXTRA_PROTECTIONS
+
+
+UNREADABLE = "gres_request: squeue --json: jobs[8].tres_per_node: cannot parse GRES item"
+
+
+def test_an_unreadable_record_is_always_protected() -> None:
+    """Issue #40: a job whose record a reader could not read whole is never a victim,
+    whatever the policy disables; the reason names the part, never the user's text."""
+    disabled = CFG.model_copy(update={"disable": sorted(p.value for p in DEFAULT_PROTECTIONS)})
+    for cfg in (CFG, ProtectionsConfig(), disabled):
+        p = compile_protections(cfg, NOW)
+        assert p.reasons(job(unreadable=UNREADABLE)) == ("record unreadable (gres_request)",)
+        assert not p.is_protected(job())
+
+
+@pytest.mark.parametrize("key", ["disable", "extra"])
+def test_the_unreadable_record_protection_cannot_be_switched(key: str) -> None:
+    with pytest.raises(ValueError, match="'unreadable-record' is always on"):
+        ProtectionsConfig.model_validate({key: ["unreadable-record"]})

@@ -21,6 +21,7 @@ from sqlalchemy.exc import OperationalError
 from infra import EXAMPLES, ROOT
 from service_helpers import CycleFactory, FakeClock, open_store, slurm_schedules
 from slurm_defrag import wiring
+from slurm_defrag.domain.cluster import ClusterSnapshot
 from slurm_defrag.domain.plan import Plan
 from slurm_defrag.metrics.compute import compute
 from slurm_defrag.service.history import StoreHistory
@@ -40,6 +41,7 @@ from slurm_defrag.slurm.fake import FakeSlurm
 from slurm_defrag.snapshot_file import load_snapshot
 from slurm_defrag.store.database import Store
 from slurm_defrag.store.plans import Plans
+from slurm_defrag.synth import course_scenario
 
 Samples = dict[tuple[str, frozenset[tuple[str, str]]], float]
 
@@ -439,3 +441,30 @@ def test_build_info_and_process_series(
     (labels,) = [dict(lbl) for (name, lbl) in got if name == "slurm_defrag_build_info"]
     assert labels["version"] == __version__
     assert labels["ortools"] not in ("", "none")
+
+
+def test_unreadable_job_records_are_counted_by_reason(
+    make_cycle: CycleFactory, store: Store, clock: FakeClock
+) -> None:
+    """Issue #40: a cycle over a read with one job that did not read whole (104: its time)
+    and one record left out (no known state) plans around them and counts both, by part,
+    where reads pass (so a fresh read before a requeue counts too)."""
+    from builders import unreadable
+    from slurm_defrag.domain.cluster import RecordPart
+
+    snap = unreadable(course_scenario(), "104", "time: w: jobs[3].submit_time: out of range")
+    left = "state: w: jobs[10].job_state: unknown job state 'SLEEPING' (job 111)"
+    snap = ClusterSnapshot.model_validate({**snap.model_dump(), "left_out": [left]})
+    exporter = Exporter(StoreHistory(Plans(store.engine)))
+    reader = ObservedSlurm(
+        FakeSlurm(snap, clock=clock), exporter.slurm_error, exporter.unreadable_jobs
+    )
+    cycle = make_cycle("dry-run", observer=exporter, reader=reader)
+    assert cycle.run().outcome == "planned"
+    (rec,) = Plans(store.engine).recent()
+    assert "104" not in {v.job_id for v in Plan.model_validate(rec.inputs["plan"]).victims}
+    got = series(scrape(exporter), "unreadable_jobs_total")
+    assert got == {
+        frozenset({("reason", p.value)}): float(p in (RecordPart.TIME, RecordPart.STATE))
+        for p in RecordPart
+    }

@@ -363,14 +363,16 @@ def test_rest_nodes(recordings: SimpleNamespace, version: str) -> None:
 
 
 def test_json_garbage_names_the_field(recordings: SimpleNamespace) -> None:
+    """The field is named in the job's ``unreadable`` reason (issue #40: it costs that job
+    its CPU and memory figures, not the read)."""
+
     def edit(jobs: dict[str, Any]) -> None:
         jobs["8"]["job_resources"]["nodes"]["allocation"][1]["memory"]["allocated"] = "lots"
 
-    with pytest.raises(
-        SlurmParseError,
-        match=re.escape("jobs[7].job_resources.nodes.allocation[1].memory.allocated"),
-    ):
-        json_jobs(recordings, "24.11", edit)
+    job = json_jobs(recordings, "24.11", edit)["8"]
+    assert job.unreadable.startswith("host_use: squeue --json: ")
+    assert "jobs[7].job_resources.nodes.allocation[1].memory.allocated" in job.unreadable
+    assert host_of(job) == (0, 0)
 
 
 # -- pyslurm and the shared rules ---------------------------------------------------------

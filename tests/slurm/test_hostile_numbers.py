@@ -275,6 +275,14 @@ def test_wrong_json_type_names_the_field(
     doc = recorded(recordings, version, name)
     doc[key][0][field] = value
     fam = openapi.family(doc, "w")
+    if key == "jobs":
+        # Issue #40: a job record pays for itself: the field is named in its reason (or
+        # in the reason it is left out, without an id), and the read goes on.
+        read = fam.read_jobs(Doc(doc, "w", ""))
+        reasons = [j.unreadable for j in read.jobs if j.unreadable] + read.left_out
+        assert len(reasons) == 1, reasons
+        assert re.search(match, reasons[0]), reasons
+        return
     call = {
         "jobs": fam.jobs,
         "nodes": fam.nodes,
@@ -320,7 +328,10 @@ def test_pyslurm_layout_of_another_shape(
     """Defect: a list where the layout's ``gres`` object belongs raised AttributeError."""
     job = next(iter(recorded(recordings, "24.11", "pyslurm-24.11_jobs.json").values()))
     stand_in = SimpleNamespace(to_dict=lambda: job, get_resource_layout_per_node=lambda: layout)
-    refused(pyslurm_adapter.parts_from, [], [stand_in], [], [], NOW, match=match)
+    # Issue #40: the job pays (its reason names the field), not the read.
+    (read,) = assert_clean(pyslurm_adapter.parts_from, [], [stand_in], [], [], NOW).jobs
+    assert read.unreadable.startswith("gpu_allocation: ")
+    assert re.search(match, read.unreadable), read.unreadable
 
 
 def test_parse_error_is_one_line_whatever_the_field_holds() -> None:

@@ -15,6 +15,7 @@ reservation's node list); ``reservations`` is the list of reservations themselve
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterator, Mapping
 from datetime import datetime
 from enum import StrEnum
@@ -114,6 +115,7 @@ _JOB_OPTIONAL_DEFAULTS: Final = {
     "required_nodes": "",
     "excluded_nodes": "",
     "constraint": "",
+    "unreadable": "",
 }
 
 TopologySource = Literal["gres.conf", "map", "collector", "template"]
@@ -328,6 +330,72 @@ HOLDS_GPUS = frozenset(
 )
 
 
+class RecordPart(StrEnum):
+    """The part of a Slurm job record a reader could not understand.
+
+    The reason of :attr:`Job.unreadable` and :attr:`ClusterSnapshot.left_out`, and the
+    ``reason`` label of ``slurm_defrag_unreadable_jobs_total``: a small fixed set, so a
+    job's own text never becomes a label.
+    """
+
+    JOB_ID = "job_id"
+    """no job id a writer could act on: the record is left out"""
+    STATE = "state"
+    """no job state slurm-defrag knows (a newer Slurm's word, junk): left out"""
+    RECORD = "record"
+    """not a record at all (not an object, text that does not read unambiguously): left out"""
+    GRES_REQUEST = "gres_request"
+    """what the job asks for: TRES per node, job or task, shards, node and task counts"""
+    GPU_ALLOCATION = "gpu_allocation"
+    """which GPUs and shards it holds, on which nodes"""
+    TIME = "time"
+    """submit, start or end time, time limit"""
+    HOST_USE = "host_use"
+    """CPUs and memory it holds or needs"""
+    NODE_LIMITS = "node_limits"
+    """its own -w, -x, --constraint"""
+    FIELD = "field"
+    """any other field: name, user, account, partition, QOS, priority, comments, flags"""
+
+
+LEFT_OUT_PARTS: Final = frozenset({RecordPart.JOB_ID, RecordPart.STATE, RecordPart.RECORD})
+"""Parts without which a record is no job: it is left out of the snapshot."""
+
+MAX_REASON: Final = 400
+"""Characters of an unreadable record's reason (the rest of a long value is cut)."""
+
+_CONTROL_CHARS = re.compile(
+    r"[\x00-\x1f\x7f-\x9f"  # C0, DEL, C1
+    r"\u061c\u200e\u200f\u202a-\u202e\u2066-\u2069"  # bidi controls
+    r"\u2028\u2029]"  # line and paragraph separators
+)
+
+
+def record_reason(part: RecordPart, detail: str) -> str:
+    """``"<part>: <detail>"``: one line of bounded length, control and bidi characters
+    shown escaped (the detail quotes what Slurm printed, which a job owner may have typed)."""
+    line = _CONTROL_CHARS.sub(lambda c: c[0].encode("unicode_escape").decode(), detail)
+    if len(line) > MAX_REASON:
+        line = line[: MAX_REASON - 1] + "\u2026"
+    return f"{part.value}: {line}"
+
+
+def reason_part(reason: str) -> RecordPart:
+    """The part a :func:`record_reason` names (ValueError for any other text)."""
+    head, sep, detail = reason.partition(": ")
+    if not sep or not detail:
+        raise ValueError("expected '<part>: <reason>'")
+    try:
+        part = RecordPart(head)
+    except ValueError:
+        raise ValueError(
+            f"unknown part {head[:40]!r}, must be one of {', '.join(p.value for p in RecordPart)}"
+        ) from None
+    if record_reason(part, detail) != reason:
+        raise ValueError("one line of at most 400 characters, control characters escaped")
+    return part
+
+
 class GpuRequest(_Frozen):
     """What a pending job asks for, normalised from --gres / --gpus-per-node / --gpus.
 
@@ -419,10 +487,36 @@ class Job(_Frozen):
     required_nodes: str = Field(default="", description="--nodelist (-w) host list")
     excluded_nodes: str = Field(default="", description="--exclude (-x) host list")
     constraint: str = Field(default="", description="--constraint feature expression")
+    unreadable: str = Field(
+        default="",
+        description="why a reader could not understand the record ('<part>: <reason naming "
+        "the field>'); such a job is out of planning: never a victim, never a target, its "
+        "GPUs stay busy. Empty = read whole",
+    )
 
     @model_serializer(mode="wrap")
     def _dump(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
         return _omit_defaults(self, handler, _JOB_OPTIONAL_DEFAULTS)
+
+    @field_validator("unreadable")
+    @classmethod
+    def _reason(cls, v: str) -> str:
+        if v and reason_part(v) in LEFT_OUT_PARTS:
+            raise ValueError("a record without a readable id or state is left out, not kept")
+        return v
+
+    @model_validator(mode="after")
+    def _unreadable_asks_nothing(self) -> Job:
+        # One rule instead of a check in every consumer of pending jobs (metrics, the
+        # strategies, the planner): a job out of planning asks for nothing.
+        if self.unreadable and self.request is not None:
+            raise ValueError("request: an unreadable job asks for nothing (leave it out)")
+        return self
+
+    @property
+    def unreadable_part(self) -> RecordPart | None:
+        """The part of its record a reader could not understand (None: read whole)."""
+        return reason_part(self.unreadable) if self.unreadable else None
 
     @field_validator("gpus", mode="after")
     @classmethod
@@ -488,6 +582,28 @@ class ClusterSnapshot(_Frozen):
     reservations: tuple[Reservation, ...] = ()
     partitions: tuple[Partition, ...] = ()
     nvlink_domains: tuple[NvlinkDomain, ...] = ()
+    left_out: tuple[str, ...] = Field(
+        default=(),
+        description="job records a reader could not identify ('<part>: <reason>' each, part "
+        "job_id, state or record): not in jobs; their GPUs stay busy through the nodes' own "
+        "view. Left out of the JSON when empty",
+    )
+
+    @model_serializer(mode="wrap")
+    def _dump(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
+        return _omit_defaults(self, handler, {"left_out": ()})
+
+    @field_validator("left_out")
+    @classmethod
+    def _left_out_reasons(cls, v: tuple[str, ...]) -> tuple[str, ...]:
+        for i, reason in enumerate(v):
+            try:
+                part = reason_part(reason)
+            except ValueError as exc:
+                raise ValueError(f"[{i}]: {exc}") from None
+            if part not in LEFT_OUT_PARTS:
+                raise ValueError(f"[{i}]: a record with a readable id and state is kept")
+        return v
 
     @model_validator(mode="after")
     def _cross_check(self) -> ClusterSnapshot:
@@ -621,7 +737,18 @@ class ClusterSnapshot(_Frozen):
         return (j for j in self.jobs if j.holds_gpus)
 
     def pending_gpu_jobs(self) -> Iterator[Job]:
+        """Pending jobs asking for GPUs (an unreadable job asks for nothing: never here)."""
         return (j for j in self.jobs if j.state == JobState.PENDING and j.request is not None)
+
+    def unreadable_parts(self) -> dict[RecordPart, int]:
+        """Job records of this read a reader could not understand, by part (kept and left
+        out alike): the figures of ``slurm_defrag_unreadable_jobs_total``."""
+        out: dict[RecordPart, int] = {}
+        reasons = (*(j.unreadable for j in self.jobs if j.unreadable), *self.left_out)
+        for reason in reasons:
+            part = reason_part(reason)
+            out[part] = out.get(part, 0) + 1
+        return out
 
     def domain_of(self, node: Node) -> NvlinkDomain | None:
         if node.nvlink_domain is None:

@@ -146,6 +146,12 @@ def _target_jobs(
         job = snapshot.job_by_id.get(jid)
         if job is None:
             raise InputError(f"--target {jid}: no such job in the snapshot")
+        if job.unreadable:
+            # what it asks for is unknown: planning for it would be a guess (issue #40)
+            raise InputError(
+                f"--target {jid}: its Slurm record could not be read whole, so it is never "
+                f"planned for ({job.unreadable})"
+            )
         if job.state != JobState.PENDING or job.request is None:
             raise InputError(f"--target {jid}: not a pending GPU job (state {job.state.value})")
         out.append(job)

@@ -66,6 +66,8 @@ class FreeNvlinkBlock:
         # 12 shapes on 1,000 nodes, 0.12 s -> a fraction, paid every service cycle.
         scans: dict[DemandItem, NodeScan] = {}
         picked: list[tuple[tuple[int, float, str], Candidate]] = []
+        # (A job whose Slurm record did not read whole asks for nothing, so it is never
+        # among these: no target is planned on a guess, issue #40.)
         for job in snapshot.pending_gpu_jobs():
             if a.partitions and job.partition not in a.partitions:
                 continue

@@ -1,8 +1,10 @@
 """Jobs that are never requeued, as named protections (descheduler's PodProtections shape).
 
-Each :class:`Protection` is a rule with a name. :data:`DEFAULT_PROTECTIONS` are on unless
-the policy lists them under ``protections.disable``; :data:`EXTRA_PROTECTIONS` are off
-unless listed under ``protections.extra``. The lists of partitions, QOS, accounts, users
+Each :class:`Protection` is a rule with a name. :data:`MANDATORY_PROTECTIONS` are always
+on (no policy can disable them: they guard what slurm-defrag cannot know);
+:data:`DEFAULT_PROTECTIONS` are on unless the policy lists them under
+``protections.disable``; :data:`EXTRA_PROTECTIONS` are off unless listed under
+``protections.extra``. The lists of partitions, QOS, accounts, users
 and job names feed the matching rules. :func:`compile_protections` turns the configuration
 into a list of ``(protection, check)`` functions once; the planner filters candidates with
 it and the executor re-checks against a fresh read right before acting.
@@ -51,6 +53,12 @@ class Protection(StrEnum):
     LARGE_JOB = "large-job"
     """the job holds at least ``protections.large_job_gpus`` GPUs on a node (extra): trading
     one large job for another only churns"""
+    UNREADABLE_RECORD = "unreadable-record"
+    """Slurm's record of the job could not be read whole (``Job.unreadable``, issue #40):
+    what a requeue would cost or free is unknown (always on)"""
+
+
+MANDATORY_PROTECTIONS: frozenset[Protection] = frozenset({Protection.UNREADABLE_RECORD})
 
 
 DEFAULT_PROTECTIONS: frozenset[Protection] = frozenset(
@@ -76,6 +84,8 @@ def _names(ps: frozenset[Protection]) -> str:
 
 
 def _default_name(v: str) -> Protection:
+    if v in MANDATORY_PROTECTIONS:
+        raise ValueError(f"'{v}' is always on: it cannot be disabled")
     if v in EXTRA_PROTECTIONS:
         raise ValueError(
             f"'{v}' is an extra protection (off by default): enable it with protections.extra"
@@ -86,6 +96,8 @@ def _default_name(v: str) -> Protection:
 
 
 def _extra_name(v: str) -> Protection:
+    if v in MANDATORY_PROTECTIONS:
+        raise ValueError(f"'{v}' is always on: nothing to enable")
     if v in DEFAULT_PROTECTIONS:
         raise ValueError(f"'{v}' is a default protection (always on unless disabled)")
     if v not in EXTRA_PROTECTIONS:
@@ -129,9 +141,11 @@ class ProtectionsConfig(BaseModel):
 
     @property
     def enabled(self) -> frozenset[Protection]:
-        return (DEFAULT_PROTECTIONS - {Protection(p) for p in self.disable}) | {
-            Protection(p) for p in self.extra
-        }
+        return (
+            MANDATORY_PROTECTIONS
+            | (DEFAULT_PROTECTIONS - {Protection(p) for p in self.disable})
+            | {Protection(p) for p in self.extra}
+        )
 
 
 Check = Callable[[Job], str | None]
@@ -206,6 +220,10 @@ def compile_protections(cfg: ProtectionsConfig, now: datetime) -> Protector:
         ),
         Protection.MULTI_NODE: lambda j: f"spans {len(j.gpus)} nodes" if len(j.gpus) > 1 else None,
         Protection.LARGE_JOB: large_job,
+        # The part only (a fixed word): the reason itself quotes what Slurm printed.
+        Protection.UNREADABLE_RECORD: lambda j: (
+            f"record unreadable ({j.unreadable_part})" if j.unreadable else None
+        ),
     }
     enabled = cfg.enabled
     # Fixed order (enum order) so that reasons read the same in every plan.

@@ -5,7 +5,8 @@ events happen; they never import a metrics library, so the core runs the same wi
 observer at all (:data:`NO_OBSERVER`).
 Slurm errors are counted at the Slurm boundary instead, by wrapping the backend once in
 the wiring (:class:`ObservedSlurm`): every read and write of every step passes there, and
-the dry-run sandbox (not Slurm) does not.
+the dry-run sandbox (not Slurm) does not. So are the job records a read could not
+understand (issue #40): the read goes on without them, but an operator must see them.
 """
 
 from __future__ import annotations
@@ -15,7 +16,7 @@ from datetime import datetime
 from typing import TYPE_CHECKING, Literal, Protocol, TypeVar
 
 from slurm_defrag.actuator.events import ActionObserver, PlanOutcome
-from slurm_defrag.domain.cluster import ClusterSnapshot
+from slurm_defrag.domain.cluster import ClusterSnapshot, RecordPart
 from slurm_defrag.domain.plan import Plan
 from slurm_defrag.metrics.report import FragReport
 from slurm_defrag.slurm.backends import SlurmBackend
@@ -80,13 +81,24 @@ def error_kind(exc: SlurmError) -> SlurmErrorKind:
 _R = TypeVar("_R")
 
 
-class ObservedSlurm:
-    """A Slurm backend (reader and writer) that reports each failed call, then re-raises."""
+def _ignore(part: RecordPart, count: int) -> None:
+    pass
 
-    def __init__(self, inner: SlurmBackend, on_error: Callable[[SlurmErrorKind], None]) -> None:
+
+class ObservedSlurm:
+    """A Slurm backend (reader and writer) that reports each failed call, then re-raises,
+    and the job records each snapshot could not read whole, by part."""
+
+    def __init__(
+        self,
+        inner: SlurmBackend,
+        on_error: Callable[[SlurmErrorKind], None],
+        on_unreadable: Callable[[RecordPart, int], None] = _ignore,
+    ) -> None:
         self.inner = inner
         self.name = inner.name
         self.on_error = on_error
+        self.on_unreadable = on_unreadable
 
     def _call(self, fn: Callable[..., _R], *args: object, **kw: object) -> _R:
         try:
@@ -96,7 +108,10 @@ class ObservedSlurm:
             raise
 
     def snapshot(self) -> ClusterSnapshot:
-        return self._call(self.inner.snapshot)
+        snapshot = self._call(self.inner.snapshot)
+        for part, count in snapshot.unreadable_parts().items():
+            self.on_unreadable(part, count)
+        return snapshot
 
     def create_reservation(
         self,

@@ -13,7 +13,8 @@ so two services in one process, or one test after another, do not collide.
 
 Labels are bounded by the cluster's configuration: ``partition``, ``gpu_model``,
 ``dimension``/``reason`` (3 values), ``mode`` (2), ``outcome``, ``kind``, topology ``source``
-(6); never a job, user or node. Units are base units (seconds; GPU-hours lost are exported
+(6), the unreadable record's ``reason`` (the 9 parts of ``RecordPart``); never a job, user
+or node. Units are base units (seconds; GPU-hours lost are exported
 as GPU-seconds).
 """
 
@@ -41,6 +42,7 @@ from prometheus_client.registry import Collector
 from sqlalchemy.exc import SQLAlchemyError
 
 from slurm_defrag.actuator.events import PlanOutcome
+from slurm_defrag.domain.cluster import RecordPart
 from slurm_defrag.domain.plan import Plan
 from slurm_defrag.metrics.node import add_counts
 from slurm_defrag.metrics.report import FragCounts, FragReport
@@ -296,6 +298,14 @@ class Exporter:
         self.slurm_errors = Counter(
             PREFIX + "slurm_errors_total", "Failed Slurm calls by kind.", ["kind"], registry=r
         )
+        self.unreadable = Counter(
+            PREFIX + "unreadable_jobs_total",
+            "Job records a Slurm read could not understand whole, by the part that did not "
+            "read (counted per read: a job that stays unreadable counts every cycle). Such a "
+            "job is out of planning; the service log names it.",
+            ["reason"],
+            registry=r,
+        )
         self.preemptions = GaugeSeries(
             PREFIX + "preemptions_last_hour",
             "Jobs requeued by enforce plans in the last hour, from the database (all instances).",
@@ -312,6 +322,8 @@ class Exporter:
             self.lost.labels(m)
         for kind in SLURM_ERROR_KINDS:
             self.slurm_errors.labels(kind)
+        for part in RecordPart:
+            self.unreadable.labels(part.value)
 
     def watch(self, service: Service) -> None:
         """Add the gauges read from the running service (up, lease, mode)."""
@@ -354,3 +366,7 @@ class Exporter:
 
     def slurm_error(self, kind: SlurmErrorKind) -> None:
         self.slurm_errors.labels(kind).inc()
+
+    def unreadable_jobs(self, part: RecordPart, count: int) -> None:
+        """``count`` job records of one read could not be read whole (``part``)."""
+        self.unreadable.labels(part.value).inc(count)

@@ -5,12 +5,15 @@ cluster state are equal: topology from the sources of :mod:`topology_sources` (S
 reports NVLinks; each node records which source gave it), node reservations from the
 active reservations (22.05 and pyslurm do not put them on the node), and a stable order
 (nodes, partitions, reservations by name, jobs by id) so snapshots diff cleanly.
+
+Job records a reader could not understand (:mod:`slurm_defrag.slurm.records`) are said
+here, one warning each per read, whatever the backend.
 """
 
 from __future__ import annotations
 
 import logging
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 
@@ -24,13 +27,15 @@ from slurm_defrag.domain.cluster import (
     Node,
     NvlinkDomain,
     Partition,
+    RecordPart,
     Reservation,
+    record_reason,
 )
 from slurm_defrag.domain.topology import BUILTIN_TOPOLOGIES, GpuTopology
 from slurm_defrag.domain.units import MILLI, share_milli
 from slurm_defrag.errors import InputError
 from slurm_defrag.slurm.errors import SlurmParseError
-from slurm_defrag.slurm.mapping import natural_key
+from slurm_defrag.slurm.mapping import natural_key, show
 from slurm_defrag.slurm.settings import SlurmSettings
 from slurm_defrag.slurm.topology_block import topology_conf_domains
 from slurm_defrag.slurm.topology_sources import Found, GresConfText, resolve
@@ -50,6 +55,8 @@ class Parts:
     cluster: str | None = None
     nvlink_domains: Sequence[NvlinkDomain] = ()
     """Multi-node NVLink domains (cli: topology/block blocks); nodes get theirs named."""
+    left_out: Sequence[str] = ()
+    """Job records the reader could not identify (:mod:`slurm_defrag.slurm.records`)."""
 
 
 def assemble(
@@ -91,6 +98,8 @@ def assemble(
         if node.name in shard_milli:
             updates["gpu_milli_used"] = shard_milli[node.name]
         nodes.append(_with(node, updates) if updates else node)
+    jobs = placed(parts.jobs, {n.name: n for n in nodes}, where)
+    warn_unreadable(jobs, parts.left_out, where)
     try:
         return ClusterSnapshot(
             cluster=settings.cluster_name or parts.cluster or "cluster",
@@ -98,13 +107,74 @@ def assemble(
             source=source,
             topologies=custom,
             nodes=tuple(nodes),
-            jobs=tuple(sorted(parts.jobs, key=lambda j: natural_key(j.id))),
+            jobs=tuple(sorted(jobs, key=lambda j: natural_key(j.id))),
             partitions=tuple(sorted(parts.partitions, key=lambda p: natural_key(p.name))),
             reservations=tuple(sorted(parts.reservations, key=lambda r: natural_key(r.name))),
             nvlink_domains=domains,
+            left_out=tuple(parts.left_out),
         )
     except ValidationError as exc:
         raise SlurmParseError(format_validation_error(where, exc)) from None
+
+
+def placed(jobs: Sequence[Job], nodes: Mapping[str, Node], where: str) -> list[Job]:
+    """The jobs, with those holding GPUs on no such node, or on no such GPU, made unreadable.
+
+    A record is checked against its own nodes (the snapshot refuses such a job), so one bad
+    allocation costs that job only (issue #40). Its GPUs stay busy all the same: cli and
+    rest nodes state their busy GPUs themselves (``GresUsed``), pyslurm's count every GPU of
+    a node busy that a job claims past its last one (:func:`pyslurm_adapter.node`).
+    """
+    out = []
+    for job in jobs:
+        problem = _misplaced(job, nodes)
+        out.append(job if problem is None else _unplaced(job, f"{where}: job {job.id}: {problem}"))
+    return out
+
+
+def _misplaced(job: Job, nodes: Mapping[str, Node]) -> str | None:
+    for name, idx in sorted(job.gpus.items()):
+        node = nodes.get(name)
+        if node is None:
+            return f"gpus: unknown node {show(name)}"
+        if max(idx) >= node.gpu_count:
+            return f"gpus.{show(name)}: GPU index {max(idx)} outside 0..{node.gpu_count - 1}"
+    return None
+
+
+def _unplaced(job: Job, detail: str) -> Job:
+    """``job`` without its allocation (and, as an unreadable job, without its request)."""
+    reason = job.unreadable or record_reason(RecordPart.GPU_ALLOCATION, detail)
+    # Validated again, as _with() does for nodes: model_copy(update=...) would skip the
+    # validators (``gpus`` would stay a plain, mutable dict).
+    update: dict[str, object] = {"gpus": {}, "shard_use": (), "request": None}
+    update["unreadable"] = reason
+    return Job.model_validate({**job.model_dump(), **update})
+
+
+def warn_unreadable(jobs: Sequence[Job], left_out: Sequence[str], where: str) -> None:
+    """One warning per job record of this read that a reader could not understand.
+
+    The reasons are already one escaped line each (:func:`record_reason`); job ids are
+    Slurm's digits. The figures go to ``slurm_defrag_unreadable_jobs_total`` through the
+    service's observer (:meth:`ClusterSnapshot.unreadable_parts`).
+    """
+    for job in jobs:
+        if job.unreadable:
+            log.warning(
+                "%s: job %s cannot be read whole, it is out of planning (never requeued or "
+                "planned for, its GPUs stay busy): %s",
+                where,
+                job.id,
+                job.unreadable,
+            )
+    for reason in left_out:
+        log.warning(
+            "%s: a job record is left out of the snapshot (never requeued or planned for, "
+            "its GPUs stay busy): %s",
+            where,
+            reason,
+        )
 
 
 def _shard_milli(parts: Parts) -> dict[str, tuple[int, ...]]:

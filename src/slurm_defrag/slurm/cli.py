@@ -45,6 +45,10 @@ required lines present, one record per JobId) and only what survives is used:
   other job's values are in it); a job that still does not read cleanly is left out with a
   warning. It is then never requeued, and its GPUs stay busy through the nodes' GresUsed
   ("busy, job not visible" on the map).
+
+Whichever is read, a job record whose fields do not read (a request Slurm holds but no
+parser knows, ``--gres=gpu:abc:xyz:1``) costs that job, not the read: it is kept out of
+planning, or left out (:mod:`slurm_defrag.slurm.records`, issue #40).
 """
 
 from __future__ import annotations
@@ -54,15 +58,24 @@ import logging
 import math
 import re
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from datetime import UTC, datetime
 from typing import Any
 
-from slurm_defrag.domain.cluster import HOLDS_GPUS, ClusterSnapshot, Job, NvlinkDomain, Reservation
+from slurm_defrag.domain.cluster import (
+    HOLDS_GPUS,
+    ClusterSnapshot,
+    Job,
+    NvlinkDomain,
+    RecordPart,
+    Reservation,
+    record_reason,
+)
 from slurm_defrag.slurm import ids, openapi, scontrol_text, topology_block
 from slurm_defrag.slurm.assemble import Parts, assemble
 from slurm_defrag.slurm.errors import SlurmParseError, SlurmRejectedError
-from slurm_defrag.slurm.mapping import Doc
+from slurm_defrag.slurm.mapping import Doc, show
+from slurm_defrag.slurm.records import JobsRead
 from slurm_defrag.slurm.runner import Runner, run, run_capture, subprocess_runner
 from slurm_defrag.slurm.settings import SlurmSettings
 from slurm_defrag.slurm.topology_sources import GresConfText
@@ -167,7 +180,7 @@ class CliSlurm:
             lambda text, where: scontrol_text.reservations(text, where, taken_at),
         )
         domains = self._nvlink_domains()
-        parts = Parts(nodes, jobs, partitions, reservations, cluster, domains)
+        parts = Parts(nodes, jobs.jobs, partitions, reservations, cluster, domains, jobs.left_out)
         return assemble(
             parts,
             source=self.name,
@@ -263,7 +276,7 @@ class CliSlurm:
                 return from_json(openapi.family(data, where), Doc(data, where, ""))
         return from_text(self.run(*text_cmd), " ".join(text_cmd))
 
-    def _jobs(self) -> tuple[list[Job], str | None]:
+    def _jobs(self) -> tuple[JobsRead, str | None]:
         try:
             out = self.run("squeue", "--json")
         except SlurmRejectedError as exc:
@@ -272,29 +285,30 @@ class CliSlurm:
         data = self.decode(out, "squeue --json")
         fam = openapi.family(data, "squeue --json")
         doc = Doc(data, "squeue --json", "")
-        jobs = fam.jobs(doc)
+        jobs = fam.read_jobs(doc)
         if self.settings.cross_check_text:
-            cross_check(jobs, scontrol_text.job_records(self.run(*_TEXT_CMD)))
+            cross_check(jobs.jobs, scontrol_text.job_records(self.run(*_TEXT_CMD)))
         return jobs, fam.cluster(doc)
 
-    def _text_jobs(self) -> list[Job]:
+    def _text_jobs(self) -> JobsRead:
         """Jobs from ``scontrol show job -d`` text alone (see the module docstring)."""
         records = scontrol_text.job_records(self.run(*_TEXT_CMD))
         scontrol_text.check_one_liners(records, self.run(*_TEXT_CMD, "-o"))
         good = [r for r in records if not r.problems]
         # (A forged copy of a job's record gives the real one a problem too: same JobId.)
         doubtful = {r.job_id: r.problems[0] for r in records if r.problems}
+        left_out: list[str] = []
         if doubtful:
-            good += self._reread(doubtful)
-        out = []
-        for i, r in enumerate(good):
-            job = scontrol_text.job_from_record(r, _TEXT_WHERE, f"jobs[{i}]")
-            if job is not None:
-                out.append(job)
+            good += self._reread(doubtful, left_out)
+        out = scontrol_text.read_jobs(good, _TEXT_WHERE)
+        out.left_out += left_out
         return out
 
-    def _reread(self, doubtful: dict[str, str]) -> list[scontrol_text.JobRecord]:
-        """Re-read each doubtful job alone; the ones that read cleanly."""
+    def _reread(
+        self, doubtful: dict[str, str], left_out: list[str]
+    ) -> list[scontrol_text.JobRecord]:
+        """Re-read each doubtful job alone; the ones that read cleanly. The reasons of the
+        others go to ``left_out`` (the snapshot's warning says it, once)."""
         listed = set(
             self.run("squeue", "--noheader", "--all", "--states=all", "--format=%A").split()
         )
@@ -302,23 +316,20 @@ class CliSlurm:
         budget = REREAD_MAX
         for job_id, problem in sorted(doubtful.items(), key=lambda kv: (len(kv[0]), kv[0])):
             if job_id not in listed:  # no such job (made up), or it ended meanwhile
+                # (a made-up id is a user's text: shown bounded and escaped)
+                shown = job_id if job_id.isascii() and job_id.isdigit() else show(job_id)
                 log.warning(
                     "%s: ignoring a record of JobId=%s that squeue does not list (%s)",
                     _TEXT_WHERE,
-                    job_id,
+                    shown[:40],
                     problem,
                 )
                 continue
             budget -= 1
             record = self._read_one(ids.job_id(job_id)) if budget >= 0 else None
             if record is None:
-                log.warning(
-                    "%s: job %s left out: its record cannot be read unambiguously "
-                    "(%s); its GPUs stay busy, it is never requeued",
-                    _TEXT_WHERE,
-                    job_id,
-                    problem,
-                )
+                why = f"job {job_id} left out: its record cannot be read unambiguously ({problem})"
+                left_out.append(record_reason(RecordPart.RECORD, f"{_TEXT_WHERE}: {why}"))
             else:
                 out.append(record)
         return out
@@ -451,47 +462,67 @@ def cross_check(json_jobs: Sequence[Job], records: Sequence[scontrol_text.JobRec
     The two commands run a moment apart; a job that started or ended in between has a
     different state and is skipped. A job cannot be requeued and started again on other
     GPUs in that moment (a requeued job waits at least the credential lifetime).
+
+    A job that either read cannot fully understand (``Job.unreadable`` in the JSON, a text
+    field that does not parse) is skipped too: it is out of planning already, and one
+    user's record must not fail the read (issue #40).
     """
     by_json = {j.id: j for j in json_jobs}
     warned: set[str] = set()
+
+    def skip(job_id: str, why: str) -> None:
+        if job_id not in warned:  # one line per job, however many forged copies
+            warned.add(job_id)
+            log.warning("%s: job %s not cross-checked: %s", _TEXT_WHERE, job_id, why)
+
     for i, r in enumerate(records):
-        path = f"jobs[{i}]"
         if r.problems:
-            if r.job_id not in warned:  # one line per job, however many forged copies
-                warned.add(r.job_id)
-                log.warning(
-                    "%s: job %s not cross-checked: %s", _TEXT_WHERE, r.job_id, r.problems[0]
-                )
+            skip(r.job_id, r.problems[0])
             continue
+        try:
+            _compare(r, f"jobs[{i}]", by_json)
+        except _Unverifiable as exc:
+            skip(exc.job_id, str(exc))
+
+
+class _Unverifiable(Exception):
+    """A text record that cannot be compared (not a disagreement: skipped)."""
+
+    def __init__(self, job_id: str, why: str) -> None:
+        super().__init__(why)
+        self.job_id = job_id
+
+
+def _compare(r: scontrol_text.JobRecord, path: str, by_json: Mapping[str, Job]) -> None:
+    try:
         state = scontrol_text.job_state(r, _TEXT_WHERE, path)
         if state not in HOLDS_GPUS:
-            continue
+            return
         job_id = scontrol_text.display_id(r, _TEXT_WHERE, path)
-        job = by_json.get(job_id)
-        if job is None or job.state != state:
-            continue
-        differs = _differing_string(r, job)
-        if differs is not None:
-            log.warning(
-                "%s: job %s not cross-checked: its %s differs from squeue --json "
-                "(a value that reads like fields)",
-                _TEXT_WHERE,
-                job_id,
-                differs,
-            )
-            continue
+    except SlurmParseError as exc:
+        raise _Unverifiable(r.job_id, str(exc)) from None
+    job = by_json.get(job_id)
+    if job is None or job.state != state or job.unreadable:
+        return
+    differs = _differing_string(r, job)
+    if differs is not None:
+        why = f"its {differs} differs from squeue --json (a value that reads like fields)"
+        raise _Unverifiable(job_id, why)
+    try:
         gpus = scontrol_text.job_gpus(r, _TEXT_WHERE, path)
-        if gpus != dict(job.gpus):
-            raise SlurmParseError(
-                f"scontrol show job -d: job {job.id}: GPU indices "
-                f"{_fmt(gpus)} disagree with squeue --json {_fmt(job.gpus)}"
-            )
         shards = scontrol_text.job_shards(r, _TEXT_WHERE, path)
-        if shards != job.shard_use:
-            raise SlurmParseError(
-                f"scontrol show job -d: job {job.id}: shards {shards} disagree with "
-                f"squeue --json {job.shard_use}"
-            )
+    except SlurmParseError as exc:
+        raise _Unverifiable(job_id, str(exc)) from None
+    if gpus != dict(job.gpus):
+        raise SlurmParseError(
+            f"scontrol show job -d: job {job.id}: GPU indices "
+            f"{_fmt(gpus)} disagree with squeue --json {_fmt(job.gpus)}"
+        )
+    if shards != job.shard_use:
+        raise SlurmParseError(
+            f"scontrol show job -d: job {job.id}: shards {shards} disagree with "
+            f"squeue --json {job.shard_use}"
+        )
 
 
 def _differing_string(r: scontrol_text.JobRecord, job: Job) -> str | None:

@@ -105,6 +105,7 @@ class FakeSlurm:
             ),
             partitions=self._base.partitions,
             nvlink_domains=self._base.nvlink_domains,
+            left_out=self._base.left_out,  # records its seed's reader could not identify
         )
 
     # -- writer ------------------------------------------------------------------------

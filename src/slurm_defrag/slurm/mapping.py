@@ -616,10 +616,15 @@ def build(model: type[M], where: str, path: str, **fields: Any) -> M:
     try:
         return model(**fields)
     except ValidationError as exc:
-        err = exc.errors(include_url=False)[0]
-        loc = ".".join(str(p) for p in err["loc"])
-        field = f"{path}.{loc}" if loc else path
-        raise parse_error(where, field, err["msg"].removeprefix("Value error, ")) from None
+        raise validation_error(exc, where, path) from None
+
+
+def validation_error(exc: ValidationError, where: str, path: str) -> SlurmParseError:
+    """The first problem of a failed domain model, as the parse error naming its field."""
+    err = exc.errors(include_url=False)[0]
+    loc = ".".join(str(p) for p in err["loc"])
+    field = f"{path}.{loc}" if loc else path
+    return parse_error(where, field, err["msg"].removeprefix("Value error, "))
 
 
 def natural_key(s: str) -> tuple[Any, ...]:

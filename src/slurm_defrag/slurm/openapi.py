@@ -9,12 +9,16 @@ same schema for a given Slurm release, so the cli and rest backends share these 
   Slurm 24.11): numbers as ``{"set", "infinite", "number"}``, states as lists.
 
 :func:`family` picks one from the document's ``meta``. Every function is pure and raises
-:class:`~slurm_defrag.slurm.errors.SlurmParseError` naming the field it could not read.
+:class:`~slurm_defrag.slurm.errors.SlurmParseError` naming the field it could not read,
+except :meth:`V0038.read_jobs`: a job record that does not read costs that job only
+(:mod:`slurm_defrag.slurm.records`).
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable, Mapping
 from datetime import datetime
+from functools import partial
 from typing import Any
 
 from slurm_defrag.domain.cluster import (
@@ -22,11 +26,15 @@ from slurm_defrag.domain.cluster import (
     Job,
     Node,
     Partition,
+    RecordPart,
     Reservation,
 )
 from slurm_defrag.slurm import host
 from slurm_defrag.slurm import mapping as m
 from slurm_defrag.slurm.errors import from_failure
+from slurm_defrag.slurm.records import JobParts, JobsRead
+
+P = RecordPart
 
 
 class V0038:
@@ -62,10 +70,12 @@ class V0038:
         return m.preempt_mode(d.get("preemption_mode"), d.where, d.field("preemption_mode"))
 
     def cluster(self, doc: m.Doc) -> str | None:
+        """v0.0.38 names the cluster only in job records: the first job's, if it is a name
+        (one record's junk must not fail the read, issue #40)."""
         jobs = doc.get("jobs")
-        if isinstance(jobs, list) and jobs and isinstance(jobs[0], dict):
-            return m.Doc(jobs[0], doc.where, "jobs[0]").text("cluster") or None
-        return None
+        first = jobs[0] if isinstance(jobs, list) and jobs else None
+        name = first.get("cluster") if isinstance(first, dict) else None
+        return name if isinstance(name, str) and name not in m.NULLS else None
 
     # -- shared mapping ----------------------------------------------------------------
 
@@ -92,68 +102,79 @@ class V0038:
         )
 
     def jobs(self, doc: m.Doc) -> list[Job]:
-        out = []
-        for d in doc.items("jobs"):
-            job = self.job(d)
-            if job is not None:
-                out.append(job)
+        """The jobs of the document (what is left out: :meth:`read_jobs`)."""
+        return self.read_jobs(doc).jobs
+
+    def read_jobs(self, doc: m.Doc) -> JobsRead:
+        """Every job record, each on its own (:mod:`slurm_defrag.slurm.records`): only a
+        ``jobs`` that is not a list fails the read."""
+        out = JobsRead()
+        base = doc.field("jobs")
+        doc.req("jobs")  # no list of jobs at all: the document is broken, not one record
+        for i, data in enumerate(doc.array("jobs")):
+            out.add(partial(self._record, data, doc.where, f"{base}[{i}]"))
         return out
 
-    def job(self, d: m.Doc) -> Job | None:
-        """One job, or None for a finished one (it holds and waits for nothing)."""
-        state = m.job_state(d.req("job_state"), d.where, d.field("job_state"))
+    def _record(self, data: Any, where: str, path: str, r: JobParts) -> Job | None:
+        return self.job(m.Doc(data, where, path), r)
+
+    def job(self, d: m.Doc, r: JobParts | None = None) -> Job | None:
+        """One job, or None for a finished one (it holds and waits for nothing).
+
+        ``r`` reads the fields (strict unless :func:`records.read_job` reads again)."""
+        r = r or JobParts()
+        state = r.ident(
+            P.STATE,
+            lambda: m.job_state(d.req("job_state"), d.where, d.field("job_state")),
+            lambda: _job_id(d),
+        )
         if state in m.FINISHED:
             return None
-        time_limit = d.number("time_limit")
-        comment, admin_comment = d.text("comment"), d.text("admin_comment")
-        request = m.gpu_request(
-            where=d.where,
-            path=d.path,
-            per_node=d.text("tres_per_node"),
-            per_job=d.text("tres_per_job"),
-            per_task=d.text("tres_per_task"),
-            nodes=d.number("node_count"),
-            tasks=d.number("tasks"),
-            exclusive=_exclusive(d),
-            comment=comment,
-            admin_comment=admin_comment,
+        f: dict[str, Any] = {"id": r.ident(P.JOB_ID, lambda: _job_id(d)), "state": state}
+        f |= r.each(
+            P.FIELD,
+            {
+                "name": lambda: d.text("name"),
+                "user": lambda: d.text("user_name"),
+                "account": lambda: d.text("account"),
+                "partition": lambda: d.text("partition"),
+                "qos": lambda: d.text("qos"),
+                "priority": lambda: d.number("priority") or 0,
+                "reason": lambda: d.text("state_reason"),
+                "requeue": lambda: d.flag("requeue", True),
+                "comment": lambda: d.text("comment"),
+                "admin_comment": lambda: d.text("admin_comment"),
+            },
         )
-        return m.build(
-            Job,
-            d.where,
-            d.path,
-            id=m.job_id(
-                d.req("job_id"),
-                d.number("array_job_id"),
-                d.number("array_task_id"),
-                d.number("het_job_id"),
-                d.number("het_job_offset"),
-                where=d.where,
-                field=d.field("job_id"),
-            ),
-            name=d.text("name"),
-            user=d.text("user_name"),
-            account=d.text("account"),
-            partition=d.text("partition"),
-            qos=d.text("qos"),
-            priority=d.number("priority") or 0,
-            state=state,
-            reason=d.text("state_reason"),
-            submit_time=d.time("submit_time"),
-            # A pending job's start_time is the scheduler's plan (or 0: none), not a fact.
-            start_time=None if state == "PENDING" else d.time("start_time"),
-            planned_start=m.planned_start(state, lambda: d.time("start_time")),
-            time_limit_s=None if time_limit is None else time_limit * 60,
-            requeue=d.flag("requeue", True),
-            gpus=self.job_gpus(d),
-            request=request,
-            shards=m.shards_asked(d.text("tres_per_node"), d.where, d.field("tres_per_node")),
-            shard_use=self.job_shards(d),
-            comment=comment,
-            admin_comment=admin_comment,
-            **_own_limits(d),
-            **host.job_use(state, self.job_allocation(d), _job_needs(d, request)),
+        f |= r.each(
+            P.TIME,
+            {
+                "submit_time": lambda: d.time("submit_time"),
+                # A pending job's start_time is the scheduler's plan (or 0: none), not a fact.
+                "start_time": lambda: None if state == "PENDING" else d.time("start_time"),
+                "planned_start": lambda: m.planned_start(state, lambda: d.time("start_time")),
+                "time_limit_s": lambda: _seconds(d.number("time_limit")),
+            },
         )
+        f["request"] = request = r.one(P.GRES_REQUEST, lambda: _request(d, f), None)
+        f |= r.each(
+            P.GRES_REQUEST,
+            {
+                "shards": lambda: m.shards_asked(
+                    d.text("tres_per_node"), d.where, d.field("tres_per_node")
+                )
+            },
+        )
+        f |= r.each(
+            P.GPU_ALLOCATION,
+            {"gpus": lambda: self.job_gpus(d), "shard_use": lambda: self.job_shards(d)},
+        )
+        f |= r.each(P.NODE_LIMITS, _own_limits(d))
+        f |= r.group(
+            P.HOST_USE,
+            lambda: host.job_use(state, self.job_allocation(d), _job_needs(d, request)),
+        )
+        return r.build(d.where, d.path, f)
 
     def job_allocation(self, d: m.Doc) -> list[host.HostUse]:
         """Per node CPUs and memory from ``job_resources.allocated_nodes`` (v0.0.38-40).
@@ -316,6 +337,37 @@ _ASKED = {
 }
 
 
+def _job_id(d: m.Doc) -> str:
+    return m.job_id(
+        d.req("job_id"),
+        d.number("array_job_id"),
+        d.number("array_task_id"),
+        d.number("het_job_id"),
+        d.number("het_job_offset"),
+        where=d.where,
+        field=d.field("job_id"),
+    )
+
+
+def _seconds(minutes: int | None) -> int | None:
+    return None if minutes is None else minutes * 60
+
+
+def _request(d: m.Doc, fields: Mapping[str, Any]) -> GpuRequest | None:
+    return m.gpu_request(
+        where=d.where,
+        path=d.path,
+        per_node=d.text("tres_per_node"),
+        per_job=d.text("tres_per_job"),
+        per_task=d.text("tres_per_task"),
+        nodes=d.number("node_count"),
+        tasks=d.number("tasks"),
+        exclusive=_exclusive(d),
+        comment=fields.get("comment", ""),
+        admin_comment=fields.get("admin_comment", ""),
+    )
+
+
 def _job_needs(d: m.Doc, request: GpuRequest | None) -> host.HostUse:
     return host.needed(
         **{param: d.number(key) for param, key in _ASKED.items()},
@@ -406,10 +458,10 @@ def check_errors(data: Any, what: str, stderr: str = "") -> None:
         raise from_failure(what, "; ".join(texts), stderr)
 
 
-def _own_limits(d: m.Doc) -> dict[str, str]:
-    """The job's -w / -x / --constraint as typed (see :func:`mapping.user_text`)."""
+def _own_limits(d: m.Doc) -> dict[str, Callable[[], str]]:
+    """Readers of the job's -w / -x / --constraint as typed (see :func:`mapping.user_text`)."""
     return {
-        ours: m.user_text(d.get(key), d.where, d.field(key))
+        ours: partial(m.user_text, d.get(key), d.where, d.field(key))
         for ours, key in (
             ("required_nodes", "required_nodes"),
             ("excluded_nodes", "excluded_nodes"),

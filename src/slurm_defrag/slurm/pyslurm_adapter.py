@@ -16,7 +16,9 @@ nothing, and the delete then fails with "Requested reservation is in use" (seen 
 
 pyslurm's ``Node`` has no per-GPU indices (``allocated_gres`` holds counts, and is even
 empty on 24.11): a node's busy GPUs are the union of the running jobs' layouts. A job's
-shards come as a count per node, without the GPU (:func:`layout_shard_nodes`).
+shards come as a count per node, without the GPU (:func:`layout_shard_nodes`). So where a
+job whose record did not read whole (:mod:`slurm_defrag.slurm.records`) may hold GPUs its
+layout does not name, every GPU of the node counts busy (:class:`_Jobs`).
 """
 
 from __future__ import annotations
@@ -24,28 +26,34 @@ from __future__ import annotations
 import importlib
 import logging
 from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
+from functools import partial
 from typing import Any
 
 from slurm_defrag.domain.cluster import (
     HOLDS_GPUS,
     ClusterSnapshot,
+    GpuRequest,
     Job,
     Node,
     Partition,
+    RecordPart,
     Reservation,
 )
 from slurm_defrag.errors import InputError
 from slurm_defrag.slurm import host, ids
 from slurm_defrag.slurm import mapping as m
 from slurm_defrag.slurm.assemble import Parts, assemble
-from slurm_defrag.slurm.errors import SlurmRejectedError, from_failure
+from slurm_defrag.slurm.errors import SlurmParseError, SlurmRejectedError, from_failure
 from slurm_defrag.slurm.port import SlurmWriter
+from slurm_defrag.slurm.records import JobParts, Unidentified, read_job
 from slurm_defrag.slurm.settings import SlurmSettings
 
 log = logging.getLogger(__name__)
 
 WHERE = "pyslurm"
+P = RecordPart
 
 # pyslurm's ReservationFlags names -> the names scontrol and the JSON use.
 _RESV_FLAGS = {
@@ -128,7 +136,10 @@ def layout_gpus(layout: Mapping[str, Any], path: str) -> dict[str, frozenset[int
     """
     out: dict[str, frozenset[int]] = {}
     for node, res in _layout(layout, path).items():
-        gres = res.get("gres") if isinstance(res, Mapping) else None
+        if not isinstance(res, Mapping):  # not "no GPUs": what it holds here is unknown
+            problem = f"expected an object, got {m.show(res)}"
+            raise m.parse_error(WHERE, f"{path}.layout.{node}", problem)
+        gres = res.get("gres")
         if gres is not None and not isinstance(gres, Mapping):
             problem = f"expected an object, got {m.show(gres)}"
             raise m.parse_error(WHERE, f"{path}.layout.{node}.gres", problem)
@@ -168,73 +179,108 @@ def layout_host(layout: Mapping[str, Any], path: str) -> list[host.HostUse]:
     return out
 
 
-def job(d: m.Doc, layout: Mapping[str, Any]) -> Job | None:
-    state = m.job_state(d.req("state"), d.where, d.field("state"))
+def job(d: m.Doc, layout: Any, parts: JobParts | None = None) -> Job | None:
+    """One job from its ``to_dict()`` and its ``get_resource_layout_per_node()``; None for a
+    finished job. ``parts`` reads the fields (strict unless :func:`records.read_job` reads
+    again)."""
+    r = parts or JobParts()
+    state = r.ident(
+        P.STATE, lambda: m.job_state(d.req("state"), d.where, d.field("state")), lambda: _job_id(d)
+    )
     if state in m.FINISHED:
         return None
-    time_limit = d.number("time_limit")
-    comment, admin_comment = d.text("comment"), d.text("admin_comment")
+    f: dict[str, Any] = {"id": r.ident(P.JOB_ID, lambda: _job_id(d)), "state": state}
+    f |= r.each(
+        P.FIELD,
+        {
+            "name": lambda: d.text("name"),
+            "user": lambda: d.text("user_name"),
+            "account": lambda: d.text("account"),
+            "partition": lambda: d.text("partition"),
+            "qos": lambda: d.text("qos"),
+            "priority": lambda: d.number("priority") or 0,
+            "reason": lambda: d.text("state_reason"),
+            "requeue": lambda: d.flag("is_requeueable", True),
+            "comment": lambda: d.text("comment"),
+            "admin_comment": lambda: d.text("admin_comment"),
+        },
+    )
+    f |= r.each(
+        P.TIME,
+        {
+            "submit_time": lambda: d.time("submit_time"),
+            # A pending job's start_time is the scheduler's plan (None: none), not a fact.
+            "start_time": lambda: None if state == "PENDING" else d.time("start_time"),
+            "planned_start": lambda: m.planned_start(state, lambda: d.time("start_time")),
+            "time_limit_s": lambda: _seconds(d.number("time_limit")),
+        },
+    )
+    f["request"] = request = r.one(P.GRES_REQUEST, lambda: _request(d, f), None)
+    f |= r.each(
+        P.GRES_REQUEST,
+        {"shards": lambda: m.shards_asked(_per_node(d), d.where, d.field(_per_node_key(d)))},
+    )
+    f |= r.each(P.GPU_ALLOCATION, {"gpus": lambda: layout_gpus(layout, d.path)})
+    f |= r.each(
+        P.NODE_LIMITS,
+        {
+            ours: partial(m.user_text, d.get(key), d.where, d.field(key))
+            for ours, key in (
+                ("required_nodes", "required_nodes"),
+                ("excluded_nodes", "excluded_nodes"),
+                ("constraint", "constraints"),
+            )
+        },
+    )
+
+    def use() -> dict[str, int]:
+        asked = {param: d.number(key) for param, key in _ASKED.items()}
+        need = host.needed(**asked, gpus=host.gpus_per_node(request))
+        return host.job_use(state, layout_host(layout, d.path), need)
+
+    f |= r.group(P.HOST_USE, use)
+    return r.build(d.where, d.path, f)
+
+
+def _job_id(d: m.Doc) -> str:
+    return m.job_id(
+        d.req("id"),
+        d.number("array_id"),
+        d.number("array_task_id"),
+        d.number("heterogeneous_id"),
+        d.number("heterogeneous_offset"),
+        where=d.where,
+        field=d.field("id"),
+    )
+
+
+def _seconds(minutes: int | None) -> int | None:
+    return None if minutes is None else minutes * 60
+
+
+def _per_node_key(d: m.Doc) -> str:
+    # 25.11 calls it tres_per_node; 24.11 only has the now deprecated gres_per_node.
+    return "tres_per_node" if d.get("tres_per_node") else "gres_per_node"
+
+
+def _per_node(d: m.Doc) -> str:
+    key = _per_node_key(d)
+    return tres_text(d.get(key), d.where, d.field(key))
+
+
+def _request(d: m.Doc, fields: Mapping[str, Any]) -> GpuRequest | None:
     sharing = d.text("resource_sharing").upper()
-    per_node_key = "tres_per_node" if d.get("tres_per_node") else "gres_per_node"
-    per_node = d.get(per_node_key)
-    request = m.gpu_request(
+    return m.gpu_request(
         where=d.where,
         path=d.path,
-        # 25.11 calls it tres_per_node; 24.11 only has the now deprecated gres_per_node.
-        per_node=tres_text(per_node, d.where, d.field(per_node_key)),
+        per_node=_per_node(d),
         per_job=tres_text(d.get("tres_per_job"), d.where, d.field("tres_per_job")),
         per_task=tres_text(d.get("tres_per_task"), d.where, d.field("tres_per_task")),
         nodes=d.number("num_nodes"),
         tasks=d.number("ntasks"),
         exclusive=sharing in ("NO", "EXCLUSIVE", "NONE"),
-        comment=comment,
-        admin_comment=admin_comment,
-    )
-    return m.build(
-        Job,
-        d.where,
-        d.path,
-        id=m.job_id(
-            d.req("id"),
-            d.number("array_id"),
-            d.number("array_task_id"),
-            d.number("heterogeneous_id"),
-            d.number("heterogeneous_offset"),
-            where=d.where,
-            field=d.field("id"),
-        ),
-        name=d.text("name"),
-        user=d.text("user_name"),
-        account=d.text("account"),
-        partition=d.text("partition"),
-        qos=d.text("qos"),
-        priority=d.number("priority") or 0,
-        state=state,
-        reason=d.text("state_reason"),
-        submit_time=d.time("submit_time"),
-        # A pending job's start_time is the scheduler's plan (None: none), not a fact.
-        start_time=None if state == "PENDING" else d.time("start_time"),
-        planned_start=m.planned_start(state, lambda: d.time("start_time")),
-        time_limit_s=None if time_limit is None else time_limit * 60,
-        requeue=d.flag("is_requeueable", True),
-        gpus=layout_gpus(layout, d.path),
-        request=request,
-        shards=m.shards_asked(
-            tres_text(per_node, d.where, d.field(per_node_key)), d.where, d.field(per_node_key)
-        ),
-        comment=comment,
-        admin_comment=admin_comment,
-        required_nodes=m.user_text(d.get("required_nodes"), d.where, d.field("required_nodes")),
-        excluded_nodes=m.user_text(d.get("excluded_nodes"), d.where, d.field("excluded_nodes")),
-        constraint=m.user_text(d.get("constraints"), d.where, d.field("constraints")),
-        **host.job_use(
-            state,
-            layout_host(layout, d.path),
-            host.needed(
-                **{param: d.number(key) for param, key in _ASKED.items()},
-                gpus=host.gpus_per_node(request),
-            ),
-        ),
+        comment=fields.get("comment", ""),
+        admin_comment=fields.get("admin_comment", ""),
     )
 
 
@@ -242,12 +288,19 @@ _warned_unplaced: set[str] = set()
 """Nodes whose unplaced shards were said already (once per node and process)."""
 
 
-def node(d: m.Doc, used: frozenset[int], shards_unplaced: bool = False) -> Node:
+def node(
+    d: m.Doc, used: frozenset[int], shards_unplaced: bool = False, unread: bool = False
+) -> Node:
     """``shards_unplaced``: jobs hold shards here on GPUs pyslurm does not name, so every
     GPU counts as busy (a GPU carrying shards takes no whole-GPU job; which ones, only the
-    cli and rest backends can tell), said once per node."""
+    cli and rest backends can tell), said once per node. ``unread``: a job whose record did
+    not read may hold GPUs here: every GPU counts as busy too (the warning of the read
+    names the job). So does a job claiming a GPU past the node's last (the read makes that
+    job unreadable)."""
     gres = tres_text(d.get("configured_gres"), d.where, d.field("configured_gres"))
     fields = m.node_gpu_fields(gres, None, d.where, d.field("configured_gres"), "")
+    if unread or any(i >= fields["gpu_count"] for i in used):
+        used = frozenset(range(fields["gpu_count"]))
     if shards_unplaced and d.text("name") not in _warned_unplaced:
         _warned_unplaced.add(d.text("name"))
         log.warning(
@@ -328,33 +381,28 @@ def parts_from(
     now: datetime,
 ) -> Parts:
     """Map loaded pyslurm objects (anything with ``to_dict()``) to snapshot parts."""
-    mapped_jobs: list[Job] = []
+    read = _Jobs()
     cluster: str | None = None
-    unplaced: set[str] = set()
-    """Nodes with running shard jobs: pyslurm says how many shards, not on which GPUs."""
     for i, obj in enumerate(objects(jobs)):
-        d = m.Doc(obj.to_dict(), WHERE, f"jobs[{i}]")
-        cluster = cluster or d.text("cluster") or None
-        layout = _layout(obj.get_resource_layout_per_node() or {}, f"jobs[{i}]")
-        j = job(d, layout)
-        if j is not None:
-            mapped_jobs.append(j)
-            if j.state in HOLDS_GPUS:
-                unplaced |= layout_shard_nodes(layout)
+        data = obj.to_dict()
+        cluster = cluster or _cluster(data)
+        read.add(data, obj.get_resource_layout_per_node() or {}, f"jobs[{i}]")
     used: dict[str, set[int]] = {}
-    for j in mapped_jobs:
+    for j in read.jobs:
         if j.state in HOLDS_GPUS:
             for name, idx in j.gpus.items():
                 used.setdefault(name, set()).update(idx)
     mapped_nodes = []
     for i, obj in enumerate(objects(nodes)):
-        d = m.Doc(obj.to_dict(), WHERE, f"nodes[{i}]")
-        cluster = cluster or d.text("cluster") or None
+        data = obj.to_dict()
+        cluster = cluster or _cluster(data)
+        d = m.Doc(data, WHERE, f"nodes[{i}]")
         name = d.text("name")
-        mapped_nodes.append(node(d, frozenset(used.get(name, ())), name in unplaced))
+        busy = read.everywhere or name in read.unread
+        mapped_nodes.append(node(d, frozenset(used.get(name, ())), name in read.shards, busy))
     return Parts(
         nodes=mapped_nodes,
-        jobs=mapped_jobs,
+        jobs=read.jobs,
         partitions=[
             partition(m.Doc(o.to_dict(), WHERE, f"partitions[{i}]"))
             for i, o in enumerate(objects(partitions))
@@ -364,7 +412,72 @@ def parts_from(
             for i, o in enumerate(objects(reservations))
         ],
         cluster=cluster,
+        left_out=read.left_out,
     )
+
+
+def _cluster(data: Any) -> str | None:
+    """The cluster a record names, if it is a plain name (a job's record may be junk)."""
+    value = data.get("cluster") if isinstance(data, Mapping) else None
+    return value if isinstance(value, str) and value not in m.NULLS else None
+
+
+@dataclass
+class _Jobs:
+    """The jobs of one read, and the nodes whose GPUs pyslurm cannot place.
+
+    pyslurm has no node-level view of busy GPUs (see the module docstring): a GPU is busy
+    when a job's layout names it. So where a job holds GPUs or shards its layout does not
+    name, every GPU of the node counts busy: shards (``shards``), and the nodes a job may
+    hold whose record did not read (``unread``; ``everywhere`` when not even its nodes
+    did).
+    """
+
+    jobs: list[Job] = field(default_factory=list)
+    left_out: list[str] = field(default_factory=list)
+    shards: set[str] = field(default_factory=set)
+    unread: set[str] = field(default_factory=set)
+    everywhere: bool = False
+
+    def add(self, data: Any, layout: Any, path: str) -> None:
+        try:
+            j, parts = read_job(partial(_record, data, layout, path))
+        except Unidentified as exc:
+            # No state either, perhaps: whatever its layout names may be held.
+            self.left_out.append(exc.reason)
+            self._may_hold(data, layout, path)
+            return
+        if j is None:
+            return
+        self.jobs.append(j)
+        if j.state not in HOLDS_GPUS:
+            return
+        if isinstance(layout, Mapping):
+            self.shards |= layout_shard_nodes(layout)
+        if P.GPU_ALLOCATION in parts.failed:
+            self._may_hold(data, layout, path)
+
+    def _may_hold(self, data: Any, layout: Any, path: str) -> None:
+        """The layout's nodes, else the job's ``allocated_nodes``, else every node."""
+        try:
+            self.unread |= set(_layout(layout, path))
+            return
+        except SlurmParseError:
+            pass
+        hosts = data.get("allocated_nodes") if isinstance(data, Mapping) else None
+        if isinstance(hosts, str):
+            try:
+                names = m.expand_nodes(hosts, WHERE, f"{path}.allocated_nodes")
+            except SlurmParseError:
+                names = ()
+            if names:
+                self.unread |= set(names)
+                return
+        self.everywhere = True
+
+
+def _record(data: Any, layout: Any, path: str, parts: JobParts) -> Job | None:
+    return job(m.Doc(data, WHERE, path), layout, parts)
 
 
 # -- the backend -----------------------------------------------------------------------

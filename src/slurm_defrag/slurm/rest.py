@@ -173,12 +173,14 @@ class RestSlurm:
         nodes = self._get("nodes")
         partitions = self._get("partitions")
         reservations = self._get("reservations")
+        read = fam.read_jobs(jobs)
         parts = Parts(
             nodes=nodes[0].nodes(nodes[1]),
-            jobs=fam.jobs(jobs),
+            jobs=read.jobs,
             partitions=partitions[0].partitions(partitions[1]),
             reservations=reservations[0].reservations(reservations[1], taken_at),
             cluster=fam.cluster(jobs),
+            left_out=read.left_out,
         )
         return assemble(
             parts, source=self.name, taken_at=taken_at, settings=self.settings, where="rest"

@@ -34,14 +34,27 @@ spaces cannot be told from the separators.)
 from __future__ import annotations
 
 import re
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
+from functools import partial
+from typing import Any
 
-from slurm_defrag.domain.cluster import Job, JobState, Node, Partition, Reservation
+from slurm_defrag.domain.cluster import (
+    GpuRequest,
+    Job,
+    JobState,
+    Node,
+    Partition,
+    RecordPart,
+    Reservation,
+)
 from slurm_defrag.domain.gres import ascii_digits
 from slurm_defrag.slurm import host
 from slurm_defrag.slurm import mapping as m
+from slurm_defrag.slurm.records import JobParts, JobsRead
+
+P = RecordPart
 
 # Keys whose value is the rest of the line when they start it (they may contain spaces).
 _FREE_TEXT = frozenset(
@@ -469,7 +482,8 @@ def check_one_liners(records: Sequence[JobRecord], one_liner_text: str) -> None:
 
 
 def jobs(text: str, where: str) -> list[Job]:
-    """The jobs of records without problems (those with problems raise: use job_records)."""
+    """The jobs of records without problems, read strictly: a record with problems, or a
+    field that does not read, raises (the cli backend reads with :func:`read_jobs`)."""
     out = []
     for i, r in enumerate(job_records(text)):
         if r.problems:
@@ -480,9 +494,19 @@ def jobs(text: str, where: str) -> list[Job]:
     return out
 
 
-def job_from_record(r: Record, where: str, path: str) -> Job | None:
-    """The domain job of one record; None for a finished job."""
-    return _job(r, where, path)
+def read_jobs(records: Sequence[Record], where: str) -> JobsRead:
+    """The jobs of trusted records (no problems), each on its own
+    (:mod:`slurm_defrag.slurm.records`): a field that does not read costs that job only."""
+    out = JobsRead()
+    for i, r in enumerate(records):
+        out.add(partial(job_from_record, r, where, f"jobs[{i}]"))
+    return out
+
+
+def job_from_record(r: Record, where: str, path: str, parts: JobParts | None = None) -> Job | None:
+    """The domain job of one record; None for a finished job. ``parts`` reads the fields
+    (strict unless :func:`records.read_job` reads again)."""
+    return _job(r, where, path, parts or JobParts())
 
 
 def job_state(r: Record, where: str, path: str) -> JobState:
@@ -508,14 +532,76 @@ def display_id(r: Record, where: str, path: str) -> str:
     )
 
 
-def _job(r: Record, where: str, path: str) -> Job | None:
+def _job(r: Record, where: str, path: str, parts: JobParts) -> Job | None:
     if "JobId" not in r.fields:
         raise m.parse_error(where, f"{path}.JobId", "missing")
-    state = m.job_state(_val(r, "JobState"), where, f"{path}.JobState")
+    state = parts.ident(
+        P.STATE, lambda: job_state(r, where, path), lambda: display_id(r, where, path)
+    )
     if state in m.FINISHED:
         return None
-    comment, admin_comment = _val(r, "Comment"), _val(r, "AdminComment")
-    request = m.gpu_request(
+    f: dict[str, Any] = {"id": parts.ident(P.JOB_ID, lambda: display_id(r, where, path))}
+    f["state"] = state
+    f |= parts.each(
+        P.FIELD,
+        {
+            "name": lambda: _val(r, "JobName"),
+            "user": lambda: _val(r, "UserId").split("(", 1)[0],
+            "account": lambda: _val(r, "Account"),
+            "partition": lambda: _val(r, "Partition"),
+            "qos": lambda: _val(r, "QOS"),
+            "priority": lambda: _int(r, "Priority", where, path) or 0,
+            "reason": lambda: _val(r, "Reason"),
+            "requeue": lambda: _val(r, "Requeue") != "0",
+            "comment": lambda: _val(r, "Comment"),
+            "admin_comment": lambda: _val(r, "AdminComment"),
+        },
+    )
+
+    def start() -> datetime | None:
+        # A pending job's StartTime is the scheduler's plan (or Unknown), not a fact.
+        return m.text_time(_val(r, "StartTime"), where, f"{path}.StartTime")
+
+    f |= parts.each(
+        P.TIME,
+        {
+            "submit_time": lambda: m.text_time(_val(r, "SubmitTime"), where, f"{path}.SubmitTime"),
+            "start_time": lambda: None if state == "PENDING" else start(),
+            "planned_start": lambda: m.planned_start(state, start),
+            "time_limit_s": lambda: m.duration_s(_val(r, "TimeLimit"), where, f"{path}.TimeLimit"),
+        },
+    )
+    f["request"] = request = parts.one(P.GRES_REQUEST, lambda: _request(r, where, path, f), None)
+    f |= parts.each(
+        P.GRES_REQUEST,
+        {"shards": lambda: m.shards_asked(_val(r, "TresPerNode"), where, f"{path}.TresPerNode")},
+    )
+    f |= parts.each(
+        P.GPU_ALLOCATION,
+        {"gpus": lambda: job_gpus(r, where, path), "shard_use": lambda: job_shards(r, where, path)},
+    )
+    f |= parts.each(
+        P.NODE_LIMITS,
+        {
+            ours: partial(m.user_text, r.fields.get(key), where, f"{path}.{key}")
+            for ours, key in (
+                ("required_nodes", "ReqNodeList"),
+                ("excluded_nodes", "ExcNodeList"),
+                ("constraint", "Features"),
+            )
+        },
+    )
+
+    def use() -> dict[str, int]:
+        need = _job_needs(r, where, path, host.gpus_per_node(request))
+        return host.job_use(state, job_allocation(r, where, path), need)
+
+    f |= parts.group(P.HOST_USE, use)
+    return parts.build(where, path, f)
+
+
+def _request(r: Record, where: str, path: str, fields: Mapping[str, Any]) -> GpuRequest | None:
+    return m.gpu_request(
         where=where,
         path=path,
         per_node=_val(r, "TresPerNode"),
@@ -524,43 +610,8 @@ def _job(r: Record, where: str, path: str) -> Job | None:
         nodes=_int(r, "NumNodes", where, path),
         tasks=_int(r, "NumTasks", where, path),
         exclusive=_exclusive(r),
-        comment=comment,
-        admin_comment=admin_comment,
-    )
-    need = _job_needs(r, where, path, host.gpus_per_node(request))
-
-    def start() -> datetime | None:
-        # A pending job's StartTime is the scheduler's plan (or Unknown), not a fact.
-        return m.text_time(_val(r, "StartTime"), where, f"{path}.StartTime")
-
-    return m.build(
-        Job,
-        where,
-        path,
-        id=display_id(r, where, path),
-        name=_val(r, "JobName"),
-        user=_val(r, "UserId").split("(", 1)[0],
-        account=_val(r, "Account"),
-        partition=_val(r, "Partition"),
-        qos=_val(r, "QOS"),
-        priority=_int(r, "Priority", where, path) or 0,
-        state=state,
-        reason=_val(r, "Reason"),
-        submit_time=m.text_time(_val(r, "SubmitTime"), where, f"{path}.SubmitTime"),
-        start_time=None if state == "PENDING" else start(),
-        planned_start=m.planned_start(state, start),
-        time_limit_s=m.duration_s(_val(r, "TimeLimit"), where, f"{path}.TimeLimit"),
-        requeue=_val(r, "Requeue") != "0",
-        gpus=job_gpus(r, where, path),
-        request=request,
-        shards=m.shards_asked(_val(r, "TresPerNode"), where, f"{path}.TresPerNode"),
-        shard_use=job_shards(r, where, path),
-        comment=comment,
-        admin_comment=admin_comment,
-        required_nodes=m.user_text(r.fields.get("ReqNodeList"), where, f"{path}.ReqNodeList"),
-        excluded_nodes=m.user_text(r.fields.get("ExcNodeList"), where, f"{path}.ExcNodeList"),
-        constraint=m.user_text(r.fields.get("Features"), where, f"{path}.Features"),
-        **host.job_use(state, job_allocation(r, where, path), need),
+        comment=fields.get("comment", ""),
+        admin_comment=fields.get("admin_comment", ""),
     )
 
 

@@ -19,7 +19,9 @@ from typing import Any
 from slurm_defrag.domain.cluster import ClusterSnapshot, Node
 from slurm_defrag.metrics.report import FragReport, NodeMetrics
 
-_CONFIG_FIELDS = ("topologies", "reservations", "partitions", "nvlink_domains")
+_CONFIG_FIELDS = ("topologies", "reservations", "partitions", "nvlink_domains", "left_out")
+"""Snapshot-level parts, stored once per distinct value. ``left_out`` (job records a read
+could not identify) is left out of the body when empty, so earlier bodies keep their hash."""
 _DIGITS = re.compile(r"(\d+)")
 
 MetricKey = tuple[str, bool, int, float, int, int, int, int, float, int]
