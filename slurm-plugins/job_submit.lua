@@ -18,6 +18,8 @@ For every job that asks for GPUs it:
      cycle, or a `route` entry in the table itself), names one node per one-node job in
      --prefer, chosen on its own copy of the cycle's free resources (see "Per-job routing"
      below).
+  7. refuses users' submissions and updates that name one of the service's defrag-*
+     reservations (each holds nodes for the one job the service is starting there).
 
 What it knows about the nodes comes from defrag_nodes.lua next to this file, written by
 `slurm-defrag plugins render`; this script never changes per cluster.
@@ -25,12 +27,16 @@ What it knows about the nodes comes from defrag_nodes.lua next to this file, wri
 Rules that keep slurmctld safe (this code runs inside slurmctld, under its locks):
   * no I/O except reading defrag_nodes.lua once, when Slurm loads this script, and, with
     per-job routing on, the route file's first line at most once a second (the whole
-    file only when that line changed, i.e. once per service cycle); both must sit on a
-    local file system (a hung network mount would hang slurmctld);
+    file only when that line changed, i.e. once per service cycle, at most 4 MiB, read
+    as data, never run); both must sit on a local file system (a hung network mount
+    would hang slurmctld);
   * every entry point runs under pcall: an internal error is logged and the job is
     accepted unchanged (fail open: the record and the hint are advisory, and a bug here
     must never stop a cluster from taking jobs);
-  * only a request positively known to be impossible is refused;
+  * only a request positively known to be impossible is refused (and a user's use of a
+    defrag-* reservation);
+  * every user-controlled field is capped before it is parsed (FIELD_CAPS), and parsed
+    in one pass: no pattern over user input can backtrack (see trim());
   * Lua 5.1 compatible (Debian builds Slurm 22.05 and 24.11 against liblua5.1).
 ]]
 
@@ -68,8 +74,57 @@ local function log_user(msg) slurm.log_user("%s", msg) end
 -- Small helpers
 ------------------------------------------------------------------------------------------
 
+-- Every pattern below that reads user input is linear in it: anchored, and each repeated
+-- class is followed by something it cannot match (never ".-" or ".*" followed by a part
+-- that can fail further on: Lua's matcher backtracks, and the old trim's
+-- "^%s*(.-)%s*$" took 3 s on 16 KiB of spaces, 38 s on 40 KB in slurmctld). trim()
+-- therefore walks the bytes itself.
+local SPACE = { [9] = true, [10] = true, [11] = true, [12] = true, [13] = true, [32] = true }
 local function trim(s)
-  return (string.gsub(s, "^%s*(.-)%s*$", "%1"))
+  local i, j = 1, #s
+  while SPACE[string.byte(s, i)] do i = i + 1 end
+  while j >= i and SPACE[string.byte(s, j)] do j = j - 1 end
+  return string.sub(s, i, j)
+end
+D.trim = trim
+
+--[[
+Longest value read from each user-controlled field, in bytes: checked before anything is
+parsed (this script runs before Slurm's own length checks, under slurmctld's locks). The
+parsing is linear anyway; the caps bound it. A value over its cap:
+  * a GPU request (tres_per_*): cannot be read, like a malformed one: refused when
+    enforcing, else left to Slurm with nothing recorded;
+  * --reservation: refused for users (it might hide a defrag-* name, see below);
+  * any other: the job is left exactly as it is (no record, no hint), and logged.
+The fields only checked for being set (prefer, features, req_nodes, exc_nodes,
+dependency) are never parsed, and the job name only appears, cut short, in log lines
+(tests/plugins/test_hostile_sizes.py counts the work on each, up to 1 MiB).
+]]
+local FIELD_CAPS = {
+  tres_per_node = 4096, tres_per_socket = 4096, tres_per_job = 4096, tres_per_task = 4096,
+  reservation = 4096, partition = 4096, comment = 16384, admin_comment = 16384,
+}
+local GPU_SPEC_CAP = FIELD_CAPS.tres_per_node
+D.FIELD_CAPS = FIELD_CAPS
+-- Fields over their cap leave the job as it is (the GPU fields and --reservation have
+-- their own rule, above).
+local PLAIN_CAPPED = { "partition", "comment", "admin_comment" }
+
+-- User text in a message or log line: at most SHOWN bytes of it.
+local SHOWN = 64
+local function shown(s)
+  s = tostring(s)
+  if #s > SHOWN then return string.sub(s, 1, SHOWN) .. "..." end
+  return s
+end
+
+-- The first field f reads that is over its cap (name, cap), or nil.
+local function over_cap(f)
+  for _, name in ipairs(PLAIN_CAPPED) do
+    local v = f(name)
+    if type(v) == "string" and #v > FIELD_CAPS[name] then return name, FIELD_CAPS[name] end
+  end
+  return nil
 end
 
 -- A Slurm number field that may be unset: NO_VAL/NO_VAL16/INFINITE/nil all mean "not given".
@@ -159,6 +214,9 @@ Returns  count, model      model = the GPU type, nil for "any type", false when 
 ]]
 local function parse_gpu_tres(spec)
   if type(spec) ~= "string" then return nil end
+  if #spec > GPU_SPEC_CAP then
+    return nil, nil, "longer than " .. int(GPU_SPEC_CAP) .. " characters"
+  end
   local total, found, untyped = 0, false, false
   local first_type, ntypes, seen = nil, 0, {}
   for raw in string.gmatch(spec, "[^,]+") do
@@ -184,7 +242,7 @@ local function parse_gpu_tres(spec)
       end
       -- a type starts like a name ("a100", "a100-80g"), never with "-" or "."
       if typ ~= nil and not string.match(typ, "^[%w_]") then count = nil end
-      if count == nil then return nil, nil, "malformed GPU request '" .. item .. "'" end
+      if count == nil then return nil, nil, "malformed GPU request '" .. shown(item) .. "'" end
       found = true
       total = total + count
       if typ == nil then
@@ -211,11 +269,14 @@ D.parse_gpu_tres = parse_gpu_tres
 -- Returns the shard count (true when it cannot be read), or false.
 local function asks_shards(spec)
   if type(spec) ~= "string" then return false end
+  if #spec > GPU_SPEC_CAP then return true end
   for raw in string.gmatch(spec, "[^,]+") do
-    local body = string.match(trim(raw), "^gres[:/](.*)$") or trim(raw)
+    local item = trim(raw)
+    local body = string.match(item, "^gres[:/](.*)$") or item
     if body == "shard" then return 1 end
     if string.match(body, "^shard[:=]") then
-      return parse_count(string.match(body, "([^:=]+)$") or "") or true
+      -- the count is what follows the last ':' or '=' (anchored at both ends: one pass)
+      return parse_count(string.match(body, "^.*[:=]([^:=]*)$") or "") or true
     end
   end
   return false
@@ -478,6 +539,9 @@ end
 local function prepare_table(t)
   if type(t) ~= "table" then return nil, "does not return a table" end
   if t.version ~= 1 then return nil, "version " .. tostring(t.version) .. " (expected 1)" end
+  for _, key in ipairs({ "slurm_user_uid", "service_uid" }) do
+    if t[key] ~= nil and not is_number(t[key]) then return nil, key .. ": not a uid" end
+  end
   if type(t.partitions) ~= "table" then return nil, "no partitions table" end
   for pname, part in pairs(t.partitions) do
     if type(part) ~= "table" or type(part.types) ~= "table" then
@@ -576,16 +640,20 @@ off it). A route whose `generated_at + valid_s` has passed is not used: the serv
 stopped writing (stopped, crashed, lost its lease), and a stale copy would steer jobs by
 a cluster long gone. A missing file means no routing. The path: `route_file` in
 defrag_nodes.lua (`plugins render --route-file`); a table without it never routes. The
-file is run as data (no globals, no bytecode, bounded), never with slurmctld's rights.
+file is read as data (below), never run.
 ]]
 local route_file = { checked = nil, stamp = nil, route = nil, stale_logged = false,
   open_logged = false }
 D.route_file_state = route_file
 
--- The file's first line; nil when there is no file. A file that exists but cannot be
--- read (SlurmUser lacks the right) is said once in the log, then counts as no file.
+-- At most this much of the file is read as its first line (the stamp).
+local STAMP_BYTES = 256
+
+-- The file's first line; nil when there is no file (or it is empty). A file that exists
+-- but cannot be read (SlurmUser lacks the right) is said once in the log, then counts as
+-- no file.
 local function first_line(path)
-  local fh, msg, code = io.open(path, "r")
+  local fh, msg, code = io.open(path, "rb")
   if not fh then
     if code ~= 2 and not route_file.open_logged then -- 2: ENOENT, no file, no routing
       route_file.open_logged = true
@@ -594,9 +662,11 @@ local function first_line(path)
     return nil
   end
   route_file.open_logged = false
-  local line = fh:read("*l")
+  local head = fh:read(STAMP_BYTES)
   fh:close()
-  return line
+  if head == nil then return nil end
+  local nl = string.find(head, "\n", 1, true)
+  return nl and string.sub(head, 1, nl - 1) or head
 end
 
 -- The route file's path: only a table naming one routes (`plugins render --route-file`
@@ -606,44 +676,185 @@ function D.route_file_path(tbl)
   return nil
 end
 
--- Run the file's text as data, not as code with slurmctld's rights: no globals (no io,
--- os, require), no bytecode, and a bounded number of instructions. A service account
--- that writes the file can then steer hints, never run anything in slurmctld.
-local MAX_ROUTE_INSTRUCTIONS = 10000000 -- a 4,000-node file takes ~1 % of it
-local function load_data(path)
-  local fh, msg = io.open(path, "r")
-  if not fh then return false, tostring(msg) end
-  local text = fh:read("*a")
-  fh:close()
-  if type(text) ~= "string" or string.byte(text, 1) == 27 then
-    return false, "not a text file"
-  end
-  local chunk, err
-  if setfenv then -- Lua 5.1
-    chunk, err = loadstring(text, "=route file")
-    if chunk then setfenv(chunk, {}) end
-  else
-    chunk, err = load(text, "=route file", "t", {})
-  end
-  if not chunk then return false, tostring(err) end
-  local hook, mask, count = debug.gethook()
-  debug.sethook(function() error("route file runs too long", 2) end, "", MAX_ROUTE_INSTRUCTIONS)
-  local ok, r = pcall(chunk)
-  debug.sethook(hook, mask, count)
-  return ok, r
+--[[
+The file is data, never code: a size cap before anything is read, then one record per
+line, read with anchored patterns that do not backtrack (src/slurm_defrag/actuator/
+route_file.py writes it; slurm-plugins/README.md "The route file" documents it):
+
+  -- slurm-defrag route <stamp>            first line, changes at every write
+  -- ...                                   comments; empty lines are skipped
+  route 2 <generated_at> <valid_s> <step> <shards_per_gpu> <score 0|1>
+  mix <cpus> <gpus> <milli> <weight> <models>                 one per workload type
+  node <feature> <model> <cpus> <mem> <idle 0|1> <rank> <no_shards 0|1> <free> <partitions>
+  end <mix lines> <node lines>                                the last line
+
+At most 32,768 lines of at most 64 KiB. Fields are separated by spaces, lists by commas
+(none empty). <models> and <partitions>: "*" not given (any model; not filtered by
+partition), "-" the empty list; <model> "-": none; <free> "-": no GPUs. Numbers are
+plain decimals ([0-9.eE+-], finite); names are printable ASCII without spaces and
+commas, features [A-Za-z0-9_]. The "2" is the format's version: a file of another
+version (version 1 was a Lua table) is refused by name. Whoever can write the file can
+steer hints, never run anything in slurmctld, nor make it read or work past the caps.
+]]
+local ROUTE_FORMAT = "2"
+local MAX_ROUTE_BYTES = 4 * 1024 * 1024 -- a 4,000-node file is about 0.4 MB
+local MAX_ROUTE_LINE = 65536 -- a node in 100 partitions of 64 characters is 7 KB
+local MAX_ROUTE_LINES = 32768 -- a record per node: 32,000 nodes and their mix
+D.MAX_ROUTE_BYTES = MAX_ROUTE_BYTES
+local ROUTE_USAGE = {
+  route = "route " .. ROUTE_FORMAT
+    .. " <generated_at> <valid_s> <step> <shards_per_gpu> <score 0|1>",
+  mix = "mix <cpus> <gpus> <milli> <weight> <models>",
+  node = "node <feature> <model> <cpus> <mem> <idle 0|1> <rank> <no_shards 0|1> <free>"
+    .. " <partitions>",
+  ["end"] = "end <mix lines> <node lines>",
+}
+-- One anchored pattern per record, its fields captured. Each repeated class is followed
+-- by a space (or the end) it cannot match, so a match costs one pass over the line.
+local NUM = "([%d%.eE%+%-]+)" -- checked again by tonumber (finite, no hex, no "inf")
+local ROUTE_RECORDS = {
+  route = "^route (%d+) " .. NUM .. " " .. NUM .. " " .. NUM .. " " .. NUM .. " ([01])$",
+  mix = "^mix " .. NUM .. " " .. NUM .. " " .. NUM .. " " .. NUM .. " ([!-~]+)$",
+  node = "^node ([%w_]+) ([!-+%-.-~]+) " .. NUM .. " " .. NUM .. " ([01]) " .. NUM
+    .. " ([01]) ([%d%.eE%+%-,]+) ([!-~]+)$", -- [!-+%-.-~]: printable, not space or comma
+  ["end"] = "^end (%d+) (%d+)$",
+}
+
+-- A finite number (tonumber would also take hex and "inf"; the patterns let neither in).
+local function finite(tok)
+  if #tok > 32 then return nil end
+  local n = tonumber(tok)
+  if n == nil or n ~= n or n == math.huge or n == -math.huge then return nil end
+  return n
 end
 
--- The route file checked and prepared; nil and a message when it is unusable.
-function D.load_route(path)
-  local ok, r = load_data(path)
-  if not ok then return nil, path .. ": " .. tostring(r) end
-  if type(r) ~= "table" then return nil, path .. ": does not return a table" end
-  if not is_number(r.generated_at) or not is_number(r.valid_s) then
-    return nil, path .. ": generated_at/valid_s missing"
+-- A name of a list, or of a record: at most 255 bytes, not one of the list markers.
+local function route_name(tok)
+  if #tok > 255 or tok == "-" or tok == "*" then return nil end
+  return tok
+end
+
+-- A comma-separated list (a token of the record's pattern) of at most `limit` items,
+-- each read by `item`; nil when an item is empty or not one.
+local function route_list(tok, item, limit)
+  if string.find(tok, ",,", 1, true) or string.byte(tok, 1) == 44
+    or string.byte(tok, -1) == 44 then
+    return nil
   end
-  local done, prepared, err = pcall(prepare_route, r)
+  local out, n = {}, 0
+  for piece in string.gmatch(tok, "[^,]+") do
+    n = n + 1
+    local v = n <= limit and item(piece)
+    if not v then return nil end
+    out[n] = v
+  end
+  return out
+end
+
+-- "*": nil (not given), "-": the empty list, else a list of names.
+local function route_names(tok)
+  if tok == "*" then return nil, true end
+  if tok == "-" then return {}, true end
+  local out = route_list(tok, route_name, 4096)
+  return out, out ~= nil
+end
+
+-- One record of `kind` from `line` into r; false when the line is not one.
+local function route_record(r, kind, line)
+  if kind == "mix" then
+    local cpus, gpus, milli, weight, models_tok = string.match(line, ROUTE_RECORDS.mix)
+    if cpus == nil then return false end
+    local models, ok = route_names(models_tok)
+    local m = { cpus = finite(cpus), gpus = finite(gpus), milli = finite(milli),
+      weight = finite(weight), models = models }
+    if not (ok and m.cpus and m.gpus and m.milli and m.weight) then return false end
+    r.mix[#r.mix + 1] = m
+    return true
+  end
+  local feature, model, cpus, mem, idle, rank, no_shards, free, parts =
+    string.match(line, ROUTE_RECORDS.node)
+  if feature == nil or #feature > 255 then return false end
+  local partitions, ok = route_names(parts)
+  local n = { feature = feature, model = model == "-" and "" or route_name(model),
+    cpus = finite(cpus), mem = finite(mem), idle = idle == "1", rank = finite(rank),
+    no_shards = no_shards == "1",
+    free = free == "-" and {} or route_list(free, finite, 1024), partitions = partitions }
+  if not (ok and n.model and n.cpus and n.mem and n.rank and n.free) then return false end
+  r.nodes[#r.nodes + 1] = n
+  return true
+end
+
+-- The route table in `text`, or nil and a message naming the line.
+local function parse_route(text)
+  local r, ended, n = nil, false, 0
+  if string.byte(text, -1) ~= 10 then text = text .. "\n" end
+  for line in string.gmatch(text, "([^\n]*)\n") do
+    n = n + 1
+    if n > MAX_ROUTE_LINES then return nil, "more than " .. int(MAX_ROUTE_LINES) .. " lines" end
+    if #line > MAX_ROUTE_LINE then
+      return nil, "line " .. int(n) .. ": longer than " .. int(MAX_ROUTE_LINE) .. " bytes"
+    end
+    local first = string.byte(line, 1)
+    if first ~= nil and not (first == 45 and string.byte(line, 2) == 45) then -- "--"
+      if ended then return nil, "line " .. int(n) .. ": text after the end line" end
+      local kind = (first == 110 and "node") or (first == 109 and "mix")
+        or (first == 101 and "end") or (first == 114 and "route") or nil
+      if kind and string.sub(line, 1, #kind + 1) ~= kind .. " " then kind = nil end
+      if r == nil then
+        local version, at, valid, step, spg, score = string.match(line, ROUTE_RECORDS.route)
+        if kind ~= "route" or version ~= ROUTE_FORMAT then
+          return nil, "line " .. int(n) .. ": not a route file of format " .. ROUTE_FORMAT
+            .. " (expected '" .. ROUTE_USAGE.route .. "')"
+        end
+        r = { generated_at = finite(at), valid_s = finite(valid), step = finite(step),
+          shards_per_gpu = finite(spg), score = score == "1", mix = {}, nodes = {} }
+        if not (r.generated_at and r.valid_s and r.step and r.shards_per_gpu) then
+          return nil, "line " .. int(n) .. ": expected '" .. ROUTE_USAGE.route .. "'"
+        end
+      elseif kind == "node" or kind == "mix" then
+        if not route_record(r, kind, line) then
+          return nil, "line " .. int(n) .. ": expected '" .. ROUTE_USAGE[kind] .. "'"
+        end
+      elseif kind == "end" then
+        local mixes, nodes = string.match(line, ROUTE_RECORDS["end"])
+        if mixes == nil then
+          return nil, "line " .. int(n) .. ": expected '" .. ROUTE_USAGE["end"] .. "'"
+        end
+        if tonumber(mixes) ~= #r.mix or tonumber(nodes) ~= #r.nodes then
+          return nil, "line " .. int(n)
+            .. ": the end line counts other mix/node lines than the file has"
+        end
+        ended = true
+      else
+        return nil, "line " .. int(n) .. ": not a route record (mix, node or end)"
+      end
+    end
+  end
+  if r == nil then return nil, "empty" end
+  if not ended then return nil, "no end line (cut short?)" end
+  return r
+end
+D.parse_route = parse_route
+
+-- The route file checked and prepared; nil and a message when it is unusable. Its size
+-- is checked before it is read, and no more than the cap is ever read.
+function D.load_route(path)
+  local fh, msg = io.open(path, "rb")
+  if not fh then return nil, path .. ": " .. tostring(msg) end
+  local size = fh:seek("end")
+  local text
+  if size ~= nil and size <= MAX_ROUTE_BYTES and fh:seek("set") then
+    text = fh:read(MAX_ROUTE_BYTES + 1) or ""
+  end
+  fh:close()
+  if text == nil or #text > MAX_ROUTE_BYTES then
+    return nil, path .. ": larger than " .. int(MAX_ROUTE_BYTES) .. " bytes"
+  end
+  local r, err = parse_route(text)
+  if not r then return nil, path .. ": " .. err end
+  local done, prepared, perr = pcall(prepare_route, r)
   if not done then return nil, path .. ": " .. tostring(prepared) end
-  if not prepared then return nil, path .. ": " .. err end
+  if not prepared then return nil, path .. ": " .. perr end
   return prepared
 end
 
@@ -1242,8 +1453,56 @@ end
 local function job_label(job_desc, job_rec)
   local id = job_rec and job_rec.job_id
   if id then return "JobId=" .. tostring(id) end
-  local name = job_desc.name
-  return "job '" .. tostring(name) .. "' of uid " .. tostring(job_desc.user_id)
+  return "job '" .. shown(job_desc.name) .. "' of uid " .. tostring(job_desc.user_id)
+end
+
+--[[
+Nobody else uses a defrag reservation. The service's reservations (defrag-<plan id>,
+src/slurm_defrag/domain/plan.py) hold nodes for one pending job, the plan's target; Slurm
+needs them to list a user, the target's, for the plan's TTL + 300 s, so that user could
+run other jobs in them. Only the service puts a job into one
+(`scontrol update JobId=<target> ReservationName=defrag-<id>`), so a submission or an
+update that names a defrag-* reservation is refused unless made by root, SlurmUser or the
+service's own account (`service_uid` in the table: `plugins render --service-user`).
+Every name of a comma-separated list (23.02+ takes several) is checked, without case.
+Leaving a reservation (ReservationName= empty) passes.
+]]
+local RESERVATION_PREFIX = "defrag-"
+local ESLURM_RESERVATION_ACCESS = slurm.ESLURM_RESERVATION_ACCESS or 2052
+local ESLURM_RESERVATION_INVALID = slurm.ESLURM_RESERVATION_INVALID or 2053
+
+-- root, SlurmUser and the service's account: the uids that may use defrag-* reservations
+local function privileged(uid)
+  if uid == 0 then return true end
+  local tbl = D.nodes
+  return tbl ~= nil and uid ~= nil and (uid == tbl.slurm_user_uid or uid == tbl.service_uid)
+end
+D.privileged = privileged
+
+-- The first defrag-* reservation a --reservation value names (nil: none).
+local function defrag_reservation(value)
+  if type(value) ~= "string" then return nil end
+  for item in string.gmatch(value, "[^,]+") do
+    local name = trim(item)
+    if string.lower(string.sub(name, 1, #RESERVATION_PREFIX)) == RESERVATION_PREFIX then
+      return name
+    end
+  end
+  return nil
+end
+D.defrag_reservation = defrag_reservation
+
+-- The refusal for a --reservation value from uid (nil: it may pass).
+local function reservation_refusal(value, uid)
+  if type(value) ~= "string" or value == "" or privileged(uid) then return nil end
+  if #value > FIELD_CAPS.reservation then
+    return { rc = ESLURM_RESERVATION_INVALID, reject = "defrag: --reservation longer than "
+      .. int(FIELD_CAPS.reservation) .. " characters" }
+  end
+  local name = defrag_reservation(value)
+  if name == nil then return nil end
+  return { rc = ESLURM_RESERVATION_ACCESS, reject = "defrag: reservation " .. shown(name)
+    .. " holds nodes for the one job slurm-defrag is starting there; no other job may use it" }
 end
 
 -- 22.05 refuses slurm.log_user() in slurm_job_modify (it logs an error instead); 24.11
@@ -1255,7 +1514,7 @@ local function apply(plan, job_desc, label, is_modify)
   if plan.reject then
     log_info(label .. " refused: " .. plan.reject)
     if not is_modify or USER_MSG_ON_MODIFY then log_user(plan.reject) end
-    return ESLURM_INVALID_GRES
+    return plan.rc or ESLURM_INVALID_GRES
   end
   if plan.user_note then log_user(plan.user_note) end
   if plan.admin_comment ~= nil then job_desc.admin_comment = plan.admin_comment end
@@ -1274,9 +1533,22 @@ local function apply(plan, job_desc, label, is_modify)
   return slurm.SUCCESS
 end
 
-local function submit(job_desc)
-  local plan = D.plan(function(name) return job_desc[name] end, { submit = true })
-  return apply(plan, job_desc, job_label(job_desc))
+-- True (and logged) when a field is over its cap: the job is then left as it is.
+local function left_alone(f, label)
+  local name, cap = over_cap(f)
+  if name == nil then return false end
+  log_info(label .. ": " .. name .. " longer than " .. int(cap)
+    .. " characters; job left as it is (nothing recorded, no hint)")
+  return true
+end
+
+local function submit(job_desc, submit_uid)
+  local label = job_label(job_desc)
+  local refused = reservation_refusal(job_desc.reservation, submit_uid)
+  if refused then return apply(refused, job_desc, label) end
+  local function f(name) return job_desc[name] end
+  if left_alone(f, label) then return slurm.SUCCESS end
+  return apply(D.plan(f, { submit = true }), job_desc, label)
 end
 
 -- Fields whose change can change the record; any other update is left alone.
@@ -1284,6 +1556,9 @@ local MODIFY_FIELDS = { "tres_per_node", "tres_per_job", "tres_per_task", "tres_
   "min_nodes", "max_nodes", "num_tasks", "partition", "comment" }
 
 local function modify(job_desc, job_rec, modify_uid)
+  local label = job_label(job_desc, job_rec)
+  local refused = reservation_refusal(job_desc.reservation, modify_uid)
+  if refused then return apply(refused, job_desc, label, true) end
   -- An admin setting AdminComment explicitly wins: do not rewrite it under them.
   if job_desc.admin_comment ~= nil then return slurm.SUCCESS end
   local touched = false
@@ -1297,26 +1572,28 @@ local function modify(job_desc, job_rec, modify_uid)
     if v == nil or (type(v) == "number" and not given(v)) then v = job_rec[name] end
     return v
   end
+  if left_alone(f, label) then return slurm.SUCCESS end
   -- The user's comment decides the opt-out; while it is not changed, keep a recorded one.
   local plan = D.plan(f, { keep_protect = job_desc.comment == nil })
   -- Slurm lets only root and SlurmUser change an AdminComment, and checks that after this
   -- hook: writing it into a user's update would turn "scontrol update job=N Comment=..."
   -- into "Access/permission denied". So a user's update is still checked (and may be
-  -- refused) but the record is only rewritten for root and SlurmUser.
+  -- refused) but the record is only rewritten for root and SlurmUser (not the service's
+  -- Operator account: Slurm refuses it too).
   local tbl = D.nodes
   if modify_uid ~= 0 and not (tbl and tbl.slurm_user_uid == modify_uid) and not plan.reject then
     if plan.admin_comment ~= nil and plan.admin_comment ~= f("admin_comment") then
-      log_debug(job_label(job_desc, job_rec) .. ": update by uid " .. tostring(modify_uid)
+      log_debug(label .. ": update by uid " .. tostring(modify_uid)
         .. " changes the GPU request or opt-out; record left as is (only root/SlurmUser may"
         .. " change AdminComment)")
     end
     plan.admin_comment = nil
   end
-  return apply(plan, job_desc, job_label(job_desc, job_rec), true)
+  return apply(plan, job_desc, label, true)
 end
 
 function slurm_job_submit(job_desc, part_list, submit_uid)
-  local ok, rc = pcall(submit, job_desc)
+  local ok, rc = pcall(submit, job_desc, submit_uid)
   if ok then return rc end
   log_error("internal error, job accepted unchanged: " .. tostring(rc))
   return slurm.SUCCESS

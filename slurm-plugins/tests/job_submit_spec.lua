@@ -662,6 +662,157 @@ describe("odd input never breaks slurmctld", function()
   end)
 end)
 
+describe("hostile sizes: every field capped, parsed in one pass", function()
+  before_each(function() H.load() end)
+
+  it("trims by walking the bytes (the old pattern backtracked)", function()
+    local trim = slurm_defrag.trim
+    assert.are.equal("", trim(""))
+    assert.are.equal("", trim(" \t\n\r\v\f "))
+    assert.are.equal("a b", trim("\t a b \n"))
+    assert.are.equal("x" .. string.rep(" ", 40000) .. "x", trim(" x" .. string.rep(" ", 40000) .. "x "))
+    assert.are.same({ 2 }, { slurm_defrag.parse_gpu_tres(" gres/gpu:2 ") })
+  end)
+
+  it("reads a shard count after the last ':' or '='", function()
+    assert.are.equal(3, slurm_defrag.asks_shards("gres/shard:a100:3"))
+    assert.are.equal(true, slurm_defrag.asks_shards("gres/shard:a100:"))
+    assert.are.equal(true, slurm_defrag.asks_shards("shard:" .. string.rep("a", 40000) .. "="))
+    assert.are.equal(true, slurm_defrag.asks_shards(string.rep("x", 4097)))
+  end)
+
+  it("refuses a GPU request over its cap as unreadable (when enforcing)", function()
+    local spec = "gres/gpu:1," .. string.rep(" ", 4096)
+    local rc, jd = H.submit({ tres_per_node = spec })
+    assert.are.equal(ESLURM_INVALID_GRES, rc)
+    assert.are.equal("defrag: cannot read the GPU request: longer than 4096 characters"
+      .. " (expected gpu[:type][:count])", slurm.logs.user[1])
+    assert.is_nil(jd.admin_comment)
+    -- just under the cap it is read
+    local items = string.rep("gres/gpu:1,", 372)
+    assert.is_true(#items <= 4096)
+    assert.are.equal(372, (slurm_defrag.parse_gpu_tres(items)))
+  end)
+
+  it("leaves a GPU request over its cap to Slurm when not enforcing", function()
+    H.load("tests/fixtures/does-not-exist.lua")
+    local rc, jd = H.submit({ tres_per_task = string.rep("9", 5000) })
+    assert.are.equal(0, rc)
+    assert.is_nil(jd.admin_comment)
+  end)
+
+  it("leaves the job as it is when another field is over its cap, and says so", function()
+    for field, cap in pairs({ comment = 16384, admin_comment = 16384, partition = 4096 }) do
+      H.load()
+      local rc, jd = H.submit({ tres_per_node = "gres:gpu:4", partition = "pairs",
+        [field] = string.rep("defrag:protect ", cap):sub(1, cap + 1) })
+      assert.are.equal(0, rc, field)
+      assert.is_nil(jd.prefer, field)
+      if field ~= "admin_comment" then assert.is_nil(jd.admin_comment, field) end
+      assert.are.same({}, slurm.logs.user, field)
+      assert.matches(field .. " longer than " .. cap .. " characters; job left as it is",
+        slurm.logs.info[#slurm.logs.info], 1, true)
+    end
+    -- on modify too (the record's value counts where the update gives none)
+    H.load()
+    local jd = H.job({ tres_per_node = "gres:gpu:2" })
+    local rc = slurm_job_modify(jd, { job_id = 5, min_nodes = 1, max_nodes = 1,
+      comment = string.rep("x", 16385) }, {}, 0)
+    assert.are.equal(0, rc)
+    assert.is_nil(jd.admin_comment)
+  end)
+
+  it("cuts user text short in messages and log lines", function()
+    local rc = H.submit({ name = string.rep("n", 100000), tres_per_node = "gres/gpu:x:y:"
+      .. string.rep("z", 3000) })
+    assert.are.equal(ESLURM_INVALID_GRES, rc)
+    assert.is_true(#slurm.logs.user[1] < 200)
+    assert.is_true(#slurm.logs.info[#slurm.logs.info] < 400)
+  end)
+end)
+
+describe("defrag reservations are the service's", function()
+  local ESLURM_RESERVATION_ACCESS, ESLURM_RESERVATION_INVALID = 2052, 2053
+  before_each(function()
+    H.load()
+    slurm_defrag.nodes.slurm_user_uid = 64030
+    slurm_defrag.nodes.service_uid = 2000
+  end)
+
+  local function submit_as(uid, resv)
+    local jd = H.job({ tres_per_node = "gres:gpu:1", reservation = resv })
+    return slurm_job_submit(jd, {}, uid), jd
+  end
+
+  it("refuses a user's submission into a defrag-* reservation, saying why", function()
+    for _, resv in ipairs({ "defrag-12", "maint,defrag-12", " defrag-12", "DEFRAG-12" }) do
+      H.load()
+      local rc, jd = submit_as(1000, resv)
+      assert.are.equal(ESLURM_RESERVATION_ACCESS, rc, resv)
+      assert.is_nil(jd.admin_comment)
+      assert.matches("^defrag: reservation .*%-12 holds nodes for the one job slurm%-defrag"
+        .. " is starting there; no other job may use it$", slurm.logs.user[1])
+      assert.matches("refused: defrag: reservation", slurm.logs.info[#slurm.logs.info], 1, true)
+    end
+  end)
+
+  it("lets other reservations, and root, SlurmUser and the service through", function()
+    for _, resv in ipairs({ "maint", "defrag", "my-defrag-1", "", nil }) do
+      assert.are.equal(0, (submit_as(1000, resv)), tostring(resv))
+    end
+    for _, uid in ipairs({ 0, 64030, 2000 }) do
+      assert.are.equal(0, (submit_as(uid, "defrag-12")), uid)
+    end
+    assert.are.same({}, slurm.logs.user)
+  end)
+
+  it("refuses a user's update into one, and lets the service's hand-over pass", function()
+    local rec = { job_id = 42, min_nodes = 1, max_nodes = 1, partition = "gpu",
+      tres_per_node = "gres:gpu:1" }
+    local jd = H.job({ reservation = "defrag-7" })
+    assert.are.equal(ESLURM_RESERVATION_ACCESS, slurm_job_modify(jd, rec, {}, 1000))
+    assert.are.same({}, slurm.logs.user) -- 22.05: no user message from modify
+    jd = H.job({ reservation = "defrag-7" })
+    assert.are.equal(0, slurm_job_modify(jd, rec, {}, 2000)) -- the service (Operator)
+    assert.is_nil(jd.admin_comment) -- nothing else changes
+    assert.are.equal(0, slurm_job_modify(H.job({ reservation = "defrag-7" }), rec, {}, 0))
+    -- leaving a reservation is anyone's right
+    assert.are.equal(0, slurm_job_modify(H.job({ reservation = "" }), rec, {}, 1000))
+  end)
+
+  it("tells the user why on Slurm versions that can (24.11)", function()
+    _G.slurm = H.new_slurm()
+    slurm.ESLURM_INVALID_GRES = 2072
+    slurm.ESLURM_RESERVATION_ACCESS = 2052
+    _G.DEFRAG_NODES_FILE = H.FIXTURE
+    dofile("job_submit.lua")
+    local rec = { job_id = 42, min_nodes = 1, max_nodes = 1, partition = "gpu" }
+    assert.are.equal(2052, slurm_job_modify(H.job({ reservation = "defrag-7" }), rec, {}, 1000))
+    assert.matches("defrag-7 holds nodes", slurm.logs.user[1], 1, true)
+  end)
+
+  it("refuses a user's --reservation over its cap", function()
+    local rc = submit_as(1000, string.rep("a,", 3000) .. "defrag-1")
+    assert.are.equal(ESLURM_RESERVATION_INVALID, rc)
+    assert.matches("longer than 4096", slurm.logs.user[1], 1, true)
+    assert.are.equal(0, (submit_as(2000, string.rep("a,", 3000) .. "defrag-1")))
+  end)
+
+  it("without a table, lets only root use one", function()
+    H.load("tests/fixtures/does-not-exist.lua")
+    assert.are.equal(ESLURM_RESERVATION_ACCESS, (submit_as(2000, "defrag-1")))
+    assert.are.equal(0, (submit_as(0, "defrag-1")))
+  end)
+
+  it("refuses a table whose uids are not numbers", function()
+    local path = H.tmpfile([[return { version = 1, service_uid = "defrag",
+      partitions = { p = { types = { { gpus = 8, nodes = 1, models = {} } } } } }]])
+    H.load(path)
+    os.remove(path)
+    assert.matches("service_uid: not a uid", slurm.logs.error[1], 1, true)
+  end)
+end)
+
 describe("job modify", function()
   before_each(function() H.load() end)
 
@@ -970,16 +1121,20 @@ describe("the route file (the service's fgd-route levers)", function()
   local TABLE = [[return { version = 1, default_partition = "p",
     partitions = { p = { types = { { gpus = 4, nodes = 2, models = {} } } } },
     route_file = %q }]]
-  local function route(at, valid, busy_b)
-    local b_free = busy_b and "0, 1000, 1000, 1000" or "1000, 1000, 1000, 1000"
+  -- The route file as the service writes it (format 2: src/slurm_defrag/actuator/
+  -- route_file.py); `parts` gives a's and b's partitions ("*": not listed).
+  local function route(at, valid, busy_b, parts)
+    local b_free = busy_b and "0,1000,1000,1000" or "1000,1000,1000,1000"
+    parts = parts or { "*", "*" }
     return "-- slurm-defrag route " .. tostring(at) .. " " .. tostring(busy_b) .. "\n"
-      .. "return { generated_at = " .. at .. ", valid_s = " .. valid .. ", step = 40,"
-      .. " shards_per_gpu = 1000, mix = { { cpus = 1, gpus = 1, milli = 1000, weight = 1 },"
-      .. " { cpus = 1, gpus = 4, milli = 1000, weight = 1 } }, nodes = {"
-      .. " { feature = 'defrag_at_a', model = '', free = { 1000, 1000, 1000, 1000 },"
-      .. "   cpus = 32, mem = -1, idle = true, rank = 1 },"
-      .. " { feature = 'defrag_at_b', model = '', free = { " .. b_free .. " },"
-      .. "   cpus = 32, mem = -1, idle = " .. tostring(not busy_b) .. ", rank = 2 } } }\n"
+      .. "-- comment lines are skipped\n"
+      .. "route 2 " .. at .. " " .. valid .. " 40 1000 0\n"
+      .. "mix 1 1 1000 1 *\n"
+      .. "mix 1 4 1000 1 *\n"
+      .. "node defrag_at_a - 32 -1 1 1 0 1000,1000,1000,1000 " .. parts[1] .. "\n"
+      .. "node defrag_at_b - 32 -1 " .. (busy_b and "0" or "1") .. " 2 0 " .. b_free .. " "
+      .. parts[2] .. "\n"
+      .. "end 2 2\n"
   end
   local function write(path, text)
     local fh = assert(io.open(path, "w"))
@@ -987,6 +1142,11 @@ describe("the route file (the service's fgd-route levers)", function()
     fh:close()
   end
   local route_path, table_path, s
+  -- forget the stamp: the next look reads the file again
+  local function route_file_reset()
+    local rf = slurm_defrag.route_file_state
+    rf.checked, rf.stamp, rf.route = nil, nil, nil
+  end
 
   before_each(function()
     route_path = os.tmpname()
@@ -1046,33 +1206,81 @@ describe("the route file (the service's fgd-route levers)", function()
   end)
 
   it("refuses a broken route file by name, keeps taking jobs, and recovers", function()
-    write(route_path, "-- slurm-defrag route x\nreturn { generated_at = 1000, step = 40 }\n")
+    write(route_path, "-- slurm-defrag route x\nroute 2 1000 step 40\n")
     local rc = H.submit({ tres_per_node = "gres:gpu:1" })
     assert.are.equal(0, rc)
     assert.is_nil(prefer(1000))
-    assert.is_not_nil(string.find(s.logs.error[1], "generated_at/valid_s missing", 1, true))
-    write(route_path, "-- slurm-defrag route y\nreturn { generated_at = 1000, valid_s = 9,"
-      .. " step = 40, shards_per_gpu = 1000, mix = {}, nodes = {} }\n")
+    assert.matches("line 2: not a route file of format 2", s.logs.error[1], 1, true)
+    write(route_path, "-- slurm-defrag route y\nroute 2 1000 9 40 1000 0\nend 0 0\n")
     assert.is_nil(prefer(1002))
-    assert.is_not_nil(string.find(s.logs.error[2], "route:", 1, true))
-    write(route_path, "-- slurm-defrag route z\nreturn { x = os.execute('true') }\n")
+    assert.is_not_nil(string.find(s.logs.error[2], "route: mix weights sum to 0", 1, true))
+    write(route_path, route(1004, 180, true):gsub("end 2 2", "end 2 3"))
     assert.is_nil(prefer(1004))
-    assert.is_not_nil(string.find(s.logs.error[3], "os", 1, true)) -- no globals: data only
+    assert.is_not_nil(string.find(s.logs.error[3], "line 8: the end line counts", 1, true))
     write(route_path, route(1006, 180, true))
     assert.are.equal("defrag_at_b", prefer(1006))
     assert.are.equal(3, #s.logs.error)
   end)
 
-  it("runs the file as data: no bytecode, no endless loop", function()
-    write(route_path, string.dump(function() return {} end))
-    assert.is_nil(prefer(1000))
-    assert.is_not_nil(string.find(s.logs.error[1], "not a text file", 1, true))
-    write(route_path, "-- slurm-defrag route loop\nwhile true do end\n")
-    assert.is_nil(prefer(1002))
-    assert.is_not_nil(string.find(s.logs.error[2], "runs too long", 1, true))
-    write(route_path, route(1004, 180, true))
-    assert.are.equal("defrag_at_b", prefer(1004)) -- the hook is gone: it works again
+  it("refuses, by line, every record that is not one", function()
+    local good = route(1000, 180, true)
+    local function refused(text, needle)
+      write(route_path, text)
+      local before = #s.logs.error
+      assert.is_nil(prefer(1000), text)
+      route_file_reset()
+      assert.are.equal(before + 1, #s.logs.error, text)
+      assert.is_not_nil(string.find(s.logs.error[#s.logs.error], needle, 1, true),
+        s.logs.error[#s.logs.error])
+    end
+    refused(good:gsub("end 2 2\n", ""), "no end line (cut short?)")
+    refused(good .. "mix 1 1 1000 1 *\n", "line 9: text after the end line")
+    refused(good:gsub("mix 1 4", "mux 1 4"), "line 5: not a route record")
+    refused(good:gsub("mix 1 4 1000 1", "mix 1 4 1000"), "line 5: expected 'mix <cpus>")
+    refused(good:gsub("mix 1 4 1000 1", "mix 1 4 0x10 1"), "line 5: expected 'mix")
+    refused(good:gsub("mix 1 4 1000 1", "mix 1 4 1e999 1"), "line 5: expected 'mix")
+    refused(good:gsub("defrag_at_a", "defrag-at%%a"), "line 6: expected 'node")
+    refused(good:gsub("defrag_at_a %-", "defrag_at_a a\tb"), "line 6: expected 'node")
+    refused(good:gsub("1000,1000,1000,1000 %*", "1000,,1000 *"), "line 6: expected 'node")
+    refused(good:gsub("0 1000,1000,1000,1000 %*", "2 1000,1000,1000,1000 *"), "line 6:")
+    refused(good:gsub("route 2 ", "route 1 "), "not a route file of format 2")
+    assert.are.same({ nil, "empty" }, { slurm_defrag.parse_route("-- only a stamp\n") })
   end)
+
+  it("reads the file as data: code, bytecode and string methods are text it refuses",
+    function()
+      for _, text in ipairs({
+        string.dump(function() return {} end),
+        "-- slurm-defrag route loop\nwhile true do end\n",
+        "-- slurm-defrag route z\nreturn { x = os.execute('true') }\n",
+        "-- slurm-defrag route big\nreturn { x = ('x'):rep(2^29) }\n",
+        "-- slurm-defrag route v1\nreturn { generated_at = 1000, valid_s = 180, step = 40,"
+          .. " mix = {}, nodes = {} }\n",
+      }) do
+        write(route_path, text)
+        local before = #s.logs.error
+        assert.is_nil(prefer(1000))
+        route_file_reset()
+        assert.are.equal(before + 1, #s.logs.error)
+        assert.is_not_nil(string.find(s.logs.error[#s.logs.error],
+          "not a route file of format 2", 1, true), s.logs.error[#s.logs.error])
+      end
+      write(route_path, route(1004, 180, true))
+      assert.are.equal("defrag_at_b", prefer(1004)) -- it works again
+    end)
+
+  it("refuses a file over 4 MiB before reading it, and reads only the stamp's first bytes",
+    function()
+      local line = string.rep("-", 1023) .. "\n"
+      local fh = assert(io.open(route_path, "w"))
+      fh:write("-- slurm-defrag route huge " .. string.rep("x", 1000) .. "\n")
+      for _ = 1, 8 * 1024 do fh:write(line) end
+      fh:close()
+      assert.is_nil(prefer(1000))
+      assert.is_not_nil(string.find(s.logs.error[1], "larger than 4194304 bytes", 1, true))
+      -- the stamp is at most the first 256 bytes
+      assert.are.equal(256, #slurm_defrag.route_file_state.stamp)
+    end)
 
   it("does not use a route dated ahead of its clock by more than its life", function()
     write(route_path, route(2000, 180, true))
@@ -1105,9 +1313,7 @@ describe("the route file (the service's fgd-route levers)", function()
       end
       assert.are.equal("defrag_at_b", prefer(1000)) -- the same job without them
       -- b only in partition q: a job of p goes to a, a job of q or of p,q to b
-      local text = route(1001, 180, true):gsub("rank = 1 }", "rank = 1, partitions = { 'p' } }")
-        :gsub("rank = 2 }", "rank = 2, partitions = { 'q' } }")
-      write(route_path, text)
+      write(route_path, route(1001, 180, true, { "p", "q" }))
       local function in_part(part)
         return prefer(1001, { tres_per_node = "gres:gpu:1", min_cpus = 1, partition = part })
       end

@@ -78,6 +78,10 @@ def hooks_installed(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Instal
                 str(tmp / "gres.conf"),
                 "-o",
                 str(tmp / "defrag_nodes.lua"),
+                # the service container's Operator account (docker/Dockerfile: defrag is
+                # uid 2000): its hand-over into a defrag-* reservation must pass the hook
+                "--service-user",
+                "2000",
             ],
             capture_output=True,
             text=True,

@@ -112,7 +112,9 @@ def random_instance(seed: int, prune: str = "never") -> Instance:
                 time_limit_s=int((hours + rng.choice((0.3, 1.0, 2.5, 10.0))) * 3600),
                 requeue=rng.random() > 0.1,
                 gpus=gpus,
-                comment=comment,
+                # the opt-out is honoured from the AdminComment, where job_submit.lua puts it
+                comment="" if comment == "defrag:protect" else comment,
+                admin_comment=comment if comment == "defrag:protect" else "",
             )
         )
         jid += 1

@@ -173,7 +173,7 @@ def test_the_plan_names_the_protection_that_excluded_a_cheaper_set(
 ) -> None:
     """104 opts out (defrag:protect): the plan costs 12.10 (requeue 101 or 106), and it
     says that requeueing 104 on node01 would have cost 0.70, and which protection stopped it."""
-    snap = _with(course, **{"104": {"comment": "defrag:protect"}})
+    snap = _with(course, **{"104": {"admin_comment": "defrag:protect"}})
     p = make_plan(snap, default_policy())
     (v,) = p.victims
     assert v.cost_gpu_hours == pytest.approx(12.1)
@@ -186,7 +186,7 @@ def test_the_plan_names_the_protection_that_excluded_a_cheaper_set(
 
 def test_no_protection_note_when_nothing_cheaper_was_excluded(course: ClusterSnapshot) -> None:
     # 105 (30 GPU-h on node02) is protected, but the plan's 0.70 is cheaper anyway.
-    p = make_plan(_with(course, **{"105": {"comment": "defrag:protect"}}), default_policy())
+    p = make_plan(_with(course, **{"105": {"admin_comment": "defrag:protect"}}), default_policy())
     assert "Protections excluded" not in p.targets[0].explanation
     # Requeue=0 is never waivable: not offered as a cheaper set either.
     p = make_plan(_with(course, **{"104": {"requeue": False}}), default_policy())
@@ -194,7 +194,7 @@ def test_no_protection_note_when_nothing_cheaper_was_excluded(course: ClusterSna
 
 
 def test_an_unserved_target_gets_the_cost_of_its_protected_set(course: ClusterSnapshot) -> None:
-    protect = {"comment": "defrag:protect"}
+    protect = {"admin_comment": "defrag:protect"}
     snap = _with(course, **dict.fromkeys(("101", "103", "104", "105", "106"), protect))
     p = make_plan(snap, default_policy())
     assert not p.targets[0].served

@@ -73,7 +73,7 @@ def tool_path(tmp: Path, without: str = "", extra: dict[str, str] | None = None)
     for tool in TOOLS:
         # python3 may be a pyenv shim that needs the full PATH: link the real interpreter
         real = os.path.realpath(sys.executable) if tool == "python3" else shutil.which(tool)
-        if tool != without and real is not None:
+        if tool != without and real is not None and not (bindir / tool).exists():
             (bindir / tool).symlink_to(real)
     for name, body in (extra or {}).items():
         (bindir / name).write_text("#!/bin/bash\n" + body, encoding="utf-8")
@@ -129,25 +129,124 @@ def test_python_fallback_without_curl(tmp_path: Path, listener: TriggerListener)
     assert listener.wait_for('"job_id":"4242"', timeout_s=3) is not None
 
 
-def test_gpu_check_asks_scontrol(tmp_path: Path, listener: TriggerListener) -> None:
-    url = f"http://127.0.0.1:{listener.port}/trigger"
-    gpu = tool_path(
-        tmp_path,
-        extra={"scontrol": 'echo "JobId=$4 JobName=x TresPerNode=gres:gpu:2 AdminComment=a b"'},
+# -- which jobs had GPUs: fields of the record, never its text (issue #40) ---------------
+
+# Fields of a job record in Slurm's order (slurm_sprint_job_info), one per line of the
+# multi-line form; free-text values (name, comment, paths) are the user's.
+BASE = (
+    "UserId=bob(2002) GroupId=bob(2002) MCS_label=N/A",
+    "JobState=COMPLETED Reason=None Dependency=(null)",
+    "NumNodes=1 NumCPUs=1 NumTasks=1 CPUs/Task=1 ReqB:S:C:T=0:0:*:*",
+    "Command=(null)",
+)
+
+
+def record(job_id: str, name: str, *fields: str, workdir: str = "/jobs") -> tuple[str, str]:
+    """One job as ``scontrol show job`` prints it, and as ``scontrol -o show job`` does:
+    values verbatim (a newline in one stays a newline), "\n   " or " " between fields."""
+    lines = [*BASE, f"WorkDir={workdir}", *fields, "StdOut=/jobs/out"]
+    multi = f"JobId={job_id} JobName={name}\n" + "".join(f"   {f}\n" for f in lines) + "   \n\n"
+    one = f"JobId={job_id} JobName={name} " + " ".join(lines) + " \n"
+    return multi, one
+
+
+def scontrol_stub(tmp: Path, *records: tuple[str, str]) -> str:
+    """A PATH whose scontrol prints these records, in the form its arguments ask for."""
+    (tmp / "multi.txt").write_text("".join(m for m, _ in records), encoding="utf-8")
+    (tmp / "one.txt").write_text("".join(o for _, o in records), encoding="utf-8")
+    cat = shutil.which("cat")
+    return tool_path(
+        tmp,
+        extra={
+            "scontrol": f'if [ "$1" = -o ]; then exec {cat} {tmp}/one.txt; fi\n'
+            f"exec {cat} {tmp}/multi.txt\n"
+        },
     )
-    run_epilog(tmp_path, {"PATH": gpu, "DEFRAG_TRIGGER_URL": url, "SLURM_JOB_ID": "7"})
-    assert listener.wait_for('"job_id":"7"', timeout_s=3) is not None
+
+
+def epilog_for(tmp: Path, listener: TriggerListener, *records: tuple[str, str]) -> bool:
+    """Run the epilog for job 7 with these records; True if it sent the trigger (whatever
+    the answer: under load the listener may be slow)."""
+    url = f"http://127.0.0.1:{listener.port}/trigger"
+    path = scontrol_stub(tmp, *records)
+    env = {"PATH": path, "DEFRAG_TRIGGER_URL": url, "SLURM_JOB_ID": "7"}
+    run_epilog(tmp, env | {"DEFRAG_TRIGGER_TIMEOUT": "5"})
+    text = wait_log(tmp, "7: ", timeout_s=15)
+    return "no trigger" not in text
+
+
+def test_gpu_check_asks_scontrol(tmp_path: Path, listener: TriggerListener) -> None:
+    for tres in ("TresPerNode=gres:gpu:2", "TresPerJob=gres/gpu:a100:4", "TresPerTask=gres/gpu=1"):
+        (tmp_path / "epilog.log").unlink(missing_ok=True)
+        assert epilog_for(tmp_path, listener, record("7", "x", tres)), tres
+
+
+def test_the_recorded_gpu_count_triggers(tmp_path: Path, listener: TriggerListener) -> None:
+    """What job_submit.lua records in the AdminComment, a line of its own."""
+    admin = "AdminComment=note defrag:nvlink=2 defrag:gpn=2 defrag:nodes=1 "
+    assert epilog_for(tmp_path, listener, record("7", "x", admin))
+    (tmp_path / "epilog.log").unlink()
+    zero = "AdminComment=defrag:nvlink=0 defrag:gpn=0 defrag:nodes=1 "
+    assert not epilog_for(tmp_path, listener, record("7", "x", zero))
 
 
 def test_cpu_jobs_do_not_trigger(tmp_path: Path, listener: TriggerListener) -> None:
-    url = f"http://127.0.0.1:{listener.port}/trigger"
-    cpu = tool_path(
-        tmp_path,
-        extra={"scontrol": 'echo "JobId=$4 JobName=x TresPerNode=gres:nic:1 Comment=gpu-free"'},
+    assert not epilog_for(
+        tmp_path, listener, record("7", "x", "Comment=gpu-free ", "TresPerNode=gres:nic:1")
     )
-    run_epilog(tmp_path, {"PATH": cpu, "DEFRAG_TRIGGER_URL": url, "SLURM_JOB_ID": "8"})
     wait_log(tmp_path, "no GPUs, no trigger")
-    assert listener.wait_for('"job_id":"8"', timeout_s=0.5) is None
+
+
+def test_gpu_words_in_the_users_fields_do_not_trigger(
+    tmp_path: Path, listener: TriggerListener
+) -> None:
+    """Defect (#40): the epilog grepped the whole record, so a CPU job named or commented
+    ``defrag:gpn=1`` (or ``TresPerNode=gres/gpu:1``) woke the service when it ended."""
+    forged = "defrag:gpn=1 TresPerNode=gres/gpu:1 AdminComment=defrag:gpn=1"
+    job = record("7", forged, f"Comment={forged} ", workdir=f"/w {forged}")
+    assert not epilog_for(tmp_path, listener, job)
+    wait_log(tmp_path, "no GPUs, no trigger")
+
+
+def test_a_line_break_in_a_value_is_not_trusted(tmp_path: Path, listener: TriggerListener) -> None:
+    """``--chdir $'/x\n   AdminComment=defrag:gpn=1'`` forges a line of the multi-line form;
+    the one-line form shows the break: the record is not trusted, no trigger."""
+    for workdir in ("/x\n   AdminComment=defrag:gpn=1", "/x\n   TresPerNode=gres/gpu:1"):
+        (tmp_path / "epilog.log").unlink(missing_ok=True)
+        assert not epilog_for(tmp_path, listener, record("7", "x", workdir=workdir))
+        assert "a value holds a line break" in wait_log(tmp_path, "not trusted")
+
+
+def test_a_forged_record_never_speaks_for_the_job(
+    tmp_path: Path, listener: TriggerListener
+) -> None:
+    """A line break followed by a whole record ("JobId=99 ..."): what follows belongs to
+    that record, not to the job; one claiming the job's own id makes it untrusted."""
+    other = "Comment=x\nJobId=99 JobName=f TresPerNode=gres/gpu:8 "
+    assert not epilog_for(tmp_path, listener, record("7", "x", other))
+    wait_log(tmp_path, "no GPUs, no trigger")
+    (tmp_path / "epilog.log").unlink()
+    same = "Comment=x\nJobId=7 JobName=f TresPerNode=gres/gpu:8 "
+    assert not epilog_for(tmp_path, listener, record("7", "x", same))
+    wait_log(tmp_path, "not trusted")
+
+
+def test_heterogeneous_job_records_are_told_apart(
+    tmp_path: Path, listener: TriggerListener
+) -> None:
+    """The leader of a heterogeneous job prints every component: only its own counts."""
+    leader = record("7", "x", "TresPerNode=gres/gpu:1")
+    other = record("8", "x", "TresPerNode=gres/gpu:1")
+    cpu = record("7", "x")
+    assert epilog_for(tmp_path, listener, record("6", "x"), leader)
+    (tmp_path / "epilog.log").unlink()
+    assert not epilog_for(tmp_path, listener, cpu, other)
+
+
+def test_an_oversized_record_is_not_trusted(tmp_path: Path, listener: TriggerListener) -> None:
+    job = record("7", "x", "TresPerNode=gres/gpu:1", "Comment=" + "y" * 300_000 + " ")
+    assert not epilog_for(tmp_path, listener, job)
+    assert "over 262144 bytes" in wait_log(tmp_path, "not trusted")
 
 
 def test_unknown_job_kind_triggers_anyway(tmp_path: Path, listener: TriggerListener) -> None:

@@ -213,6 +213,20 @@ def test_slurm_user_uid(tmp_path: Path) -> None:
     assert any("SlurmUser" in w for w in warnings)
 
 
+def test_service_user_reaches_the_table(tmp_path: Path) -> None:
+    """--service-user: besides root and SlurmUser, the uid job_submit.lua lets put a job
+    into a defrag-* reservation (a name is resolved on this host, digits are a uid)."""
+    table, warnings = compose_table(tmp_path, service_user="root")
+    assert table["service_uid"] == 0
+    assert warnings == []
+    table, _ = compose_table(tmp_path, service_user="2000")
+    assert table["service_uid"] == 2000
+    table, warnings = compose_table(tmp_path, service_user="no-such-user-here")
+    assert table["service_uid"] is None  # left out of the file: root and SlurmUser only
+    assert any("--service-user 'no-such-user-here' is unknown" in w for w in warnings)
+    assert "service_uid" not in compose_table(tmp_path)[0]
+
+
 def test_gpu_count_mismatch_is_an_error(tmp_path: Path) -> None:
     conf = parse_slurm_conf(
         write(tmp_path, "slurm.conf", "NodeName=n1 Gres=gpu:a100:4\nPartitionName=p Nodes=n1\n")

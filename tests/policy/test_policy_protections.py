@@ -56,7 +56,7 @@ CFG = ProtectionsConfig(
         (job(name="jupyter-lab"), "name=jupyter-lab (matches jupyter-*)"),
         (job(requeue=False), "Requeue=0"),
         (job(start_time=NOW - timedelta(minutes=5)), "running 5 min < min_runtime 10 min"),
-        (job(comment="please defrag:protect thanks"), "owner opted out (defrag:protect)"),
+        (job(admin_comment="please defrag:protect thanks"), "owner opted out (defrag:protect)"),
         (job(admin_comment="x;defrag:protect"), "owner opted out (defrag:protect)"),
         (job(start_time=None), "no start time"),
     ],
@@ -67,6 +67,17 @@ def test_default_protections(j: Job, reason: str) -> None:
 
 def test_unprotected() -> None:
     assert compile_protections(CFG, NOW).reasons(job()) == ()
+
+
+def test_the_opt_out_is_honoured_from_the_admin_comment_only() -> None:
+    """job_submit.lua copies an allowed opt-out into the AdminComment, which users cannot
+    write: the owner's own Comment alone protects nothing (with `plugins render
+    --no-user-protect` the hook drops it, and so must the service)."""
+    p = compile_protections(CFG, NOW)
+    assert p.reasons(job(comment="defrag:protect")) == ()
+    assert p.reasons(job(comment="defrag:protect", admin_comment="defrag:protect")) == (
+        "owner opted out (defrag:protect)",
+    )
 
 
 def test_extra_protections_are_off_by_default_and_can_be_enabled() -> None:

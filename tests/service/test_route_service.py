@@ -187,7 +187,8 @@ def test_a_restarted_service_weighs_by_the_jobs_its_database_saw(
     cycle.run()
     assert path.exists()
     text = path.read_text(encoding="utf-8")
-    assert "gpus = 6" in text  # the 6-GPU jobs of the stored snapshots
+    # the 6-GPU jobs of the stored snapshots: "mix <cpus> <gpus> ..."
+    assert [line.split()[2] for line in text.splitlines() if line.startswith("mix ")] == ["6"]
     assert len(cycle.mix) == 2
 
 

@@ -54,7 +54,7 @@ def test_a_changed_job_on_a_candidate_node_replans(
     with patch:  # type: ignore[attr-defined]
         cycle.run()
         clock.tick(60)
-        fake.update_job("104", Comment="defrag:protect")  # the owner opts out
+        fake.update_job("104", AdminComment="defrag:protect")  # an admin protects it
         cycle.run()
     assert spy.call_count == 2
 

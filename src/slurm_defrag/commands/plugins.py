@@ -13,6 +13,8 @@ Table format (``version = 1``)::
       enforce = true,            -- refuse impossible requests (false: record only)
       allow_protect = true,      -- honour --comment=defrag:protect
       slurm_user_uid = 0,        -- SlurmUser: may rewrite the record on job updates
+      service_uid = 2000,        -- the service's account (--service-user): may put a job
+                                 -- into a defrag-* reservation (as root and SlurmUser may)
       pack = { feature = "defrag_partial", max_gpus = 4 },   -- absent: no packing hint
       short_first = { share = 0.1, span = 10080, all = true, large_gpus = 4,
                       keep = { demand = 0.5, window = 360 } },  -- or absent
@@ -44,6 +46,11 @@ elsewhere.
 
 ``block_sizes`` is absent for a node whose topology is unknown: the hook then never
 refuses a request because of that node.
+
+``allow_protect`` decides whether users may opt out of requeueing: the hook copies a
+user's ``defrag:protect`` into the AdminComment only when it is true, and the service
+honours the key from the AdminComment only
+(:data:`slurm_defrag.policy.comment_keys.COMMENT_KEYS`), so this one switch decides both.
 """
 
 from __future__ import annotations
@@ -90,6 +97,9 @@ class RenderOptions:
     pack_max_gpus: int | None = None  # None: half the largest node
     enforce: bool = True
     allow_protect: bool = True
+    service_user: str | None = None
+    """The service's account (a name or uid): besides root and SlurmUser, the only one the
+    hook lets put a job into a ``defrag-*`` reservation."""
     route_file: Path | None = None
     """Where the service writes the per-job route (its ``route_file`` setting)."""
     short_first: float | None = None
@@ -103,9 +113,9 @@ class RenderOptions:
     while their demand is at least this (0: always)."""
 
 
-def _uid_of(user: str, warnings: list[str]) -> int | None:
-    """SlurmUser's uid: besides root, the only one Slurm lets change an AdminComment, so the
-    hook rewrites the record on job updates made by it (resolved on this host)."""
+def _uid_of(user: str, warnings: list[str], unknown: str) -> int | None:
+    """A user's uid (a name resolved on this host, or digits); None, and the warning
+    ``unknown`` about it, when there is no such user here."""
     import pwd
 
     if user.isascii() and user.isdigit() and len(user) <= 10:  # a uid, not a name like "²"
@@ -113,10 +123,7 @@ def _uid_of(user: str, warnings: list[str]) -> int | None:
     try:
         return pwd.getpwnam(user).pw_uid
     except (KeyError, ValueError):  # ValueError: a NUL byte, no name getpwnam can look up
-        warnings.append(
-            f"SlurmUser {user!r} is unknown on this host: job updates it makes will not "
-            "refresh the record (root's still do); render on the controller"
-        )
+        warnings.append(unknown)
         return None
 
 
@@ -237,9 +244,24 @@ def build_table(
         "default_partition": conf.default_partition,
         "enforce": options.enforce,
         "allow_protect": options.allow_protect,
-        "slurm_user_uid": _uid_of(conf.slurm_user, warnings),
+        # SlurmUser: besides root, the only one Slurm lets change an AdminComment, so the
+        # hook rewrites the record on job updates made by it
+        "slurm_user_uid": _uid_of(
+            conf.slurm_user,
+            warnings,
+            f"SlurmUser {conf.slurm_user!r} is unknown on this host: job updates it makes will"
+            " not refresh the record (root's still do); render on the controller",
+        ),
         "partitions": partitions,
     }
+    if options.service_user is not None:
+        table["service_uid"] = _uid_of(
+            options.service_user,
+            warnings,
+            f"--service-user {options.service_user!r} is unknown on this host (give its uid, "
+            "or render on the controller): only root and SlurmUser may put jobs into defrag-* "
+            "reservations",
+        )
 
     if options.route_file is not None:
         if not options.route_file.is_absolute():
@@ -378,8 +400,20 @@ def render(
     ] = False,
     no_user_protect: Annotated[
         bool,
-        typer.Option("--no-user-protect", help="Ignore users' --comment=defrag:protect opt-outs."),
+        typer.Option(
+            "--no-user-protect",
+            help="Ignore users' --comment=defrag:protect opt-outs (the hook records none, and "
+            "the service honours the key from the AdminComment only).",
+        ),
     ] = False,
+    service_user: Annotated[
+        str | None,
+        typer.Option(
+            "--service-user",
+            help="The service's account (name or uid): besides root and SlurmUser, the only "
+            "one allowed to put a job into a defrag-* reservation (its hand-over).",
+        ),
+    ] = None,
     route_file: Annotated[
         Path | None,
         typer.Option(
@@ -447,6 +481,7 @@ def render(
         pack_max_gpus=pack_max_gpus,
         enforce=not no_enforce,
         allow_protect=not no_user_protect,
+        service_user=service_user,
         route_file=route_file,
         short_first=short_first,
         short_first_all=short_first_all,
@@ -472,7 +507,9 @@ def render(
         f"wrote {out}: {len(parts)} partition(s), "
         f"packing hint {'on' if 'pack' in table else 'off'}, "
         f"short first {'on' if 'short_first' in table else 'off'}, "
-        f"{'refusing impossible requests' if options.enforce else 'recording only'}"
+        f"{'refusing impossible requests' if options.enforce else 'recording only'}, "
+        "defrag-* reservations for root, SlurmUser"
+        + (f" and uid {table['service_uid']}" if table.get("service_uid") is not None else " only")
     )
     # slurmctld re-reads job_submit.lua (and so this table) when the script's mtime
     # changes; 22.05's `scontrol reconfigure` does not reload an unchanged script.

@@ -43,7 +43,8 @@ class Protection(StrEnum):
     MIN_RUNTIME = "min-runtime"
     """the job has run less than ``protections.min_runtime_minutes``"""
     OPT_OUT = "opt-out"
-    """the job's comment carries ``defrag:protect`` (its owner opted out)"""
+    """the job's AdminComment carries ``defrag:protect``: its owner opted out through
+    job_submit.lua, or an admin wrote it (:data:`~slurm_defrag.policy.comment_keys.COMMENT_KEYS`)"""
     UNKNOWN_START = "unknown-start"
     """the job has no start time: the work a requeue loses cannot be priced"""
     NO_CHECKPOINT = "no-checkpoint"

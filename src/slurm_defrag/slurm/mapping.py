@@ -53,6 +53,7 @@ from slurm_defrag.domain.hostlists import expand_hosts
 from slurm_defrag.domain.topology import MAX_GPUS_PER_NODE
 from slurm_defrag.domain.units import MILLI, share_milli
 from slurm_defrag.errors import InputError
+from slurm_defrag.policy.comment_keys import COMMENT_KEYS, NVLINK_KEY, CommentField
 from slurm_defrag.slurm.errors import SlurmParseError
 
 M = TypeVar("M", bound=BaseModel)
@@ -536,9 +537,12 @@ _TRUE = frozenset({"true", "yes", "on"})
 
 
 def nvlink_from_comments(admin_comment: str, comment: str) -> bool | None:
-    """The ``defrag:nvlink=K`` key (see module docstring); None when absent or unreadable."""
-    for text in (admin_comment, comment):
-        m = _NVLINK_KEY.search(text or "")
+    """The ``defrag:nvlink=K`` key (see module docstring), from the fields the one table of
+    comment keys allows for it, in its order (:data:`~slurm_defrag.policy.comment_keys.
+    COMMENT_KEYS`); None when absent or unreadable."""
+    texts = {CommentField.ADMIN: admin_comment, CommentField.USER: comment}
+    for field in COMMENT_KEYS[NVLINK_KEY].fields:
+        m = _NVLINK_KEY.search(texts[field] or "")
         if m is None:
             continue
         value = m[1].lower()
