@@ -154,7 +154,7 @@ def wait_evaluated(job_id: str, timeout_s: float = 60) -> str:
             return seen[1]
         if seen and seen[0] != "PENDING":
             return seen[0]
-        time.sleep(0.5)
+        time.sleep(1)
     raise AssertionError(f"job {job_id} not evaluated within {timeout_s:g} s: {seen}")
 
 

@@ -119,7 +119,8 @@ def test_the_route_lever_keeps_node01_whole_for_the_8_gpu_job(
         packing_lever="fgd-route-score",
         route_file=ROUTE_FILE,
     )
-    _wait("the route file", lambda: _route_file_present(c), 90)
+    # the service container's start and first cycles: slow only on a loaded machine
+    _wait("the route file", lambda: _route_file_present(c), 180)
     for n in NODES:
         assert f"defrag_at_{n}" in _features(n), service.logs()
     _running_on(_submit(sc, "R", 2, 60, "-w", "node02"))

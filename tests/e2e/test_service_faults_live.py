@@ -284,7 +284,7 @@ def test_kill_after_step_then_restart_completes_or_rolls_back(
             return _plan_status(sc, plan_id)[0] in ("done", "aborted", "failed")
 
         try:
-            _wait("the plan closed", closed, 180, 0.5)
+            _wait("the plan closed", closed, 180)
             recovery_s = time.monotonic() - crashed_at
             status, note = _plan_status(sc, plan_id)
         finally:
@@ -378,12 +378,12 @@ def _freeze_slurmctld(sc: Scenario, svc: ServiceContainer) -> tuple[list[str], f
     """``kill -STOP`` slurmctld while ``svc`` runs, then ``kill -CONT``. Returns the
     service's log lines from its first failed cycle to the thaw, the outage and the time
     from the thaw to the next stored snapshot. Nothing may be stored while frozen."""
-    _wait("a first snapshot", lambda: _counts(sc)[0] is not None, 120, 0.5)
+    _wait("a first snapshot", lambda: _counts(sc)[0] is not None, 120)
     pid = _slurmctld_pid()
     ctld("kill", "-STOP", pid)
     try:
         stopped = time.monotonic()
-        _wait("a cycle without Slurm", lambda: "no action this cycle" in svc.logs(), 30, 0.5)
+        _wait("a cycle without Slurm", lambda: "no action this cycle" in svc.logs(), 30)
         during = _counts(sc)
         # two more failed cycles (each at most a command timeout + the interval) rather
         # than a fixed wait: what the test needs is an outage spanning several cycles
@@ -400,5 +400,5 @@ def _freeze_slurmctld(sc: Scenario, svc: ServiceContainer) -> tuple[list[str], f
     outage_s = time.monotonic() - stopped
     first = next(i for i, ln in enumerate(lines) if "no action this cycle" in ln)
     thawed = time.monotonic()
-    _wait("a normal cycle (snapshot stored)", lambda: _counts(sc)[0] != during[0], 60, 0.5)
+    _wait("a normal cycle (snapshot stored)", lambda: _counts(sc)[0] != during[0], 60)
     return lines[first:], outage_s, time.monotonic() - thawed

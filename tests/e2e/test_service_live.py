@@ -459,7 +459,7 @@ def test_time_from_blocked_to_running(fresh: Scenario) -> None:
                 seen["running"] = job["_text"]
                 return True
 
-            _wait("T running", t_running, 330, 0.5)
+            _wait("T running", t_running, 330)
             blocked_to_running = time.monotonic() - sc.t_submitted
             _wait("plan done", lambda: [p[2] for p in _plans(sc)] == ["done"], 200)
         finally:
