@@ -120,7 +120,10 @@ def test_the_route_lever_keeps_node01_whole_for_the_8_gpu_job(
         route_file=ROUTE_FILE,
     )
     # the service container's start and first cycles: slow only on a loaded machine
-    _wait("the route file", lambda: _route_file_present(c), 180)
+    try:
+        _wait("the route file", lambda: _route_file_present(c), 180)
+    except AssertionError as exc:
+        raise AssertionError(f"{exc}; the service's log:\n{service.logs()[-4000:]}") from None
     for n in NODES:
         assert f"defrag_at_{n}" in _features(n), service.logs()
     _running_on(_submit(sc, "R", 2, 60, "-w", "node02"))
