@@ -18,6 +18,7 @@ from pathlib import Path
 
 from slurm_defrag.domain.cluster import ClusterSnapshot
 from slurm_defrag.metrics.compute import compute
+from slurm_defrag.policy.limits import Usage, UserUsage
 from slurm_defrag.service.prometheus import Exporter
 from slurm_defrag.snapshot_file import load_snapshot
 from slurm_defrag.synth import random_cluster
@@ -31,6 +32,15 @@ class NoHistory:
 
     def user_preemptions_since(self, user: str, since: datetime) -> int:
         return 0
+
+    def victim_usage(self, user: str, since: datetime) -> Usage:
+        return Usage()
+
+    def beneficiary_usage(self, user: str, since: datetime) -> Usage:
+        return Usage()
+
+    def usage_by_user(self, since: datetime) -> UserUsage:
+        return UserUsage()
 
     def active_plans(self) -> int:
         return 0

@@ -119,7 +119,15 @@ def busy_cluster(
 POLICY = {
     "version": 1,
     "protections": {"qos": ["prod"]},
-    "limits": {"max_victims_per_plan": None},
+    # The solver's scale, not the limits': none binds (the per-user ones of issue #40 too,
+    # which would cut the 500 targets' plans to a few users' budgets).
+    "limits": {
+        "max_victims_per_plan": None,
+        "max_preemptions_per_user_per_day": None,
+        "max_gpu_hours_lost_per_user_per_day": None,
+        "max_requeues_for_user_per_day": None,
+        "max_gpu_hours_lost_for_user_per_day": None,
+    },
     "solver": {"num_workers": 2, "max_time_in_seconds": 60},
 }
 

@@ -96,7 +96,9 @@ def test_planner_never_targets_an_unknown_node_for_an_nvlink_job() -> None:
                 **job.model_dump(),
                 "requeue": True,
                 "user": "u",
-                "start_time": EPOCH - timedelta(days=1),
+                # an hour, not a day: b2's 6 GPUs x 24 h would be past the per-user daily
+                # GPU-hour limits (issue #40), which this test is not about
+                "start_time": EPOCH - timedelta(hours=1),
             }
         )
 

@@ -5,12 +5,13 @@ It shares only the *specification* with the planner: which jobs policy protects
 (``target_specs``), and which nodes may ever host a share (the metrics'
 ``structural_verdict``). Feasibility -- blocks, disjointness, drains, domains, limits -- is
 re-implemented here in the plainest way: enumerate every set of victims, then every way to
-place the targets on the GPUs that set frees.
+place the targets on the GPUs that set frees. The beneficiary limits (per target user) are
+checked while placing: a block counts the holders of its GPUs against its target's user.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import timedelta
 from itertools import chain, combinations
 
@@ -104,7 +105,29 @@ def brute_force(
                     > lim.max_preemptions_per_user_per_day
                 ):
                     return False
+        if lim.max_gpu_hours_lost_per_user_per_day is not None:
+            hours: dict[str, int] = {}
+            for v in victims:
+                u = snapshot.job_by_id[v].user
+                hours[u] = hours.get(u, 0) + lost[v]
+            for u, h in hours.items():
+                past = history.victim_usage(u, now - timedelta(days=1)).gpu_hours
+                if h > to_milli(max(0.0, lim.max_gpu_hours_lost_per_user_per_day - past)):
+                    return False
         return True
+
+    # the beneficiary side: what requeues of other users' jobs for one user's targets may
+    # still spend (requeues, milli-GPU-hours; None: no cap)
+    left: dict[str, tuple[int | None, int | None]] = {}
+    fc, fl = lim.max_requeues_for_user_per_day, lim.max_gpu_hours_lost_for_user_per_day
+    if fc is not None or fl is not None:
+        for s in specs:
+            used = history.beneficiary_usage(s.job.user, now - timedelta(days=1))
+            left[s.job.user] = (
+                None if fc is None else max(0, fc - used.requeues),
+                None if fl is None else to_milli(max(0.0, fl - used.gpu_hours)),
+            )
+    served = _Served(left, {j.id: j.user for j in requeueable}, lost)
 
     # drain: per (target, node) the cheapest block that frees itself in time
     def end_hours(node: str, g: int) -> float | None:
@@ -156,15 +179,54 @@ def brute_force(
             n.name: {g for g, o in enumerate(owners[n.name]) if o is None or o in victims}
             for n in snapshot.nodes
         }
-        value, extra = _pack(snapshot, specs, eligible, avail, drain)
+        value, extra = _pack(snapshot, specs, eligible, avail, drain, served)
         cand = Best(value, base + extra)
         if (cand.value, -cand.cost) > (best.value, -best.cost):
             best = cand
     return best
 
 
-def _pack(snapshot, specs, eligible, avail, drain):  # type: ignore[no-untyped-def]
+@dataclass
+class _Served:
+    """Victims counted against each target user's beneficiary budget while packing: the
+    holders of a block's GPUs that are not the target's user's own (drains count none)."""
+
+    left: dict[str, tuple[int | None, int | None]]
+    owner_user: dict[str, str]
+    lost: dict[str, int]
+    held: dict[str, dict[str, int]] = field(default_factory=dict)
+    """user -> job -> blocks of theirs it is counted for"""
+
+    def add(self, user: str, jobs: list[str]) -> bool:
+        """Count ``jobs`` for ``user``; False (nothing counted) if over budget."""
+        if user not in self.left:
+            return True
+        mine = self.held.setdefault(user, {})
+        others = [j for j in jobs if self.owner_user[j] != user]
+        new = {j for j in others if j not in mine}
+        n_cap, h_cap = self.left[user]
+        if n_cap is not None and len(mine) + len(new) > n_cap:
+            return False
+        if h_cap is not None and sum(self.lost[j] for j in (*mine, *new)) > h_cap:
+            return False
+        for j in others:
+            mine[j] = mine.get(j, 0) + 1
+        return True
+
+    def remove(self, user: str, jobs: list[str]) -> None:
+        if user not in self.left:
+            return
+        mine = self.held[user]
+        for j in jobs:
+            if self.owner_user[j] != user:
+                mine[j] -= 1
+                if not mine[j]:
+                    del mine[j]
+
+
+def _pack(snapshot, specs, eligible, avail, drain, served):  # type: ignore[no-untyped-def]
     """Max value, then min drain cost, of placing targets on ``avail`` GPUs."""
+    owners = snapshot.gpu_owners
     best = [0, 0]
     used: dict[str, set[int]] = {n: set() for n in avail}
     drained: set[str] = set()
@@ -195,11 +257,15 @@ def _pack(snapshot, specs, eligible, avail, drain):  # type: ignore[no-untyped-d
         node = snapshot.node_by_name[name]
         for b in _gpu_sets(snapshot.topology_of(node), s.geometry.k, s.geometry.kind):
             if b <= avail[name] and not b & used[name]:
+                freed = sorted({o for g in b if (o := owners[name][g]) is not None})
+                if not served.add(s.job.user, freed):
+                    continue
                 used[name] |= b
                 hosting[name] += 1
                 place(t, group, i + 1, value, dcost)
                 hosting[name] -= 1
                 used[name] -= b
+                served.remove(s.job.user, freed)
         d = drain.get((t, name))
         if d is not None and hosting[name] == 0:
             drained.add(name)

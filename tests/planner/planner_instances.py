@@ -164,6 +164,14 @@ def random_instance(seed: int, prune: str = "never") -> Instance:
         nvlink_domains=domains,
     )
     snap = _cap_requeueable(snap, rng)
+    # The fairness limits per user (issue #40) from a stream of their own, so the
+    # instances above stay as they were; null = no cap, as in a policy file.
+    fair = random.Random(seed * 7919 + 2)
+    fair_limits = {
+        "max_gpu_hours_lost_per_user_per_day": fair.choice((None, 16.0, 2.0, 8.0)),
+        "max_requeues_for_user_per_day": fair.choice((None, 16, 0, 1, 2)),
+        "max_gpu_hours_lost_for_user_per_day": fair.choice((None, 32.0, 1.0, 4.0)),
+    }
     policy = parse_policy(
         {
             "version": 1,
@@ -182,7 +190,8 @@ def random_instance(seed: int, prune: str = "never") -> Instance:
                     "max_preemptions_per_user_per_day": rng.choice((None, None, 1, 2)),
                 }.items()
                 if v is not None
-            },
+            }
+            | fair_limits,
             "cost": {
                 "restart_cost_gpu_hours": rng.choice((0.0, 0.1, 0.5)),
                 "qos_weights": {"low": 0.25},
@@ -194,7 +203,11 @@ def random_instance(seed: int, prune: str = "never") -> Instance:
     history = InMemoryPreemptionHistory()
     for _ in range(rng.randint(0, 3)):
         history.record_requeue(
-            t - timedelta(minutes=rng.uniform(1, 2000)), "old", rng.choice(users)
+            t - timedelta(minutes=rng.uniform(1, 2000)),
+            "old",
+            rng.choice(users),
+            fair.choice((0.0, 0.5, 3.0)),
+            fair.sample(users, fair.randint(0, 2)),
         )
     return Instance(snap, policy, targets, history)
 

@@ -64,8 +64,14 @@ def nodes_of(snapshot: ClusterSnapshot, ids: list[str], prune: str = "never") ->
     base = default_policy()
     policy = base.model_copy(
         update={
+            # no limit binds: every job here is the same (anonymous) user's, so the
+            # per-user defaults (issue #40) would cap all four targets' victims together
             "limits": base.limits.model_copy(
-                update={"max_victims_per_plan": None, "max_requeues_per_user_per_day": None}
+                update={
+                    "max_victims_per_plan": None,
+                    "max_preemptions_per_user_per_day": None,
+                    "max_gpu_hours_lost_per_user_per_day": None,
+                }
             ),
             "solver": base.solver.model_copy(update={"prune": prune}),
         }

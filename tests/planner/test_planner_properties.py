@@ -10,7 +10,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from planner_instances import random_instance
 
-from slurm_defrag.actuator.limits import VictimRef, plan_violations
+from slurm_defrag.actuator.limits import plan_violations, victim_refs
 from slurm_defrag.domain.cluster import ClusterSnapshot
 from slurm_defrag.domain.plan import Plan, apply_plan
 from slurm_defrag.planner.facade import make_plan
@@ -29,8 +29,8 @@ def check_invariants(snap: ClusterSnapshot, plan: Plan, inst: object) -> None:
         assert movable(job), v.job_id
         assert not protector.reasons(job), v.job_id
         assert v.gpus == {n: tuple(sorted(i)) for n, i in job.gpus.items()}  # whole job
-    refs = [VictimRef(v.job_id, v.user, v.lost_gpu_hours) for v in plan.victims]
-    assert not plan_violations(refs, inst.policy.limits, inst.history, now)
+    # victim_refs: with the users each requeue is for (the beneficiary limits, issue #40)
+    assert not plan_violations(victim_refs(plan), inst.policy.limits, inst.history, now)
 
     owners = snap.gpu_owners
     given: set[tuple[str, int]] = set()

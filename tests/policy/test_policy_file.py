@@ -32,6 +32,79 @@ def test_defaults() -> None:
     assert p.solver.num_workers == 2
 
 
+FAIRNESS_DEFAULTS = {
+    "max_preemptions_per_user_per_day": 8,
+    "max_gpu_hours_lost_per_user_per_day": 64.0,
+    "max_requeues_for_user_per_day": 16,
+    "max_gpu_hours_lost_for_user_per_day": 128.0,
+}
+"""The per-user limits' documented defaults (docs/planner.md, "Fairness per user")."""
+
+
+def test_per_user_limits_have_their_documented_defaults() -> None:
+    limits = default_policy().limits.model_dump()
+    assert {k: limits[k] for k in FAIRNESS_DEFAULTS} == FAIRNESS_DEFAULTS
+    # the example policy spells them out with the same values
+    example = load_policy(ROOT / "examples" / "policy.toml").limits.model_dump()
+    assert {k: example[k] for k in FAIRNESS_DEFAULTS} == FAIRNESS_DEFAULTS
+
+
+def test_per_user_limits_parse_and_null_is_unlimited(tmp_path: Path) -> None:
+    path = tmp_path / "p.toml"
+    path.write_text(
+        "version = 1\n[limits]\nmax_gpu_hours_lost_per_user_per_day = 4.5\n"
+        "max_requeues_for_user_per_day = 3\nmax_gpu_hours_lost_for_user_per_day = 10\n"
+    )
+    lim = load_policy(path).limits
+    assert lim.max_gpu_hours_lost_per_user_per_day == 4.5
+    assert lim.max_requeues_for_user_per_day == 3
+    assert lim.max_gpu_hours_lost_for_user_per_day == 10.0
+    assert lim.max_preemptions_per_user_per_day == 8  # absent: the default
+    yaml = tmp_path / "p.yaml"
+    yaml.write_text(
+        "version: 1\nlimits:\n  max_requeues_for_user_per_day: null\n"
+        "  max_gpu_hours_lost_for_user_per_day: null\n"
+    )
+    lim = load_policy(yaml).limits
+    assert lim.max_requeues_for_user_per_day is None
+    assert lim.max_gpu_hours_lost_for_user_per_day is None
+    # TOML has no null: "unlimited" says the same
+    path.write_text(
+        'version = 1\n[limits]\nmax_preemptions_per_user_per_day = "unlimited"\n'
+        'max_gpu_hours_lost_per_user_per_day = "unlimited"\n'
+    )
+    lim = load_policy(path).limits
+    assert lim.max_preemptions_per_user_per_day is None
+    assert lim.max_gpu_hours_lost_per_user_per_day is None
+    assert lim.max_requeues_for_user_per_day == 16
+
+
+def test_per_user_limits_errors_name_each_key() -> None:
+    with pytest.raises(InputError) as e:
+        parse_policy(
+            {
+                "version": 1,
+                "limits": {
+                    "max_gpu_hours_lost_per_user_per_day": -1,
+                    "max_requeues_for_user_per_day": -2,
+                    "max_gpu_hours_lost_for_user_per_day": "lots",
+                    "max_victims_per_plan": "Unlimited",
+                    "max_requeues_per_user_per_day": 3,
+                },
+            },
+            "p.toml",
+        )
+    msg = str(e.value)
+    for part in (
+        "limits.max_gpu_hours_lost_per_user_per_day: must be >= 0",
+        "limits.max_requeues_for_user_per_day: must be >= 0",
+        "limits.max_gpu_hours_lost_for_user_per_day:",
+        "limits.max_victims_per_plan:",
+        "limits.max_requeues_per_user_per_day: unknown key",
+    ):
+        assert part in msg
+
+
 def test_all_errors_at_once_with_keys() -> None:
     with pytest.raises(InputError) as e:
         parse_policy(

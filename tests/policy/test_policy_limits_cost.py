@@ -8,17 +8,22 @@ import pytest
 
 from slurm_defrag.actuator.limits import VictimRef, check_plan, check_requeue, plan_violations
 from slurm_defrag.domain.cluster import Job, JobState
-from slurm_defrag.planner.budget import check_concurrent_plans, remaining_budget
+from slurm_defrag.planner.budget import Left, check_concurrent_plans, remaining_budget
 from slurm_defrag.policy.comment_keys import last_checkpoint, parse_time
 from slurm_defrag.policy.cost import CostConfig, victim_cost
 from slurm_defrag.policy.limits import (
     ConcurrentPlansLimitError,
+    GpuHoursForUserDayLimitError,
     GpuHoursPerPlanLimitError,
+    GpuHoursPerUserDayLimitError,
     InMemoryPreemptionHistory,
     LimitsConfig,
     PreemptionHistory,
     PreemptionsPerHourLimitError,
     PreemptionsPerUserDayLimitError,
+    RequeuesForUserDayLimitError,
+    Usage,
+    UserLimitError,
     VictimsPerPlanLimitError,
 )
 from slurm_defrag.synth import EPOCH
@@ -59,8 +64,9 @@ def test_each_limit_has_its_error(limits: LimitsConfig, error: type[Exception]) 
 
 
 def test_no_limits_no_violations() -> None:
-    none = LimitsConfig(max_victims_per_plan=None, max_concurrent_plans=None)
-    assert plan_violations([VictimRef("1", "ann", 99)] * 50, none, history(), NOW) == []
+    # Every limit null (the per-user ones have defaults since issue #40's fairness limits).
+    many = [VictimRef("1", "ann", 99, ("bob",))] * 50
+    assert plan_violations(many, NONE, history(), NOW) == []
 
 
 def test_check_requeue_counts_done_ones() -> None:
@@ -91,6 +97,105 @@ def test_remaining_budget() -> None:
     assert b.victims == 2
     assert b.gpu_hours == 10
     assert b.per_user == {"ann": 0, "bob": 2}
+
+
+NONE = LimitsConfig.model_validate(dict.fromkeys(LimitsConfig.model_fields))
+"""Every limit off: each test below switches on the ones it is about."""
+
+
+def fair_history() -> InMemoryPreemptionHistory:
+    """Today: bob's jobs requeued twice for ann's targets (3 + 2 GPU-hours), cid's once
+    for ann's and dee's (1 GPU-hour), ann's own job once for herself; two days ago, many
+    for ann (outside any 24 h window)."""
+    h = InMemoryPreemptionHistory()
+    h.record_requeue(NOW - timedelta(hours=2), "b1", "bob", 3.0, ["ann"])
+    h.record_requeue(NOW - timedelta(hours=20), "b2", "bob", 2.0, ["ann"])
+    h.record_requeue(NOW - timedelta(hours=1), "c1", "cid", 1.0, ["ann", "dee"])
+    h.record_requeue(NOW - timedelta(hours=1), "a1", "ann", 7.0, ["ann"])
+    for i in range(10):
+        h.record_requeue(NOW - timedelta(days=2), f"old{i}", "bob", 10.0, ["ann"])
+    return h
+
+
+def test_history_counts_both_sides_of_a_users_day() -> None:
+    h = fair_history()
+    day = NOW - timedelta(days=1)
+    assert h.victim_usage("bob", day) == Usage(2, 5.0)
+    assert h.victim_usage("ann", day) == Usage(1, 7.0)
+    # for ann: bob's two and cid's one; her own job is never "for" her
+    assert h.beneficiary_usage("ann", day) == Usage(3, 6.0)
+    assert h.beneficiary_usage("dee", day) == Usage(1, 1.0)
+    assert h.beneficiary_usage("bob", day) == Usage()
+    assert h.user_preemptions_since("bob", day) == 2
+    # every user at once (the planner's one read per cycle): the same figures
+    every = h.usage_by_user(day)
+    for user in ("ann", "bob", "cid", "dee", "zed"):
+        assert every.of(user) == h.victim_usage(user, day)
+        assert every.for_(user) == h.beneficiary_usage(user, day)
+
+
+@pytest.mark.parametrize(
+    ("limits", "error", "user"),
+    [
+        # bob: 2 today + 1 in the plan = 3 requeues; 5 + 4 = 9 GPU-hours
+        ({"max_preemptions_per_user_per_day": 2}, PreemptionsPerUserDayLimitError, "bob"),
+        ({"max_gpu_hours_lost_per_user_per_day": 8.5}, GpuHoursPerUserDayLimitError, "bob"),
+        # ann: 3 today + 2 in the plan (bob's and eve's; her own 5th job is hers) = 5;
+        # 6 + 4 + 0.5 = 10.5 GPU-hours
+        ({"max_requeues_for_user_per_day": 4}, RequeuesForUserDayLimitError, "ann"),
+        ({"max_gpu_hours_lost_for_user_per_day": 10}, GpuHoursForUserDayLimitError, "ann"),
+    ],
+)
+def test_each_per_user_limit_has_its_error(
+    limits: dict[str, float], error: type[UserLimitError], user: str
+) -> None:
+    plan = [
+        VictimRef("9", "bob", 4.0, ("ann",)),
+        VictimRef("10", "eve", 0.5, ("ann",)),
+        VictimRef("11", "ann", 0.5, ()),
+    ]
+    lim = NONE.model_copy(update=limits)
+    (broken,) = plan_violations(plan, lim, fair_history(), NOW)
+    assert isinstance(broken, error)
+    assert broken.user == user
+    assert f"user {user}" in str(broken)
+    assert str(broken).startswith(f"limits.{error.limit}: ")
+    # one requeue less and it fits
+    (value,) = limits.values()
+    bigger = NONE.model_copy(update={k: v + 1 for k, v in limits.items()})
+    assert plan_violations(plan, bigger, fair_history(), NOW) == [], value
+
+
+def test_the_executor_recheck_counts_what_moved_since_the_plan() -> None:
+    """check_requeue before one requeue: another plan for ann's targets ran meanwhile."""
+    lim = NONE.model_copy(update={"max_requeues_for_user_per_day": 4})
+    h = fair_history()
+    victim = VictimRef("9", "bob", 1.0, ("ann",))
+    check_requeue(victim, [], lim, h, NOW)  # 3 today + this one
+    h.record_requeue(NOW, "x", "cid", 1.0, ["ann"])
+    with pytest.raises(RequeuesForUserDayLimitError):
+        check_requeue(victim, [], lim, h, NOW)
+    # a requeue of her own job is not "for" her
+    check_requeue(VictimRef("12", "ann", 1.0, ()), [], lim, h, NOW)
+    # the window slides: a day later the budget is back
+    check_requeue(victim, [], lim, h, NOW + timedelta(days=1, minutes=1))
+
+
+def test_remaining_budget_per_user_both_sides() -> None:
+    lim = NONE.model_copy(
+        update={
+            "max_preemptions_per_user_per_day": 3,
+            "max_gpu_hours_lost_per_user_per_day": 6.0,
+            "max_requeues_for_user_per_day": 2,
+            "max_gpu_hours_lost_for_user_per_day": 10.0,
+        }
+    )
+    b = remaining_budget(lim, fair_history(), NOW, ["bob", "cid"], ["ann", "dee", "fay"])
+    assert b.per_user == {"bob": 1, "cid": 2}
+    assert b.per_user_lost == {"bob": 1.0, "cid": 5.0}
+    assert b.for_user == {"ann": Left(0, 4.0), "dee": Left(1, 9.0), "fay": Left(2, 10.0)}
+    off = remaining_budget(NONE, fair_history(), NOW, ["bob"], ["ann"])
+    assert (off.per_user, off.per_user_lost, off.for_user) == ({}, {}, {})
 
 
 def test_parse_time() -> None:

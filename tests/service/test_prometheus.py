@@ -24,6 +24,7 @@ from slurm_defrag import wiring
 from slurm_defrag.domain.cluster import ClusterSnapshot
 from slurm_defrag.domain.plan import Plan
 from slurm_defrag.metrics.compute import compute
+from slurm_defrag.policy.limits import Usage, UserUsage
 from slurm_defrag.service.history import StoreHistory
 from slurm_defrag.service.http import ControlServer
 from slurm_defrag.service.loop import Cycle
@@ -294,6 +295,15 @@ class _CountingHistory:
 
     def user_preemptions_since(self, user: str, since: datetime) -> int:
         return 0
+
+    def victim_usage(self, user: str, since: datetime) -> Usage:
+        return Usage()
+
+    def beneficiary_usage(self, user: str, since: datetime) -> Usage:
+        return Usage()
+
+    def usage_by_user(self, since: datetime) -> UserUsage:
+        return UserUsage()
 
     def active_plans(self) -> int:
         return 0

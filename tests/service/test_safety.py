@@ -1,5 +1,6 @@
-"""Safety on FakeSlurm + SQLite: dry-run, protections on a fresh read, limits, kill switch,
-the lease, Slurm unreachable."""
+"""Safety on FakeSlurm + SQLite: dry-run, protections on a fresh read, limits (the per-user
+ones re-checked on the store's history right before each requeue), kill switch, the lease,
+Slurm unreachable."""
 
 from __future__ import annotations
 
@@ -16,10 +17,11 @@ from slurm_defrag.domain.plan import Plan
 from slurm_defrag.planner.facade import make_plan
 from slurm_defrag.policy.file import default_policy, parse_policy
 from slurm_defrag.policy.limits import InMemoryPreemptionHistory
+from slurm_defrag.service.history import StoreHistory
 from slurm_defrag.slurm.errors import SlurmUnavailableError
 from slurm_defrag.slurm.fake import FakeSlurm
 from slurm_defrag.store.database import Store
-from slurm_defrag.store.plans import Plans
+from slurm_defrag.store.plans import NewStep, Plans, users_field
 from slurm_defrag.synth import course_scenario
 
 
@@ -238,3 +240,92 @@ def test_two_plans_never_hold_the_same_node(
     refused = Plans(store.engine).recent()[0]
     assert refused.status == "aborted"
     assert "node01 are in another open plan" in refused.note
+
+
+def _done_requeue(plans: Plans, user: str, lost: float, for_users: list[str]) -> None:
+    """A requeue another plan (or instance) finished: as the executor records it."""
+    args = {"user": user, "lost_gpu_hours": lost, "for_users": users_field(for_users)}
+    pid = plans.create("course", "enforce", {}, steps=[NewStep("requeue", "999", args)])
+    plans.set_step_state(plans.steps(pid)[0].id, "done")
+    plans.update(pid, status="done")
+
+
+def _executor(
+    store: Store, fake: FakeSlurm, clock: FakeClock, limits: dict[str, object]
+) -> Executor:
+    """The executor as the service builds it: the limits' history read from the store."""
+    plans = Plans(store.engine)
+    return Executor(
+        Channel(fake, AuditingWriter(fake, plans, dry_run=False), plans, "enforce"),
+        Safety(parse_policy({"version": 1, "limits": limits}), 900, StoreHistory(plans)),
+        clock=clock,
+    )
+
+
+@pytest.mark.parametrize(
+    ("limits", "moved"),
+    [
+        # dave (the target's user) may have 2 requeues of others' jobs a day; one was done
+        # before the plan, another one after it was admitted
+        ({"max_requeues_for_user_per_day": 2}, ("carol", 0.1, ["dave"])),
+        ({"max_gpu_hours_lost_for_user_per_day": 1.0}, ("carol", 0.3, ["dave"])),
+        # erin (the victim's user): her jobs may be requeued twice / lose 1 GPU-hour a day
+        ({"max_preemptions_per_user_per_day": 2}, ("erin", 0.1, ["zoe"])),
+        ({"max_gpu_hours_lost_per_user_per_day": 1.0}, ("erin", 0.3, ["zoe"])),
+    ],
+)
+def test_the_executor_refuses_a_requeue_past_a_users_daily_budget(
+    store: Store,
+    fake: FakeSlurm,
+    clock: FakeClock,
+    limits: dict[str, object],
+    moved: tuple[str, float, list[str]],
+) -> None:
+    """Issue #40: the per-user limits are checked again right before each requeue, on the
+    history as it is then. The plan (110 for dave, requeueing erin's 104: 0.6 GPU-hours)
+    fits when admitted; a requeue recorded meanwhile spends the rest, and the executor
+    refuses: the plan rolls back, 104 keeps running."""
+    plans = Plans(store.engine)
+    _done_requeue(plans, "erin", 0.2, ["dave"])
+    ex = _executor(store, fake, clock, limits)
+    plan = make_plan(fake.snapshot(), default_policy())
+    assert [v.job_id for v in plan.victims] == ["104"]
+    pid = ex.admit(plan)
+    assert pid is not None  # 1 + 1 requeues, 0.2 + 0.6 GPU-hours: within every budget
+    (step,) = [s for s in plans.steps(pid) if s.action == "requeue"]
+    assert (step.args["user"], step.args["for_users"]) == ("erin", "|dave|")
+    _done_requeue(plans, *moved)
+    assert ex.advance(pid) == "aborted"
+    (key,) = limits
+    assert f"limits.{key}" in plans.get(pid).note
+    assert fake.jobs["104"]["state"] == JobState.RUNNING
+    assert not any(c[0] == "requeue" for c in fake.calls)
+    assert not [r for r in fake.reservations if r.startswith("defrag-")]
+
+
+def test_a_plan_past_the_beneficiary_budget_is_refused_at_admission(
+    store: Store, fake: FakeSlurm, clock: FakeClock
+) -> None:
+    plans = Plans(store.engine)
+    _done_requeue(plans, "carol", 0.1, ["dave"])
+    ex = _executor(store, fake, clock, {"max_requeues_for_user_per_day": 1})
+    # a plan made without the history (e.g. by an older instance): the executor refuses it
+    assert ex.admit(make_plan(fake.snapshot(), default_policy())) is None
+    refused = plans.recent()[0]
+    assert refused.status == "aborted"
+    assert "limits.max_requeues_for_user_per_day: user dave" in refused.note
+    assert fake.calls == []
+
+
+def test_the_executor_counts_the_victims_work_lost_by_now(
+    store: Store, fake: FakeSlurm, clock: FakeClock
+) -> None:
+    """The counts move with time too: 104's lost work grows while the plan waits (0.6
+    GPU-hours at the plan, 1.1 fifteen minutes later), past dave's 1 GPU-hour."""
+    ex = _executor(store, fake, clock, {"max_gpu_hours_lost_for_user_per_day": 1.0})
+    pid = ex.admit(make_plan(fake.snapshot(), default_policy()))
+    assert pid is not None
+    clock.tick(15 * 60)
+    assert ex.advance(pid) == "aborted"
+    assert "1.10 GPU-hours" in Plans(store.engine).get(pid).note
+    assert fake.jobs["104"]["state"] == JobState.RUNNING

@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import pytest
 
+from slurm_defrag.solver.greedy import greedy
+from slurm_defrag.solver.groups import find_groups
 from slurm_defrag.solver.model import PlannerModel, Weights
 from slurm_defrag.solver.problem import (
     JobData,
@@ -18,6 +20,7 @@ from slurm_defrag.solver.problem import (
     OptionData,
     OptionKind,
     ProblemData,
+    ServedCap,
     TargetData,
 )
 from slurm_defrag.solver.result import SolveStatus
@@ -104,3 +107,69 @@ def test_inconsistent_problem_data_is_refused_naming_the_option(
     with pytest.raises(ValueError, match=message) as err:
         ProblemData(base.targets, base.nodes, base.jobs, base.users, (option,))
     assert str(err.value).startswith("option 0:")
+
+
+def test_a_lost_gpu_hours_cap_per_user_moves_the_plan_to_the_other_user() -> None:
+    # alice's jobs may lose 9 more milli-GPU-hours today, A would lose 10: bob's block.
+    result = solve(problem(LimitData(user_lost_caps=(9, None))))
+    assert result.requeued == (1,)
+    assert solve(problem(LimitData(user_lost_caps=(10, None)))).requeued == (0,)
+
+
+def served_problem(cap: ServedCap | None, victim_user: str = "alice") -> ProblemData:
+    """Two 4-GPU nodes, each held whole by one of ``victim_user``'s jobs (J1, J2); three
+    interchangeable 4-GPU targets: carol's T1 (value 3) and T2 (2), dave's T3 (1). Only
+    two can run: without limits carol's two."""
+    whole = 0b1111
+    return ProblemData(
+        targets=(
+            TargetData("T1", value=3, nodes=1, gpus_per_node=4, user="carol"),
+            TargetData("T2", value=2, nodes=1, gpus_per_node=4, user="carol"),
+            TargetData("T3", value=1, nodes=1, gpus_per_node=4, user="dave"),
+        ),
+        nodes=(NodeData("n1", 4, 0), NodeData("n2", 4, 0)),
+        jobs=(
+            JobData("J1", user=0, cost=10, lost=10, gpus=((0, whole),)),
+            JobData("J2", user=0, cost=10, lost=10, gpus=((1, whole),)),
+        ),
+        users=(victim_user,),
+        options=tuple(
+            OptionData(t, n, whole, OptionKind.REQUEUE, victims=(n,), busy=4)
+            for t in range(3)
+            for n in range(2)
+        ),
+        limits=LimitData(served_caps=() if cap is None else (cap,)),
+    )
+
+
+@pytest.mark.parametrize(
+    "cap", [ServedCap("carol", requeues=1), ServedCap("carol", lost=10), ServedCap("carol", 1, 15)]
+)
+def test_a_beneficiary_cap_serves_the_other_users_target(cap: ServedCap) -> None:
+    """Issue #40: carol's targets may cost other users one requeue (10 milli-GPU-hours)
+    more today: one of hers and dave's run, though hers are worth more. The greedy first
+    plan (the hint, and the answer when CP-SAT has no time) counts the same way."""
+    assert solve(served_problem(None)).served == (0, 1)
+    data = served_problem(cap)
+    result = solve(data)
+    assert result.status is SolveStatus.OPTIMAL
+    assert result.served == (0, 2)
+    assert len(result.requeued) == 2
+    assert greedy(data, find_groups(data), with_limits=True).served == {0, 2}
+    # carol's targets and dave's are no longer one group: the placements a group takes
+    # must be one user's, or whose budget they spend is unknown
+    assert find_groups(data).group_of[0] != find_groups(data).group_of[2]
+    assert len(set(find_groups(served_problem(None)).group_of)) == 1
+
+
+def test_a_beneficiary_cap_never_counts_the_users_own_jobs() -> None:
+    data = served_problem(ServedCap("carol", requeues=0), victim_user="carol")
+    assert solve(data).served == (0, 1)
+    assert greedy(data, find_groups(data), with_limits=True).served == {0, 1}
+
+
+def test_the_relaxation_ignores_beneficiary_caps() -> None:
+    data = served_problem(ServedCap("carol", requeues=0))
+    relaxed = PlannerModel(data, Weights.for_problem(data), with_limits=False).solve(SETTINGS)
+    assert relaxed.served == (0, 1)
+    assert solve(data).served == (2,)

@@ -8,9 +8,11 @@ import pytest
 from sqlalchemy import event
 
 from slurm_defrag.metrics.compute import compute
+from slurm_defrag.policy.limits import PreemptionHistory, Usage
+from slurm_defrag.service.history import StoreHistory
 from slurm_defrag.store.database import Store
 from slurm_defrag.store.errors import NotFound
-from slurm_defrag.store.plans import NewStep
+from slurm_defrag.store.plans import NewStep, Plans, users_field
 from slurm_defrag.store.repo import Repository
 from slurm_defrag.synth import course_scenario
 
@@ -130,3 +132,88 @@ def test_requeues_since_counts_done_enforce_requeues_in_one_query(store: Store) 
     assert plans.requeues_since(datetime.now(UTC) + timedelta(seconds=1)) == 0
     # In another zone, the same instant.
     assert plans.requeues_since(before.astimezone(timezone(timedelta(hours=-5)))) == 3
+
+
+def test_requeue_usage_per_user_and_per_beneficiary_in_one_query(store: Store) -> None:
+    """Issue #40: what the per-user limits count, from the steps' args the executor writes
+    (``user``, ``lost_gpu_hours``, ``for_users``): one user's requeued jobs (victim side)
+    and other users' jobs requeued for one user's pending jobs (beneficiary side), count
+    and GPU-hours, in one query each; no new table or column."""
+    plans = Repository(store).plans
+    before = datetime.now(UTC) - timedelta(seconds=1)
+
+    def requeue(user: str, lost: float, for_users: list[str], state: str = "done") -> None:
+        args = {"user": user, "lost_gpu_hours": lost, "for_users": users_field(for_users)}
+        pid = plans.create("c1", "enforce", {}, steps=[NewStep("requeue", "j", args)])
+        (step,) = plans.steps(pid)
+        plans.set_step_state(step.id, state)
+
+    requeue("bob", 2.5, ["ann"])
+    requeue("cid", 1.0, ["ann", "dee"])  # freed GPUs for two users' targets: counts for both
+    requeue("bob", 4.0, ["dee"])
+    requeue("bob", 9.0, ["ann"], state="failed")  # not done: never counts
+    requeue("eve", 0.5, [])  # for the user's own job: no beneficiary
+    # hostile names: the separator, LIKE's wildcards, a name inside another's
+    requeue("x", 3.0, ["a|b", "%", "an_"])
+    pid = plans.create("c1", "dry-run", {}, steps=[NewStep("requeue", "j", {"user": "bob"})])
+    plans.set_step_state(plans.steps(pid)[0].id, "done")  # dry-run: nothing happened
+    # a step written before for_users existed: the victim side still counts it
+    old = plans.create("c1", "enforce", {}, steps=[NewStep("requeue", "j", {"user": "bob"})])
+    plans.set_step_state(plans.steps(old)[0].id, "done")
+
+    queries: list[str] = []
+    event.listen(store.engine, "before_cursor_execute", lambda *args: queries.append(args[2]))
+    assert plans.requeue_usage_since(before, for_user="ann") == (2, pytest.approx(3.5))
+    assert len([q for q in queries if q.startswith("SELECT")]) == 1
+    assert plans.requeue_usage_since(before, for_user="dee") == (2, pytest.approx(5.0))
+    assert plans.requeue_usage_since(before, user="bob") == (3, pytest.approx(6.5))
+    assert plans.requeue_usage_since(before, user="nobody") == (0, 0.0)
+    assert plans.requeue_usage_since(before, for_user="eve") == (0, 0.0)
+    assert plans.requeue_usage_since(before, for_user="a|b") == (1, pytest.approx(3.0))
+    assert plans.requeue_usage_since(before, for_user="%") == (1, pytest.approx(3.0))
+    for other in ("a", "b", "an", "anX", "_", ""):
+        assert plans.requeue_usage_since(before, for_user=other) == (0, 0.0), other
+    later = datetime.now(UTC) + timedelta(seconds=1)
+    assert plans.requeue_usage_since(later, for_user="ann") == (0, 0.0)
+    assert plans.requeue_usage_since(before, cluster="c2", for_user="ann") == (0, 0.0)
+
+    history = StoreHistory(plans)
+    assert isinstance(history, PreemptionHistory)
+    assert history.beneficiary_usage("ann", before) == Usage(2, pytest.approx(3.5))
+    assert history.victim_usage("bob", before) == Usage(3, pytest.approx(6.5))
+    assert history.user_preemptions_since("bob", before) == 3
+
+
+def test_users_field() -> None:
+    assert users_field([]) == ""
+    assert users_field(["bob", "ann", "bob"]) == "|ann|bob|"
+    assert users_field(["a|b", "%"]) == "|%25|a%7Cb|"
+
+
+def test_every_users_day_in_one_query(store: Store) -> None:
+    """``usage_by_user``: what the planner reads each cycle for every user at once, the
+    same figures as the per-user queries."""
+    plans = Repository(store).plans
+    before = datetime.now(UTC) - timedelta(seconds=1)
+    for user, lost, for_users in (
+        ("bob", 2.5, ["ann"]),
+        ("cid", 1.0, ["ann", "a|b"]),
+        ("ann", 4.0, ["ann"]),  # her own job, requeued for her: victim side only
+    ):
+        args = {"user": user, "lost_gpu_hours": lost, "for_users": users_field(for_users)}
+        pid = plans.create("c1", "enforce", {}, steps=[NewStep("requeue", "j", args)])
+        plans.set_step_state(plans.steps(pid)[0].id, "done")
+    queries: list[str] = []
+    event.listen(store.engine, "before_cursor_execute", lambda *args: queries.append(args[2]))
+    usage = StoreHistory(plans).usage_by_user(before)
+    assert len([q for q in queries if q.startswith("SELECT")]) == 1
+    assert usage.beneficiary == {"ann": Usage(2, 3.5), "a|b": Usage(1, 1.0)}
+    assert usage.victim == {"bob": Usage(1, 2.5), "cid": Usage(1, 1.0), "ann": Usage(1, 4.0)}
+    for user in ("ann", "bob", "a|b", "zed"):
+        assert usage.for_(user) == plans_usage(plans, before, for_user=user)
+        assert usage.of(user) == plans_usage(plans, before, user=user)
+
+
+def plans_usage(plans: Plans, since: datetime, **who: str) -> Usage:
+    n, hours = plans.requeue_usage_since(since, **who)
+    return Usage(n, pytest.approx(hours))  # type: ignore[arg-type]

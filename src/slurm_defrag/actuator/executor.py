@@ -27,15 +27,22 @@ from enum import Enum
 from slurm_defrag.actuator.audit import AuditingWriter
 from slurm_defrag.actuator.errors import StepRefused
 from slurm_defrag.actuator.events import NO_ACTION_OBSERVER, ActionObserver
-from slurm_defrag.actuator.limits import VictimRef, check_plan, check_requeue
+from slurm_defrag.actuator.limits import (
+    VictimRef,
+    beneficiaries,
+    check_plan,
+    check_requeue,
+    victim_refs,
+)
 from slurm_defrag.domain.cluster import ClusterSnapshot, Job, JobState
 from slurm_defrag.domain.plan import Action, ActionKind, Plan, TargetOutcome
+from slurm_defrag.policy.cost import victim_cost
 from slurm_defrag.policy.file import Policy
 from slurm_defrag.policy.limits import LimitError, PreemptionHistory
 from slurm_defrag.policy.protections import compile_protections
 from slurm_defrag.slurm.errors import SlurmRejectedError
 from slurm_defrag.slurm.port import SlurmReader
-from slurm_defrag.store.plans import NewStep, PlanRecord, Plans, StepRecord
+from slurm_defrag.store.plans import NewStep, PlanRecord, Plans, StepRecord, users_field
 
 log = logging.getLogger(__name__)
 
@@ -138,12 +145,14 @@ class Executor:
         busy = self._nodes_in_flight() & set(nodes)
         refusal = f"node(s) {', '.join(sorted(busy))} are in another open plan" if busy else ""
         if not refusal and self.mode == "enforce":
-            refs = [VictimRef(v.job_id, v.user, v.lost_gpu_hours) for v in plan.victims]
+            refs = victim_refs(plan)
             try:
                 check_plan(refs, self.policy.limits, self.history, datetime.now(UTC))
             except LimitError as exc:
                 refusal = str(exc)
         victims = {v.job_id: v for v in plan.victims}
+        # What the limits' history reads back (service/history.py): whose job, the work it
+        # loses, whose pending jobs it is done for (the beneficiary side).
         steps = [
             NewStep(
                 action=a.kind.value,
@@ -153,6 +162,11 @@ class Executor:
                     "user": victims[a.job_id].user if a.job_id in victims else "",
                     "lost_gpu_hours": (
                         victims[a.job_id].lost_gpu_hours if a.job_id in victims else 0.0
+                    ),
+                    "for_users": (
+                        users_field(beneficiaries(plan, a.job_id, victims[a.job_id].user))
+                        if a.job_id in victims
+                        else ""
                     ),
                 },
             )
@@ -271,7 +285,7 @@ class Executor:
                 self.writer.update_node(node, State="DRAIN", Reason=a.reason)
             return Outcome.DONE
         if kind is ActionKind.REQUEUE:
-            return self._requeue(a)
+            return self._requeue(plan, a)
         if kind is ActionKind.WAIT_FREE:
             return self._wait_free(plan, a)
         if kind is ActionKind.HAND_OVER:
@@ -283,7 +297,7 @@ class Executor:
             return self._release(plan, a)
         raise StepRefused(f"unknown action {kind}")
 
-    def _requeue(self, a: Action) -> Outcome:
+    def _requeue(self, plan: Plan, a: Action) -> Outcome:
         assert a.job_id is not None
         fresh = self.reader.snapshot()  # fresh read: the PreEvictionFilter of descheduler
         job = fresh.job_by_id.get(a.job_id)
@@ -301,13 +315,17 @@ class Executor:
             reasons.append("Requeue=0")  # never requeue such a job, whatever the policy
         if reasons:
             raise StepRefused(f"job {a.job_id} is protected now: {'; '.join(reasons)}")
-        lost = job.gpu_count * (
-            (self.clock() - job.start_time).total_seconds() / 3600 if job.start_time else 0
-        )
+        # Work lost now, since the last checkpoint: what the planner priced and the
+        # limits count (policy/cost.py), on the fresh read.
+        now = self.clock()
+        lost = victim_cost(job, now, self.policy.cost).lost_gpu_hours if job.start_time else 0.0
         if self.mode == "enforce":
+            # The counts may have moved since the plan was made (other plans, other
+            # instances): every limit again, for this job's user and for the users whose
+            # pending jobs it is requeued for.
             try:
                 check_requeue(
-                    VictimRef(job.id, job.user, lost),
+                    VictimRef(job.id, job.user, lost, beneficiaries(plan, job.id, job.user)),
                     [],
                     self.policy.limits,
                     self.history,

@@ -188,13 +188,16 @@ def assemble(
     # Explanations need the whole picture (chosen costs), so they come last.
     final = []
     waived: WaiveCache = {}
+    caps = {c.user: c for c in data.limits.served_caps}
     for out in outcomes:
         t = next(i for i, s in enumerate(specs) if s.job.id == out.job_id)
         notes = node_notes(snapshot, specs[t], cands, table, t, chosen_nodes[t], cost_weight)
         if out.served:
             text = _served_text(out, notes)
         else:
-            text = unserved_reason(snapshot, policy, specs[t], cands, table, t, notes)
+            text = unserved_reason(
+                snapshot, policy, specs[t], cands, table, t, notes, caps.get(out.user)
+            )
         text += protection_cost(
             snapshot, specs[t], cands, table, t, out.cost_gpu_hours if out.served else None, waived
         )

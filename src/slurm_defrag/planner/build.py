@@ -19,6 +19,7 @@ from slurm_defrag.solver.problem import (
     OptionData,
     OptionKind,
     ProblemData,
+    ServedCap,
     TargetData,
 )
 
@@ -197,13 +198,19 @@ def to_problem(
             s.same_domain,
             s.job.cpus_per_node,
             s.job.memory_mb_per_node,
+            s.job.user,
         )
         for s in specs
+    )
+    lost_caps = tuple(
+        None if (x := budget.per_user_lost.get(u)) is None else to_milli(x) for u in users
     )
     limits = LimitData(
         max_victims=budget.victims,
         max_lost=None if budget.gpu_hours is None else to_milli(budget.gpu_hours),
         user_caps=tuple(budget.per_user.get(u) for u in users) if budget.per_user else (),
+        user_lost_caps=lost_caps if budget.per_user_lost else (),
+        served_caps=_served_caps(specs, option_list, job_data, users, budget),
     )
     data = ProblemData(targets, tuple(node_data), tuple(job_data), users, options, limits, domains)
     return Indexed(
@@ -212,6 +219,41 @@ def to_problem(
         tuple(table.ids[j] for j in jobs_used),
         tuple(kept),
     )
+
+
+def _served_caps(
+    specs: list[TargetSpec],
+    options: list[OptionData],
+    jobs: list[JobData],
+    users: tuple[str, ...],
+    budget: Budget,
+) -> tuple[ServedCap, ...]:
+    """The beneficiary caps that can bind. A cap cannot when the target user's candidate
+    victims (other users' jobs in their targets' options) fit it all together, nor when
+    no plan may requeue that many anyway (``max_victims_per_plan``, and the GPU-hours of
+    that many of the costliest candidates). Users without one keep their targets grouped
+    with other users' (:mod:`slurm_defrag.solver.groups`)."""
+    if not budget.for_user:
+        return ()
+    others: dict[str, set[int]] = {}
+    for o in options:
+        user = specs[o.target].job.user
+        if user in budget.for_user:
+            mine = others.setdefault(user, set())
+            mine.update(j for j in o.victims if users[jobs[j].user] != user)
+    per_plan = budget.victims
+    out = []
+    for user, js in sorted(others.items()):
+        left = budget.for_user[user]
+        most = len(js) if per_plan is None else min(len(js), per_plan)
+        count = left.requeues if left.requeues is not None and most > left.requeues else None
+        lost = None if left.gpu_hours is None else to_milli(left.gpu_hours)
+        costliest = sorted((jobs[j].lost for j in js), reverse=True)[:most]
+        if lost is not None and sum(costliest) <= lost:
+            lost = None
+        if count is not None or lost is not None:
+            out.append(ServedCap(user, count, lost))
+    return tuple(out)
 
 
 def _host_fits(snapshot: ClusterSnapshot, target: Job, option: RawOption, table: JobTable) -> bool:

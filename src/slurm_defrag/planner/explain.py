@@ -21,9 +21,9 @@ from slurm_defrag.planner.build import worth_ceilings
 from slurm_defrag.planner.candidates import Candidates, RawOption, TargetSpec
 from slurm_defrag.planner.geometry import Geometry, blocks_for
 from slurm_defrag.planner.nodes import JobTable
-from slurm_defrag.policy.cost import restart_wait_hours, victim_cost
+from slurm_defrag.policy.cost import restart_wait_hours, to_milli, victim_cost
 from slurm_defrag.policy.file import Policy
-from slurm_defrag.solver.problem import OptionKind
+from slurm_defrag.solver.problem import OptionKind, ServedCap
 
 MAX_NOTES = 12
 
@@ -176,7 +176,10 @@ def unserved_reason(
     table: JobTable,
     t: int,
     notes: tuple[NodeNote, ...],
+    served_cap: ServedCap | None = None,
 ) -> str:
+    """Why target ``t`` is not served. ``served_cap``: what requeues for its user's
+    targets could still spend in this plan (the beneficiary limits), if they bind."""
     head = f"{spec.job.id} ({request_text(spec)}): not served: "
     unreadable = job_limits(spec.job, spec.nodes).unreadable
     if unreadable:
@@ -238,6 +241,10 @@ def unserved_reason(
                 f"its cheapest placement ({node}) loses {lost:.2f} GPU-hours, "
                 f"limits.max_gpu_hours_lost_per_plan allows {gh:g}"
             )
+        if served_cap is not None:
+            spent = _budget_spent(spec, best, table, node, served_cap)
+            if spent:
+                return head + spent
     worth = _not_worth(policy, spec, best, table, node, cands, t)
     if worth:
         return head + worth
@@ -246,6 +253,29 @@ def unserved_reason(
         f"(its cheapest placement alone: {node}: {_way(best, table, snapshot)}); "
         "limits: " + _limits_text(policy)
     )
+
+
+def _budget_spent(
+    spec: TargetSpec, best: RawOption, table: JobTable, node: str, cap: ServedCap
+) -> str | None:
+    """Why the cheapest placement breaks the user's beneficiary budget (None: it fits)."""
+    user = spec.job.user
+    theirs = [j for j in best.victims if table.snapshot.job_by_id[table.ids[j]].user != user]
+    lost = sum(table.costs[j].lost_gpu_hours for j in theirs)
+    tail = " today (a free block or a drain, which requeue nothing, still may)"
+    if cap.requeues is not None and len(theirs) > cap.requeues:
+        return (
+            f"its cheapest placement ({node}) requeues {len(theirs)} job(s) of other users; "
+            f"limits.max_requeues_for_user_per_day leaves {user or '(no user)'} "
+            f"{cap.requeues} more{tail}"
+        )
+    if cap.lost is not None and to_milli(lost) > cap.lost:
+        return (
+            f"its cheapest placement ({node}) loses {lost:.2f} GPU-hours of other users' work; "
+            f"limits.max_gpu_hours_lost_for_user_per_day leaves {user or '(no user)'} "
+            f"{cap.lost / MILLI:.2f} more{tail}"
+        )
+    return None
 
 
 def _not_worth(

@@ -94,7 +94,8 @@ def make_plan(
 
     def index(c: Candidates) -> Indexed:
         users = {snapshot.job_by_id[table.ids[j]].user for o in c.options for j in o.victims}
-        budget = remaining_budget(policy.limits, history, now, users)
+        owners = {s.job.user for s in specs}
+        budget = remaining_budget(policy.limits, history, now, users, owners)
         return to_problem(snapshot, specs, c, table, budget, now, ceilings)
 
     ix = index(cands)
@@ -205,6 +206,8 @@ def _solve(
         lim.max_victims is not None
         or lim.max_lost is not None
         or any(c is not None for c in lim.user_caps)
+        or any(c is not None for c in lim.user_lost_caps)
+        or bool(lim.served_caps)
     )
     work = settings.max_deterministic_time / (2 if limited else 1)
     relax_end = deadline
@@ -228,7 +231,7 @@ def _solve(
         results.append((part, res))
     relaxed = _combine(results)
     all_optimal = relaxed.status is SolveStatus.OPTIMAL
-    if _within_limits(data, relaxed.requeued):
+    if _within_limits(data, relaxed.taken, relaxed.requeued):
         # Optimal for the relaxation and feasible: optimal. Pruning keeps the relaxed
         # optimum (exchange argument), so this holds for the unpruned problem too.
         return relaxed, _stats(
@@ -357,7 +360,9 @@ def _all_unserved(data: ProblemData, w: Weights) -> int:
     return w.value * sum(t.value for t in data.targets)
 
 
-def _within_limits(data: ProblemData, requeued: Sequence[int]) -> bool:
+def _within_limits(data: ProblemData, taken: Sequence[int], requeued: Sequence[int]) -> bool:
+    """Does the plan (taken options, requeued jobs) keep every limit, counted as the
+    limited model counts them?"""
     lim = data.limits
     if lim.max_victims is not None and len(requeued) > lim.max_victims:
         return False
@@ -365,6 +370,27 @@ def _within_limits(data: ProblemData, requeued: Sequence[int]) -> bool:
         return False
     for u, cap in enumerate(lim.user_caps):
         if cap is not None and sum(1 for j in requeued if data.jobs[j].user == u) > cap:
+            return False
+    for u, lost in enumerate(lim.user_lost_caps):
+        if (
+            lost is not None
+            and sum(data.jobs[j].lost for j in requeued if data.jobs[j].user == u) > lost
+        ):
+            return False
+    served: dict[int, set[int]] = {}
+    for o in taken:
+        c = data.target_cap[data.options[o].target]
+        if c is None:
+            continue
+        user = lim.served_caps[c].user
+        served.setdefault(c, set()).update(
+            j for j in data.options[o].victims if data.users[data.jobs[j].user] != user
+        )
+    for c, js in served.items():
+        left = lim.served_caps[c]
+        if left.requeues is not None and len(js) > left.requeues:
+            return False
+        if left.lost is not None and sum(data.jobs[j].lost for j in js) > left.lost:
             return False
     return True
 

@@ -109,9 +109,21 @@ def plan_inputs_fingerprint(
     add("active", history.active_plans() if lim.max_concurrent_plans is not None else None)
     if lim.max_preemptions_per_hour is not None:
         add("hour", history.preemptions_since(now - timedelta(hours=1)))
-    if lim.max_preemptions_per_user_per_day is not None:
-        day = now - timedelta(days=1)
-        add("users", [(u, history.user_preemptions_since(u, day)) for u in sorted(users)])
+    victim_side = (
+        lim.max_preemptions_per_user_per_day is not None
+        or lim.max_gpu_hours_lost_per_user_per_day is not None
+    )
+    beneficiary_side = (
+        lim.max_requeues_for_user_per_day is not None
+        or lim.max_gpu_hours_lost_for_user_per_day is not None
+    )
+    if victim_side or beneficiary_side:
+        usage = history.usage_by_user(now - timedelta(days=1))  # one read for every user
+        if victim_side:
+            add("users", [(u, usage.of(u)) for u in sorted(users)])
+        if beneficiary_side:
+            owners = sorted({snapshot.job_by_id[jid].user for jid in seen})
+            add("for", [(u, usage.for_(u)) for u in owners])
     return h.hexdigest(), list(seen)
 
 

@@ -64,6 +64,14 @@ order: the held node waits for the planner's pick, not the next job of the order
 blocks are only held until their blockers end, so no work is ever lost."""
 
 
+PER_USER_OFF: dict[str, object] = {
+    "max_preemptions_per_user_per_day": None,
+    "max_gpu_hours_lost_per_user_per_day": None,
+    "max_requeues_for_user_per_day": None,
+    "max_gpu_hours_lost_for_user_per_day": None,
+}
+"""The per-user limits (issue #40), switched off in the simulator (see ``PlannerStep``)."""
+
 BIG_KEEP_GPUS = 8
 """``planner-big``: running jobs of this many GPUs (a whole 8-GPU node) are never victims."""
 
@@ -92,6 +100,11 @@ class PlannerStep:
         max_hold_hours: float | None = None,
     ) -> None:
         policy = default_policy()
+        # The simulated jobs have no users (every job is user ""), and each plan is made
+        # without a history: a per-user limit would be one more cap on every plan's
+        # victims, not a user's day. They are off here; the service counts them
+        # (tests/service/test_fairness.py).
+        policy = policy.model_copy(update={"limits": policy.limits.model_copy(update=PER_USER_OFF)})
         if max_hold_hours is not None:
             drain = policy.drain.model_copy(update={"max_wait_hours": max_hold_hours})
             policy = policy.model_copy(update={"drain": drain})

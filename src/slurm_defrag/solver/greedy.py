@@ -7,7 +7,8 @@ GPUs. A placement is feasible when its GPUs are not taken, its node is not drain
 another share (nor, for a drain, hosting one), the node's CPUs and memory still fit, and
 a multi-node target's shares are on distinct nodes. A target whose shares cannot all be
 placed is left out and its picks undone. Multi-node NVLink-domain targets are left to
-CP-SAT. Limits (victims, GPU-hours, per user) are respected when asked for.
+CP-SAT. Limits (victims, GPU-hours, per victim user, per target user) are respected when
+asked for, counted as the model counts them.
 
 On the benchmarks the greedy plan is within a few per cent of the optimum; given as a
 hint, CP-SAT's local search starts from there instead of from its own first solution
@@ -41,6 +42,11 @@ class _State:
     memory: dict[int, int] = field(default_factory=dict)
     lost: int = 0
     per_user: dict[int, int] = field(default_factory=dict)
+    lost_user: dict[int, int] = field(default_factory=dict)
+    """victim user -> milli-GPU-hours their requeued jobs lose"""
+    served: dict[int, set[int]] = field(default_factory=dict)
+    """served cap -> jobs requeued for its user's targets (model ``served[u,j]``)"""
+    served_lost: dict[int, int] = field(default_factory=dict)
 
 
 def greedy(
@@ -109,7 +115,7 @@ def _place(
             if c is None:
                 continue
             new = [j for j in opt.victims if j not in st.requeued]
-            if with_limits and not _within(data, st, new):
+            if with_limits and not _within(data, st, new, o):
                 continue
             score = w_cost * c + opt.busy
             if best is None or (score, o) < best:
@@ -147,21 +153,51 @@ def _marginal(data: ProblemData, st: _State, o: int, on_node: dict[int, list[int
     return sum(data.jobs[j].cost for j in new)
 
 
-def _within(data: ProblemData, st: _State, new: list[int]) -> bool:
+def _within(data: ProblemData, st: _State, new: list[int], o: int) -> bool:
+    """Would taking option ``o`` (requeueing ``new`` on top of what is requeued) keep
+    every limit, counted as the model counts it?"""
     lim = data.limits
     if lim.max_victims is not None and len(st.requeued) + len(new) > lim.max_victims:
         return False
     if lim.max_lost is not None and st.lost + sum(data.jobs[j].lost for j in new) > lim.max_lost:
         return False
-    if lim.user_caps:
+    if lim.user_caps or lim.user_lost_caps:
         extra: dict[int, int] = {}
+        extra_lost: dict[int, int] = {}
         for j in new:
-            extra[data.jobs[j].user] = extra.get(data.jobs[j].user, 0) + 1
+            u = data.jobs[j].user
+            extra[u] = extra.get(u, 0) + 1
+            extra_lost[u] = extra_lost.get(u, 0) + data.jobs[j].lost
         for u, k in extra.items():
-            cap = lim.user_caps[u]
+            cap = lim.user_caps[u] if lim.user_caps else None
             if cap is not None and st.per_user.get(u, 0) + k > cap:
                 return False
+            lost = lim.user_lost_caps[u] if lim.user_lost_caps else None
+            if lost is not None and st.lost_user.get(u, 0) + extra_lost[u] > lost:
+                return False
+    c = data.target_cap[data.options[o].target]
+    if c is not None:
+        served = data.limits.served_caps[c]
+        more = _served_new(data, st, o, c)
+        if served.requeues is not None and len(st.served.get(c, ())) + len(more) > served.requeues:
+            return False
+        if (
+            served.lost is not None
+            and st.served_lost.get(c, 0) + sum(data.jobs[j].lost for j in more) > served.lost
+        ):
+            return False
     return True
+
+
+def _served_new(data: ProblemData, st: _State, o: int, c: int) -> list[int]:
+    """Victims of ``o`` not yet counted against served cap ``c`` (nor its user's own)."""
+    user = data.limits.served_caps[c].user
+    done = st.served.get(c, set())
+    return [
+        j
+        for j in data.options[o].victims
+        if j not in done and data.users[data.jobs[j].user] != user
+    ]
 
 
 def _take(data: ProblemData, st: _State, o: int) -> None:
@@ -175,12 +211,18 @@ def _take(data: ProblemData, st: _State, o: int) -> None:
     target = data.targets[opt.target]
     st.cpus[n] = st.cpus.get(n, 0) + target.cpus
     st.memory[n] = st.memory.get(n, 0) + target.memory
+    c = data.target_cap[opt.target]
+    if c is not None:
+        more = _served_new(data, st, o, c)
+        st.served.setdefault(c, set()).update(more)
+        st.served_lost[c] = st.served_lost.get(c, 0) + sum(data.jobs[j].lost for j in more)
     for j in opt.victims:
         if j not in st.requeued:
             st.requeued.add(j)
             st.lost += data.jobs[j].lost
             u = data.jobs[j].user
             st.per_user[u] = st.per_user.get(u, 0) + 1
+            st.lost_user[u] = st.lost_user.get(u, 0) + data.jobs[j].lost
 
 
 def _snapshot(st: _State) -> _State:
@@ -193,6 +235,9 @@ def _snapshot(st: _State) -> _State:
         dict(st.memory),
         st.lost,
         dict(st.per_user),
+        dict(st.lost_user),
+        {c: set(js) for c, js in st.served.items()},
+        dict(st.served_lost),
     )
 
 
@@ -200,3 +245,4 @@ def _restore(st: _State, saved: _State) -> None:
     st.used, st.shares, st.drained = saved.used, saved.shares, saved.drained
     st.requeued, st.cpus, st.memory = saved.requeued, saved.cpus, saved.memory
     st.lost, st.per_user = saved.lost, saved.per_user
+    st.lost_user, st.served, st.served_lost = saved.lost_user, saved.served, saved.served_lost

@@ -13,6 +13,10 @@ A group with multi-node members also needs each member's shares on distinct node
 model caps the shares of the group on one node at the number of members served, and
 dealing the shares node by node, round robin, then never gives a member two shares of one
 node (a node's ``c <= served`` shares go to ``c`` consecutive, hence distinct, members).
+
+Targets of a user whose beneficiary budget may bind (``LimitData.served_caps``) are only
+grouped with that user's: which member gets a placement would otherwise decide whose
+budget its victims spend.
 """
 
 from __future__ import annotations
@@ -48,7 +52,10 @@ def find_groups(data: ProblemData) -> Groups:
         if target.same_domain:  # domain variables are per target: never grouped
             key: tuple[object, ...] = ("alone", t)
         else:
-            key = (target.nodes, target.gpus_per_node, target.cpus, target.memory, sig)
+            # A user with a beneficiary cap: the group's placements are then all theirs,
+            # so its taken victims count against them alone (model ``_served_caps``).
+            owner = target.user if data.target_cap[t] is not None else None
+            key = (target.nodes, target.gpus_per_node, target.cpus, target.memory, owner, sig)
         by_key.setdefault(key, []).append(t)
     groups = sorted(by_key.values(), key=lambda ts: min(ts))
     members = tuple(tuple(sorted(ts, key=lambda t: (-data.targets[t].value, t))) for ts in groups)

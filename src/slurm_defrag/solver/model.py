@@ -245,18 +245,63 @@ class _Constraints:
                 self._m.add_implication(self._v.take[o], doms[d])
 
     def _limits(self) -> None:
-        """Victims per plan (already net of the hourly budget), GPU-hours lost, per user."""
+        """Victims per plan (already net of the hourly budget), GPU-hours lost, per victim
+        user (requeues and GPU-hours), per target user (:meth:`_served_caps`)."""
         lim, req = self._d.limits, self._v.requeue
         if lim.max_victims is not None:
             self._m.add(sum(req) <= lim.max_victims)
         if lim.max_lost is not None:
             self._m.add(sum(j.lost * req[i] for i, j in enumerate(self._d.jobs)) <= lim.max_lost)
-        for u, cap in enumerate(lim.user_caps):
-            if cap is None:
+        if lim.user_caps or lim.user_lost_caps:
+            by_user: dict[int, list[int]] = {}
+            for i, j in enumerate(self._d.jobs):
+                by_user.setdefault(j.user, []).append(i)
+            for u, mine in sorted(by_user.items()):
+                cap = lim.user_caps[u] if lim.user_caps else None
+                if cap is not None and len(mine) > cap:
+                    self._m.add(sum(req[i] for i in mine) <= cap)
+                lost = lim.user_lost_caps[u] if lim.user_lost_caps else None
+                if lost is not None and sum(self._d.jobs[i].lost for i in mine) > lost:
+                    self._m.add(sum(self._d.jobs[i].lost * req[i] for i in mine) <= lost)
+        self._served_caps()
+
+    def _served_caps(self) -> None:
+        """What requeues for one user's targets may spend (the beneficiary side).
+
+        ``served[u,j]`` is implied by every taken option of a target of user ``u`` that
+        has ``j`` as a victim (``j`` not ``u``'s own job); the sum of ``served`` and of
+        the jobs' lost GPU-hours over ``j`` stay within ``u``'s caps. A job freeing blocks
+        for two users counts for both (the executor counts it so too). Targets of a capped
+        user are grouped only among themselves (:mod:`.groups`), so a group's ``take``
+        belongs to one user. Only caps that can bind are posted.
+        """
+        d = self._d
+        for c, cap in enumerate(d.limits.served_caps):
+            causes: dict[int, list[int]] = {}
+            for t, tc in enumerate(d.target_cap):
+                if tc != c:
+                    continue
+                for o in d.target_options[t]:
+                    for j in d.options[o].victims:
+                        if d.users[d.jobs[j].user] != cap.user:
+                            causes.setdefault(j, []).append(o)
+            count = (
+                cap.requeues if cap.requeues is not None and len(causes) > cap.requeues else None
+            )
+            total = sum(d.jobs[j].lost for j in causes)
+            lost = cap.lost if cap.lost is not None and total > cap.lost else None
+            if count is None and lost is None:
                 continue
-            mine = [req[i] for i, j in enumerate(self._d.jobs) if j.user == u]
-            if len(mine) > cap:
-                self._m.add(sum(mine) <= cap)
+            served: dict[int, cp_model.IntVar] = {}
+            for j, opts in sorted(causes.items()):
+                x = self._m.new_bool_var(f"served[{cap.user}:{d.jobs[j].job_id}]")
+                for o in dict.fromkeys(self._g.alias[o] for o in opts):
+                    self._m.add_implication(self._v.take[o], x)
+                served[j] = x
+            if count is not None:
+                self._m.add(sum(served.values()) <= count)
+            if lost is not None:
+                self._m.add(sum(d.jobs[j].lost * x for j, x in served.items()) <= lost)
 
 
 class _Objective:

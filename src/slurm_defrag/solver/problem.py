@@ -20,6 +20,7 @@ __all__ = [
     "OptionData",
     "OptionKind",
     "ProblemData",
+    "ServedCap",
     "TargetData",
 ]
 
@@ -46,6 +47,8 @@ class TargetData:
     """CPUs each share needs on its node (0: none asked or not known)."""
     memory: int = 0
     """Memory each share needs on its node, MB."""
+    user: str = ""
+    """Its owner: whose beneficiary budget (:class:`ServedCap`) its victims spend."""
 
     def __post_init__(self) -> None:
         if self.value <= 0:
@@ -115,12 +118,36 @@ class OptionData:
 
 
 @dataclass(frozen=True, slots=True)
+class ServedCap:
+    """What requeues for one user's targets may still spend (the beneficiary side).
+
+    A job counts against ``user`` when a taken option of one of their targets has it as
+    a victim and it is not their own; a job freeing blocks for two users' targets counts
+    for both. None: no cap."""
+
+    user: str
+    requeues: int | None = None
+    lost: int | None = None
+    """milli-GPU-hours"""
+
+    def __post_init__(self) -> None:
+        if (self.requeues is not None and self.requeues < 0) or (
+            self.lost is not None and self.lost < 0
+        ):
+            raise ValueError(f"served cap of user {self.user}: negative")
+
+
+@dataclass(frozen=True, slots=True)
 class LimitData:
     max_victims: int | None = None
     max_lost: int | None = None
     """milli-GPU-hours"""
     user_caps: tuple[int | None, ...] = ()
     """Per user index: requeues still allowed (None: no cap)."""
+    user_lost_caps: tuple[int | None, ...] = ()
+    """Per user index: milli-GPU-hours their requeued jobs may still lose (None: no cap)."""
+    served_caps: tuple[ServedCap, ...] = ()
+    """Per target user with a cap that may bind (others are absent: no cap)."""
 
 
 @dataclass(frozen=True)
@@ -136,6 +163,8 @@ class ProblemData:
     target_options: tuple[tuple[int, ...], ...] = field(init=False, repr=False)
     node_options: tuple[tuple[int, ...], ...] = field(init=False, repr=False)
     job_options: tuple[tuple[int, ...], ...] = field(init=False, repr=False)
+    target_cap: tuple[int | None, ...] = field(init=False, repr=False)
+    """Per target: the index of its user's entry in ``limits.served_caps`` (None: none)."""
 
     def __post_init__(self) -> None:
         self._validate()
@@ -150,6 +179,8 @@ class ProblemData:
         object.__setattr__(self, "target_options", tuple(map(tuple, by_t)))
         object.__setattr__(self, "node_options", tuple(map(tuple, by_n)))
         object.__setattr__(self, "job_options", tuple(map(tuple, by_j)))
+        cap_of = {c.user: i for i, c in enumerate(self.limits.served_caps)}
+        object.__setattr__(self, "target_cap", tuple(cap_of.get(t.user) for t in self.targets))
 
     def _validate(self) -> None:
         self._validate_jobs_and_nodes()
@@ -172,6 +203,11 @@ class ProblemData:
                 raise ValueError(f"node {n}: domain index {node.domain} out of range")
         if len(self.limits.user_caps) not in (0, len(self.users)):
             raise ValueError("limits.user_caps must have one entry per user")
+        if len(self.limits.user_lost_caps) not in (0, len(self.users)):
+            raise ValueError("limits.user_lost_caps must have one entry per user")
+        capped = [c.user for c in self.limits.served_caps]
+        if len(set(capped)) != len(capped):
+            raise ValueError("limits.served_caps: one entry per target user")
 
     def _validate_option(self, i: int, o: OptionData, held: dict[tuple[int, int], int]) -> None:
         if not (0 <= o.target < len(self.targets) and 0 <= o.node < len(self.nodes)):

@@ -6,10 +6,11 @@ open session.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any, TypeVar
+from urllib.parse import quote, unquote
 
 from sqlalchemy import Engine, func, select
 from sqlalchemy.orm import Session
@@ -237,6 +238,56 @@ class Plans:
         with Session(self._engine) as s:
             return int(s.scalar(q) or 0)
 
+    def requeue_usage_since(
+        self,
+        since: datetime,
+        *,
+        cluster: str | None = None,
+        user: str | None = None,
+        for_user: str | None = None,
+    ) -> tuple[int, float]:
+        """(requeues, GPU-hours lost) of the requeue steps :meth:`requeues_since` counts:
+        of ``user``'s jobs (``args["user"]``), or of other users' jobs done for
+        ``for_user``'s pending jobs (``args["for_users"]``, :func:`users_field`). The
+        GPU-hours are the plan's ``args["lost_gpu_hours"]``. One query."""
+        lost = func.coalesce(func.sum(PlanStep.args["lost_gpu_hours"].as_float()), 0.0)
+        q = (select(func.count(), lost).select_from(PlanStep)
+             .join(Plan, Plan.id == PlanStep.plan_id)
+             .where(Plan.mode == "enforce", PlanStep.action == "requeue",
+                    PlanStep.state == "done", PlanStep.finished_at >= since))  # fmt: skip
+        if cluster is not None:
+            q = q.where(Plan.cluster == cluster)
+        if user is not None:
+            q = q.where(PlanStep.args["user"].as_string() == user)
+        if for_user is not None:
+            # never for the victim's own user (the executor does not write that; a row
+            # that says so anyway counts on the victim side only, as usage_by_user does)
+            victim = func.coalesce(PlanStep.args["user"].as_string(), "")
+            mine = PlanStep.args["for_users"].as_string()
+            q = q.where(mine.contains(_one_user(for_user), autoescape=True), victim != for_user)
+        with Session(self._engine) as s:
+            n, hours = s.execute(q).one()
+            return int(n or 0), float(hours or 0.0)
+
+    def requeues_by_user_since(
+        self, since: datetime, *, cluster: str | None = None
+    ) -> list[tuple[str, float, list[str]]]:
+        """(victim user, GPU-hours lost, users it was for) of every requeue step
+        :meth:`requeues_since` counts, in one query: what every user's day holds on both
+        sides (``PreemptionHistory.usage_by_user``). As many rows as requeues were done
+        in the window, which the limits themselves keep small."""
+        q = (select(PlanStep.args).join(Plan, Plan.id == PlanStep.plan_id)
+             .where(Plan.mode == "enforce", PlanStep.action == "requeue",
+                    PlanStep.state == "done", PlanStep.finished_at >= since))  # fmt: skip
+        if cluster is not None:
+            q = q.where(Plan.cluster == cluster)
+        with Session(self._engine) as s:
+            rows = list(s.scalars(q))
+        return [
+            (str(a.get("user") or ""), _hours(a.get("lost_gpu_hours")), _users(a.get("for_users")))
+            for a in rows
+        ]
+
     def set_step_state(self, step_id: int, state: str, error: str = "") -> StepRecord:
         """Move a step on; ``running`` stamps ``started_at``, a final state ``finished_at``."""
         _one_of("state", state, STEP_STATES)
@@ -288,6 +339,32 @@ class Plans:
             q = q.where(SlurmCommand.plan_id == plan_id)
         with Session(self._engine) as s:
             return [_command(c) for c in s.scalars(q.limit(limit))]
+
+
+_SEP = "|"
+
+
+def users_field(users: Iterable[str]) -> str:
+    """Users as one string a portable ``LIKE`` finds each of: ``|ann|bob|`` (``""`` for
+    none). Each name is percent-encoded, so no name can contain the separator or look
+    like part of another's entry."""
+    names = sorted({quote(u, safe="") for u in users})
+    return _SEP + _SEP.join(names) + _SEP if names else ""
+
+
+def _one_user(user: str) -> str:
+    return _SEP + quote(user, safe="") + _SEP
+
+
+def _users(field: object) -> list[str]:
+    """The users of a :func:`users_field` string (anything else: none)."""
+    if not isinstance(field, str):
+        return []
+    return [unquote(u) for u in field.split(_SEP) if u]
+
+
+def _hours(value: object) -> float:
+    return float(value) if isinstance(value, int | float) and not isinstance(value, bool) else 0.0
 
 
 def _new_step(plan_id: int, seq: int, step: NewStep) -> PlanStep:
