@@ -641,3 +641,8 @@ def natural_key(s: str) -> tuple[Any, ...]:
     return tuple(
         (len(p.lstrip("0")), p.lstrip("0"), p) if i % 2 else p for i, p in enumerate(parts)
     )
+
+
+def minutes_as_seconds(minutes: int | None) -> int | None:
+    """Slurm's time limits are minutes (None: unlimited)."""
+    return None if minutes is None else minutes * 60

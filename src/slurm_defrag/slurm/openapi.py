@@ -32,7 +32,7 @@ from slurm_defrag.domain.cluster import (
 from slurm_defrag.slurm import host
 from slurm_defrag.slurm import mapping as m
 from slurm_defrag.slurm.errors import from_failure
-from slurm_defrag.slurm.records import JobParts, JobsRead
+from slurm_defrag.slurm.records import JobParts, JobsRead, json_job_head
 
 P = RecordPart
 
@@ -123,39 +123,9 @@ class V0038:
 
         ``r`` reads the fields (strict unless :func:`records.read_job` reads again)."""
         r = r or JobParts()
-        state = r.ident(
-            P.STATE,
-            lambda: m.job_state(d.req("job_state"), d.where, d.field("job_state")),
-            lambda: _job_id(d),
-        )
-        if state in m.FINISHED:
+        f = json_job_head(r, d, lambda: _job_id(d), state_key="job_state", requeue_key="requeue")
+        if f is None:
             return None
-        f: dict[str, Any] = {"id": r.ident(P.JOB_ID, lambda: _job_id(d)), "state": state}
-        f |= r.each(
-            P.FIELD,
-            {
-                "name": lambda: d.text("name"),
-                "user": lambda: d.text("user_name"),
-                "account": lambda: d.text("account"),
-                "partition": lambda: d.text("partition"),
-                "qos": lambda: d.text("qos"),
-                "priority": lambda: d.number("priority") or 0,
-                "reason": lambda: d.text("state_reason"),
-                "requeue": lambda: d.flag("requeue", True),
-                "comment": lambda: d.text("comment"),
-                "admin_comment": lambda: d.text("admin_comment"),
-            },
-        )
-        f |= r.each(
-            P.TIME,
-            {
-                "submit_time": lambda: d.time("submit_time"),
-                # A pending job's start_time is the scheduler's plan (or 0: none), not a fact.
-                "start_time": lambda: None if state == "PENDING" else d.time("start_time"),
-                "planned_start": lambda: m.planned_start(state, lambda: d.time("start_time")),
-                "time_limit_s": lambda: _seconds(d.number("time_limit")),
-            },
-        )
         f["request"] = request = r.one(P.GRES_REQUEST, lambda: _request(d, f), None)
         f |= r.each(
             P.GRES_REQUEST,
@@ -172,7 +142,7 @@ class V0038:
         f |= r.each(P.NODE_LIMITS, _own_limits(d))
         f |= r.group(
             P.HOST_USE,
-            lambda: host.job_use(state, self.job_allocation(d), _job_needs(d, request)),
+            lambda: host.job_use(f["state"], self.job_allocation(d), _job_needs(d, request)),
         )
         return r.build(d.where, d.path, f)
 
@@ -347,10 +317,6 @@ def _job_id(d: m.Doc) -> str:
         where=d.where,
         field=d.field("job_id"),
     )
-
-
-def _seconds(minutes: int | None) -> int | None:
-    return None if minutes is None else minutes * 60
 
 
 def _request(d: m.Doc, fields: Mapping[str, Any]) -> GpuRequest | None:

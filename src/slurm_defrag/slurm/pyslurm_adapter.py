@@ -47,7 +47,7 @@ from slurm_defrag.slurm import mapping as m
 from slurm_defrag.slurm.assemble import Parts, assemble
 from slurm_defrag.slurm.errors import SlurmParseError, SlurmRejectedError, from_failure
 from slurm_defrag.slurm.port import SlurmWriter
-from slurm_defrag.slurm.records import JobParts, Unidentified, read_job
+from slurm_defrag.slurm.records import JobParts, Unidentified, json_job_head, read_job
 from slurm_defrag.slurm.settings import SlurmSettings
 
 log = logging.getLogger(__name__)
@@ -184,37 +184,9 @@ def job(d: m.Doc, layout: Any, parts: JobParts | None = None) -> Job | None:
     finished job. ``parts`` reads the fields (strict unless :func:`records.read_job` reads
     again)."""
     r = parts or JobParts()
-    state = r.ident(
-        P.STATE, lambda: m.job_state(d.req("state"), d.where, d.field("state")), lambda: _job_id(d)
-    )
-    if state in m.FINISHED:
+    f = json_job_head(r, d, lambda: _job_id(d), state_key="state", requeue_key="is_requeueable")
+    if f is None:
         return None
-    f: dict[str, Any] = {"id": r.ident(P.JOB_ID, lambda: _job_id(d)), "state": state}
-    f |= r.each(
-        P.FIELD,
-        {
-            "name": lambda: d.text("name"),
-            "user": lambda: d.text("user_name"),
-            "account": lambda: d.text("account"),
-            "partition": lambda: d.text("partition"),
-            "qos": lambda: d.text("qos"),
-            "priority": lambda: d.number("priority") or 0,
-            "reason": lambda: d.text("state_reason"),
-            "requeue": lambda: d.flag("is_requeueable", True),
-            "comment": lambda: d.text("comment"),
-            "admin_comment": lambda: d.text("admin_comment"),
-        },
-    )
-    f |= r.each(
-        P.TIME,
-        {
-            "submit_time": lambda: d.time("submit_time"),
-            # A pending job's start_time is the scheduler's plan (None: none), not a fact.
-            "start_time": lambda: None if state == "PENDING" else d.time("start_time"),
-            "planned_start": lambda: m.planned_start(state, lambda: d.time("start_time")),
-            "time_limit_s": lambda: _seconds(d.number("time_limit")),
-        },
-    )
     f["request"] = request = r.one(P.GRES_REQUEST, lambda: _request(d, f), None)
     f |= r.each(
         P.GRES_REQUEST,
@@ -236,7 +208,7 @@ def job(d: m.Doc, layout: Any, parts: JobParts | None = None) -> Job | None:
     def use() -> dict[str, int]:
         asked = {param: d.number(key) for param, key in _ASKED.items()}
         need = host.needed(**asked, gpus=host.gpus_per_node(request))
-        return host.job_use(state, layout_host(layout, d.path), need)
+        return host.job_use(f["state"], layout_host(layout, d.path), need)
 
     f |= r.group(P.HOST_USE, use)
     return r.build(d.where, d.path, f)
@@ -252,10 +224,6 @@ def _job_id(d: m.Doc) -> str:
         where=d.where,
         field=d.field("id"),
     )
-
-
-def _seconds(minutes: int | None) -> int | None:
-    return None if minutes is None else minutes * 60
 
 
 def _per_node_key(d: m.Doc) -> str:

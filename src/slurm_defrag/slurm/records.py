@@ -161,6 +161,52 @@ class JobParts:
         raise Unidentified(P.RECORD, f"{where}: {path}: not a job record")  # pragma: no cover
 
 
+def json_job_head(
+    r: JobParts,
+    d: m.Doc,
+    job_id: Callable[[], str],
+    *,
+    state_key: str,
+    requeue_key: str,
+) -> dict[str, Any] | None:
+    """What the JSON-shaped records (slurmrestd / ``squeue --json`` and pyslurm's
+    ``to_dict()``) share: id, state, the plain fields and the times, each read through
+    ``r``. None for a finished job (it holds and waits for nothing). The two differ only in
+    what the state, the id and the requeue flag are called."""
+    state = r.ident(
+        P.STATE, lambda: m.job_state(d.req(state_key), d.where, d.field(state_key)), job_id
+    )
+    if state in m.FINISHED:
+        return None
+    f: dict[str, Any] = {"id": r.ident(P.JOB_ID, job_id), "state": state}
+    f |= r.each(
+        P.FIELD,
+        {
+            "name": lambda: d.text("name"),
+            "user": lambda: d.text("user_name"),
+            "account": lambda: d.text("account"),
+            "partition": lambda: d.text("partition"),
+            "qos": lambda: d.text("qos"),
+            "priority": lambda: d.number("priority") or 0,
+            "reason": lambda: d.text("state_reason"),
+            "requeue": lambda: d.flag(requeue_key, True),
+            "comment": lambda: d.text("comment"),
+            "admin_comment": lambda: d.text("admin_comment"),
+        },
+    )
+    f |= r.each(
+        P.TIME,
+        {
+            "submit_time": lambda: d.time("submit_time"),
+            # A pending job's start_time is the scheduler's plan (0 or None: none), not a fact.
+            "start_time": lambda: None if state == "PENDING" else d.time("start_time"),
+            "planned_start": lambda: m.planned_start(state, lambda: d.time("start_time")),
+            "time_limit_s": lambda: m.minutes_as_seconds(d.number("time_limit")),
+        },
+    )
+    return f
+
+
 def read_job(read: Callable[[JobParts], T]) -> tuple[T, JobParts]:
     """``read(parts)`` strictly, and again leniently if that failed (see the module
     docstring); raises :class:`Unidentified` for a record that cannot be kept."""
