@@ -113,19 +113,25 @@ def test_a_flood_of_triggers_runs_at_most_two_cycles(
             time.sleep(0.02)
         assert len(started) == 1
         base = f"http://127.0.0.1:{http.port}"
+        burst_t0 = time.monotonic()
         answers = [_post(base) for _ in range(200)]
+        burst_s = time.monotonic() - burst_t0
         codes = [a[0] for a in answers]
         assert codes[0] == 202
         assert answers[0][1]["triggered"] is True
-        assert codes.count(429) >= 190  # all but the few that came after it had started
+        # At most one accepted trigger per minimum interval the burst lasted (on a loaded
+        # machine 200 requests outlast several intervals), never one per trigger.
+        windows = 2 + int(burst_s / 0.6)
+        assert codes.count(202) <= windows, (codes.count(202), burst_s)
+        assert codes.count(429) >= 200 - windows
         coalesced = next(a for a in answers if a[0] == 429)
         assert coalesced[1]["coalesced"] is True
         assert coalesced[2]["Retry-After"] == "1"
         assert set(codes) <= {202, 429}
         time.sleep(1.5)
-        # the scheduled one, the triggered one, and at most one more if the burst outlived
-        # the triggered cycle's start; never one per trigger
-        assert 2 <= len(started) <= 3, len(started)
+        # the scheduled one, the triggered one, and at most one more per interval the burst
+        # outlived; never one per trigger
+        assert 2 <= len(started) <= 1 + windows, (len(started), burst_s)
         gaps = [b - a for a, b in itertools.pairwise(started)]
         assert all(g >= 0.55 for g in gaps), gaps  # the minimum interval holds
     finally:
