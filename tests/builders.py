@@ -7,6 +7,7 @@ Imported by tests as ``from builders import ...`` (``tests/`` is on ``sys.path``
 from __future__ import annotations
 
 from collections.abc import Iterable
+from datetime import datetime, timedelta
 from typing import Any
 
 from slurm_defrag.domain.cluster import ClusterSnapshot, GpuRequest, Job, JobState, Node
@@ -110,3 +111,20 @@ def unreadable(snap: ClusterSnapshot, job_id: str, reason: str) -> ClusterSnapsh
         for j in snap.jobs
     ]
     return ClusterSnapshot.model_validate({**snap.model_dump(), "jobs": jobs})
+
+
+def one_gpu_jobs(node_name: str, index: int, gpus: Iterable[int], at: datetime) -> list[Job]:
+    """A 1-GPU job of its own user on each of ``gpus`` of ``node_name`` (the ``index``-th
+    node), started half an hour before ``at``: a node packed with small jobs."""
+    return [
+        Job(
+            id=str(1000 + 8 * index + g),
+            user=f"s{index:02d}{g}",
+            partition="batch",
+            state=JobState.RUNNING,
+            start_time=at - timedelta(minutes=30),
+            time_limit_s=48 * 3600,
+            gpus={node_name: frozenset({g})},
+        )
+        for g in gpus
+    ]

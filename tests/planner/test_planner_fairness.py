@@ -18,7 +18,7 @@ from datetime import datetime, timedelta
 
 import pytest
 
-from builders import node
+from builders import node, one_gpu_jobs
 from slurm_defrag.actuator.limits import plan_violations, victim_refs
 from slurm_defrag.domain.cluster import ClusterSnapshot, GpuRequest, Job, JobState
 from slurm_defrag.domain.plan import Plan, apply_plan
@@ -45,18 +45,7 @@ def cluster(
         nodes.append(node(name, gpus_used=range(8) if busy else ()))
         if not busy:
             continue
-        for g in range(8):
-            jobs.append(
-                Job(
-                    id=str(1000 + 8 * i + g),
-                    user=f"s{i:02d}{g}",
-                    partition="batch",
-                    state=JobState.RUNNING,
-                    start_time=at - timedelta(minutes=30),
-                    time_limit_s=48 * 3600,
-                    gpus={name: frozenset({g})},
-                )
-            )
+        jobs += one_gpu_jobs(name, i, range(8), at)
     for user, count, priority in (("alice", alice, 900), ("bob", bob, 100)):
         for k in range(count):
             jobs.append(

@@ -22,7 +22,7 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from builders import node
+from builders import node, one_gpu_jobs
 from service_helpers import CycleFactory, FakeClock, slurm_schedules
 from slurm_defrag.domain.cluster import ClusterSnapshot, GpuRequest, Job, JobState
 from slurm_defrag.domain.plan import Plan
@@ -42,18 +42,7 @@ def crowded() -> ClusterSnapshot:
     for i in range(12):
         name = f"g{i:02d}"
         nodes.append(node(name, gpus_used=range(7)))
-        for g in range(7):
-            jobs.append(
-                Job(
-                    id=str(1000 + 8 * i + g),
-                    user=f"s{i:02d}{g}",
-                    partition="batch",
-                    state=JobState.RUNNING,
-                    start_time=EPOCH - timedelta(minutes=30),
-                    time_limit_s=48 * 3600,
-                    gpus={name: frozenset({g})},
-                )
-            )
+        jobs += one_gpu_jobs(name, i, range(7), EPOCH)
     for user, ids, priority in (("alice", ALICE, 900), ("bob", BOB, 100)):
         for k, jid in enumerate(ids):
             jobs.append(
