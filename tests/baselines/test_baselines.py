@@ -13,9 +13,10 @@ from datetime import timedelta
 
 import pytest
 
+from builders import node
 from slurm_defrag.baselines.free_node import free_node
 from slurm_defrag.baselines.slurm_greedy import slurm_preempt
-from slurm_defrag.domain.cluster import ClusterSnapshot, GpuRequest, Job, JobState, Node
+from slurm_defrag.domain.cluster import ClusterSnapshot, GpuRequest, Job, JobState
 from slurm_defrag.policy.file import default_policy
 from slurm_defrag.synth import EPOCH
 
@@ -33,14 +34,7 @@ def running(job_id: str, gpus: range, hours: float) -> Job:
 
 
 def snapshot(target_gpus: int = 4) -> ClusterSnapshot:
-    node = Node(
-        name="g1",
-        partitions=("batch",),
-        state=frozenset({"ALLOCATED"}),
-        gpu_model="h100",
-        gpu_count=8,
-        topology="nvswitch-8",
-    )
+    g1 = node("g1", model="h100", state="ALLOCATED", gpus_used=range(8))
     target = Job(
         id="T",
         user="waiting",
@@ -50,7 +44,7 @@ def snapshot(target_gpus: int = 4) -> ClusterSnapshot:
         request=GpuRequest(gpus_per_node=target_gpus, nvlink=True),
     )
     jobs = (running("A", range(4), 10), running("B", range(4, 6), 1), running("C", range(6, 8), 2))
-    return ClusterSnapshot(taken_at=EPOCH, nodes=(node,), jobs=(*jobs, target))
+    return ClusterSnapshot(taken_at=EPOCH, nodes=(g1,), jobs=(*jobs, target))
 
 
 @pytest.mark.parametrize(
