@@ -122,6 +122,42 @@ def test_requeue_0_seen_on_the_fresh_read_stops_and_rolls_back(
     assert "job 104 is protected now: Requeue=0" in note
 
 
+def _target(store: Store, pid: int) -> str:
+    plan = Plan.model_validate(Plans(store.engine).get(pid).inputs["plan"])
+    (served,) = plan.served
+    return served.job_id
+
+
+@pytest.mark.parametrize("reason", ["JobHeldUser", "JobHeldAdmin"])
+def test_a_target_held_before_the_requeue_ends_the_plan_unharmed(
+    store: Store, fake: FakeSlurm, clock: FakeClock, reason: str
+) -> None:
+    """#40: the owner holds the target right after the reservation is made: nobody is
+    requeued for it and the block is released at once (not at the end of the TTL)."""
+    ex, pid = _admitted(store, fake, clock)
+    _set_job(fake, _target(store, pid), reason=reason)
+    assert ex.advance(pid) == "aborted"
+    assert not any(c[0] == "requeue" for c in fake.calls)
+    assert fake.jobs["104"]["state"] == JobState.RUNNING
+    assert not [r for r in fake.reservations if r.startswith("defrag-")]
+    assert f"is held ({reason})" in Plans(store.engine).get(pid).note
+
+
+def test_a_target_held_after_the_hand_over_releases_the_block(
+    store: Store, fake: FakeSlurm, clock: FakeClock
+) -> None:
+    ex, pid = _admitted(store, fake, clock)
+    target = _target(store, pid)
+    assert ex.advance(pid) == "applying"  # handed over, waiting for Slurm to start it
+    handed = [c for c in fake.calls if c[:2] == ("update_job", target)]
+    assert [c[2].startswith("ReservationName=defrag-") for c in handed] == [True]
+    _set_job(fake, target, reason="JobHeldUser")
+    assert ex.advance(pid) == "aborted"
+    assert not [r for r in fake.reservations if r.startswith("defrag-")]
+    # no longer tied to a reservation that is gone
+    assert ("update_job", target, "ReservationName=") in fake.calls
+
+
 def test_protection_from_the_policy_is_rechecked(
     store: Store, fake: FakeSlurm, clock: FakeClock
 ) -> None:

@@ -300,6 +300,8 @@ class Executor:
     def _requeue(self, plan: Plan, a: Action) -> Outcome:
         assert a.job_id is not None
         fresh = self.reader.snapshot()  # fresh read: the PreEvictionFilter of descheduler
+        if a.target:  # nobody is requeued for a target that was cancelled or held meanwhile
+            _still_waiting(fresh, a.target)
         job = fresh.job_by_id.get(a.job_id)
         if job is None or job.state == JobState.PENDING or not job.holds_gpus:
             log.info(
@@ -369,6 +371,7 @@ class Executor:
         target = _target(plan, a)
         job = fresh.job_by_id.get(target.job_id)
         if job is not None and job.state == JobState.PENDING:
+            _still_waiting(fresh, target.job_id)  # held while handed over: roll back
             return Outcome.WAITING
         if job is not None and job.holds_gpus:
             planned = {p.node: set(p.gpus) for p in target.placements}
@@ -512,6 +515,12 @@ def _target(plan: Plan, a: Action) -> TargetOutcome:
     raise StepRefused(f"action {a.step} names target {a.target}, not in the plan")
 
 
+TARGET_HOLDS = frozenset({"JobHeldUser", "JobHeldAdmin"})
+"""Pending reasons that end a plan: the target's owner (or an admin) held it, so the block
+would sit reserved for a job that will not start (issue #40: an owner could hold the
+target mid-plan and keep other users off the freed nodes until the TTL)."""
+
+
 def _still_waiting(fresh: ClusterSnapshot, job_id: str) -> Job:
     job = fresh.job_by_id.get(job_id)
     if job is None or job.state not in (JobState.PENDING, JobState.RUNNING):
@@ -519,6 +528,8 @@ def _still_waiting(fresh: ClusterSnapshot, job_id: str) -> Job:
             f"target job {job_id} is "
             f"{'gone' if job is None else job.state.value}: nothing to free for"
         )
+    if job.state == JobState.PENDING and job.reason in TARGET_HOLDS:
+        raise StepRefused(f"target job {job_id} is held ({job.reason}): nothing to free for")
     return job
 
 
