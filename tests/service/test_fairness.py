@@ -18,6 +18,7 @@ cluster can give and Bob's never start.
 
 from __future__ import annotations
 
+import logging
 from datetime import UTC, datetime, timedelta
 
 import pytest
@@ -104,9 +105,14 @@ def requeued_for(store: Store) -> dict[str, list[str]]:
 
 
 def test_one_user_many_large_jobs_spends_her_budget_then_waits(
-    make_cycle: CycleFactory, fake: FakeSlurm, clock: FakeClock, store: Store
+    make_cycle: CycleFactory,
+    fake: FakeSlurm,
+    clock: FakeClock,
+    store: Store,
+    caplog: pytest.LogCaptureFixture,
 ) -> None:
-    run_day(make_cycle, fake, clock, store)
+    with caplog.at_level(logging.INFO, logger="slurm_defrag.service.loop"):
+        run_day(make_cycle, fake, clock, store)
     assert started(fake, ALICE) == ALICE[:2]
     assert started(fake, BOB) == BOB
     by_user = requeued_for(store)
@@ -128,6 +134,11 @@ def test_one_user_many_large_jobs_spends_her_budget_then_waits(
     # nothing was requeued after Bob's second job, for the rest of the day
     requeues = [c for c in fake.calls if c[0] == "requeue"]
     assert len(requeues) == 28
+    # and the service said why, in its "no plan" line: the first waiting job's budget
+    idle = [r.getMessage() for r in caplog.records if "no plan:" in r.getMessage()]
+    assert idle
+    assert f"job {ALICE[2]}: " in idle[-1]
+    assert "limits.max_requeues_for_user_per_day leaves alice 2 more" in idle[-1]
 
 
 def test_without_the_beneficiary_limit_one_user_takes_every_plan(

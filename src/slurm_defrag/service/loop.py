@@ -49,6 +49,9 @@ from slurm_defrag.store.repo import Repository
 
 log = logging.getLogger(__name__)
 
+UNSERVED_SHOWN = 3
+"""Unserved targets whose explanation a "no plan" line names (one line per cycle)."""
+
 
 @dataclass
 class CycleReport:
@@ -246,7 +249,11 @@ class Cycle:
                 report.plans[pid] = self.repo.plans.get(pid).status
         if report.outcome == "idle":
             report.detail = plan.reason or plan.status
-            log.info("cycle: snapshot #%d; no plan: %s", sid, report.detail)
+            # An admin asking why a waiting job gets no plan (a budget, a protection) reads
+            # it here: the first few targets' own explanations.
+            why = [f"job {t.job_id}: {t.explanation}" for t in plan.targets if not t.served]
+            shown = "".join(f"; {w}" for w in why[:UNSERVED_SHOWN])
+            log.info("cycle: snapshot #%d; no plan: %s%s", sid, report.detail, shown)
 
     def _pack(self, snapshot: ClusterSnapshot) -> None:
         if not self.packing:
