@@ -10,34 +10,24 @@ cluster between the two reads: then the comparison is simply taken again.
 
 from __future__ import annotations
 
-import json
-import os
 import re
 import signal
-import socket
-import subprocess
-import sys
 import time
-import urllib.request
 from collections import defaultdict
 from pathlib import Path
 
 import pytest
+from host_service import free_port, scrape, start
 from live_cluster import (
-    CTLD,
-    DOCKER,
-    GRES_CONF,
     cluster_is_up,
     ctld,
     exclusive_cluster,
     job_states,
     node_states,
     sbatch,
-    slurm_defrag,
     wait_evaluated,
     wait_running,
 )
-from prometheus_client.parser import text_string_to_metric_families
 
 from infra import ROOT, require
 
@@ -64,17 +54,6 @@ def scontrol_gpus() -> tuple[dict[Key, int], dict[Key, int]]:
     return dict(total), dict(free)
 
 
-def scrape(port: int) -> dict[str, list[tuple[dict[str, str], float]]]:
-    """Sample name -> [(labels, value)]."""
-    with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=10) as r:
-        text = r.read().decode()
-    out: dict[str, list[tuple[dict[str, str], float]]] = defaultdict(list)
-    for fam in text_string_to_metric_families(text):
-        for s in fam.samples:
-            out[s.name].append((s.labels, s.value))
-    return out
-
-
 def by_key(samples: list[tuple[dict[str, str], float]]) -> dict[Key, int]:
     return {(lab["partition"], lab["gpu_model"]): int(v) for lab, v in samples}
 
@@ -82,33 +61,6 @@ def by_key(samples: list[tuple[dict[str, str], float]]) -> dict[Key, int]:
 def documented_series() -> set[str]:
     text = (ROOT / "docs" / "observability.md").read_text()
     return set(re.findall(r"`(slurm_defrag_[a-z0-9_]+)` \| (gauge|counter|histogram)", text))
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
-def _start(tmp: Path, port: int) -> subprocess.Popen[bytes]:
-    db = f"sqlite:///{tmp / 'defrag.db'}"
-    upgraded = slurm_defrag("db", "upgrade", "--db", db)
-    assert upgraded.returncode == 0, upgraded.stderr
-    config = tmp / "service.toml"
-    config.write_text(
-        f'mode = "dry-run"\ninterval_s = 5\ndb_url = {json.dumps(db)}\n'
-        f"http_port = {port}\nkill_switch_file = {json.dumps(str(tmp / 'STOP'))}\n"
-        f"[slurm]\ncommand_prefix = {json.dumps([DOCKER, 'exec', CTLD])}\n"
-        f"gres_conf = {json.dumps(str(GRES_CONF))}\n"
-    )
-    exe = Path(sys.executable).parent / "slurm-defrag"
-    env = {k: v for k, v in os.environ.items() if not k.startswith("SLURM_DEFRAG_")}
-    return subprocess.Popen(
-        [str(exe), "serve", "--config", str(config)],
-        env=env,
-        stdout=subprocess.DEVNULL,
-        stderr=(tmp / "serve.log").open("wb"),
-    )
 
 
 def _wait_for_new_snapshot(port: int, after: float, timeout_s: float = 90) -> None:
@@ -132,14 +84,14 @@ def _wait_for_new_snapshot(port: int, after: float, timeout_s: float = 90) -> No
 def test_metrics_agree_with_scontrol(tmp_path: Path) -> None:
     require(cluster_is_up(), "the compose Slurm cluster (scripts/cluster.sh up)")
     ours: list[str] = []
-    port = _free_port()
+    port = free_port()
     asked = time.monotonic()
     with exclusive_cluster():
         print(f"\nmetrics live: cluster lock after {time.monotonic() - asked:.0f} s")
         states = node_states()
         busy = {n: s for n, s in states.items() if n in ("node01", "node02") and s != "idle"}
         require(not busy, f"idle node01 and node02 (now: {busy})")
-        service = _start(tmp_path, port)
+        service = start(tmp_path, port)
         try:
             for node in ("node01", "node02"):
                 ours.append(
