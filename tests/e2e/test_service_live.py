@@ -393,6 +393,41 @@ def test_enforce_frees_the_block_survives_a_crash_and_one_instance_acts(
     )
 
 
+def test_a_target_held_mid_plan_ends_the_plan_and_releases_the_block(fresh: Scenario) -> None:
+    """#40: the target's owner holds it once the plan has its reservation (the service is
+    stopped right there, ``test_crash_after = "reserve"``, so the hold lands in between).
+    The restarted service requeues nobody for it, deletes the reservation at once (not at
+    the TTL) and closes the plan ``aborted``, naming the hold."""
+    sc = fresh
+    with exclusive_cluster():
+        _require_idle()
+        _fragment(sc)
+        t_id, v_id = sc.jobs["T"], sc.jobs["V"]
+        svc = _service(sc, "held", mode="enforce", **FAST, test_crash_after="reserve")
+        assert svc.wait_exit(120) == 137, svc.logs()
+        ((pid, _, status, _, plan),) = [p for p in _plans(sc) if p[1] == "enforce"]
+        assert status == "applying"
+        assert plan.reservation in ctld("scontrol", "show", "reservation")
+        ctld("scontrol", "hold", t_id)  # as its owner would (scontrol hold <own job>)
+        svc.restart(test_crash_after=None)
+        try:
+            _wait(
+                "the plan closed",
+                lambda: [p[2] for p in _plans(sc) if p[0] == pid] == ["aborted"],
+                120,
+            )
+        finally:
+            code = svc.stop()
+        log = svc.logs()
+        assert code == 0, log
+        ((_, _, _, note, _),) = [p for p in _plans(sc) if p[0] == pid]
+        assert f"target job {t_id} is held (JobHeld" in note, note
+        assert plan.reservation not in ctld("scontrol", "show", "reservation"), log
+        v = _show(v_id)
+        assert (v.get("JobState"), v.get("Restarts")) == ("RUNNING", "0"), v["_text"]
+        assert "requeue job" not in log, log
+
+
 @pytest.mark.newsuite  # on a suite whose image has pyslurm
 def test_enforce_through_pyslurm_completes_the_plan(fresh: Scenario) -> None:
     """The whole plan read and written through the pyslurm backend: snapshot, reservation
