@@ -40,7 +40,7 @@ from pydantic_settings import (
 
 from slurm_defrag.config_files import NonEmptyPath, one_line, parse_toml, read_text
 from slurm_defrag.errors import InputError
-from slurm_defrag.slurm.settings import SlurmSettings
+from slurm_defrag.slurm.settings import SlurmSettings, environment_names
 from slurm_defrag.solver.settings import SolverSettings
 
 Mode = Literal["off", "dry-run", "enforce"]
@@ -55,9 +55,12 @@ def _holder() -> str:
     return f"{socket.gethostname()}:{os.getpid()}"
 
 
+ENV_PREFIX = "SLURM_DEFRAG_"
+
+
 class ServiceSettings(BaseSettings):
     model_config = SettingsConfigDict(
-        env_prefix="SLURM_DEFRAG_",
+        env_prefix=ENV_PREFIX,
         env_nested_delimiter="__",
         extra="forbid",
         allow_inf_nan=False,
@@ -218,11 +221,9 @@ class ServiceSettings(BaseSettings):
         # The Slurm settings' own variables (SLURM_DEFRAG_SLURM_BACKEND, what the commands
         # read) count as environment too: without their source a [slurm] table in the file
         # would hide them (the nested model is then built from the file's table alone).
-        sources: list[PydanticBaseSettingsSource] = [
-            init_settings,
-            env_settings,
-            _SlurmOwnEnvironment(settings_cls),
-        ]
+        sources: list[PydanticBaseSettingsSource] = [init_settings]
+        if environment_names(ENV_PREFIX):  # else both read nothing (see there)
+            sources += [env_settings, _SlurmOwnEnvironment(settings_cls)]
         file_data = _config_file_data()
         if file_data is not None:
             sources.append(InitSettingsSource(settings_cls, init_kwargs=file_data))
