@@ -23,14 +23,9 @@ from slurm_defrag.domain.topology import indices_of
 from slurm_defrag.domain.units import MILLI
 from slurm_defrag.planner.build import Indexed
 from slurm_defrag.planner.candidates import Candidates, TargetSpec
-from slurm_defrag.planner.explain import (
-    WaiveCache,
-    node_notes,
-    protection_cost,
-    request_text,
-    unserved_reason,
-)
+from slurm_defrag.planner.explain import node_notes, request_text, unserved_reason
 from slurm_defrag.planner.nodes import JobTable
+from slurm_defrag.planner.protection_cost import ProtectionCosts
 from slurm_defrag.policy.file import Policy
 from slurm_defrag.solver.problem import OptionKind
 from slurm_defrag.solver.result import SolveResult
@@ -187,7 +182,7 @@ def assemble(
 
     # Explanations need the whole picture (chosen costs), so they come last.
     final = []
-    waived: WaiveCache = {}
+    waived = ProtectionCosts(snapshot, cands, table)
     caps = {c.user: c for c in data.limits.served_caps}
     for out in outcomes:
         t = next(i for i, s in enumerate(specs) if s.job.id == out.job_id)
@@ -198,9 +193,7 @@ def assemble(
             text = unserved_reason(
                 snapshot, policy, specs[t], cands, table, t, notes, caps.get(out.user)
             )
-        text += protection_cost(
-            snapshot, specs[t], cands, table, t, out.cost_gpu_hours if out.served else None, waived
-        )
+        text += waived.sentence(specs[t], t, out.cost_gpu_hours if out.served else None)
         final.append(out.model_copy(update={"explanation": text, "node_notes": notes}))
     final.extend(_skipped_outcome(j) for j in skipped)
 
