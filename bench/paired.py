@@ -1,0 +1,106 @@
+"""Paired timing: one bench command against two commits, alternating, in the same run.
+
+    python bench/paired.py --old 4957bf7 --new HEAD --rounds 3 -- \\
+        bench/planner_bench.py --nodes 10000 --targets 50
+
+On a shared machine a single timing says more about the neighbours than about the code;
+a ratio of two runs taken side by side says less about them. Each commit's ``src/`` is
+exported (``git archive``) to a temporary directory, and the command (a Python script and
+its arguments, the script taken from the working tree so both sides run the same bench)
+runs ``--rounds`` times per commit, old and new alternating, each in a fresh interpreter
+with ``PYTHONPATH`` on that commit's tree. Reported per side: the minimum over the rounds
+of the whole process's CPU time (user + system, children included: CP-SAT's threads
+count) and of its wall time, and the ratio new / old of the CPU minima. The
+command's own output of the last round is printed for each side, so its figures (plan
+times, bounds, compute times, peak RSS where the bench prints it) can be read as well.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import resource
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+@dataclass
+class Run:
+    cpu: float
+    wall: float
+    out: str
+
+
+def export(commit: str, where: Path) -> Path:
+    """``src/`` of ``commit`` (or the working tree for ``WORKTREE``) under ``where``."""
+    if commit == "WORKTREE":
+        return ROOT / "src"
+    archive = subprocess.run(
+        ["git", "-C", str(ROOT), "archive", commit, "src"], check=True, capture_output=True
+    ).stdout
+    subprocess.run(["tar", "-x", "-C", str(where)], input=archive, check=True)
+    return where / "src"
+
+
+def run_once(src: Path, argv: list[str], nice: int) -> Run:
+    env = {**os.environ, "PYTHONPATH": f"{src}{os.pathsep}{ROOT / 'bench'}"}
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
+    t0 = time.perf_counter()
+    proc = subprocess.run(
+        ["nice", "-n", str(nice), sys.executable, *argv],
+        env=env,
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    wall = time.perf_counter() - t0
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    if proc.returncode != 0:
+        sys.exit(f"{' '.join(argv)} failed ({proc.returncode}) on {src}:\n{proc.stderr}")
+    cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
+    return Run(cpu, wall, proc.stdout)
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=(__doc__ or "").split("\n")[0])
+    ap.add_argument("--old", required=True, help="commit, or WORKTREE")
+    ap.add_argument("--new", default="WORKTREE", help="commit, or WORKTREE (default)")
+    ap.add_argument("--rounds", type=int, default=3)
+    ap.add_argument("--nice", type=int, default=19, help="niceness of the bench processes")
+    ap.add_argument("command", nargs=argparse.REMAINDER, help="-- script.py [args]")
+    args = ap.parse_args()
+    argv = [a for a in args.command if a != "--"] if args.command else []
+    if not argv:
+        ap.error("give the bench command after --")
+    with tempfile.TemporaryDirectory() as tmp:
+        sides = {}
+        for label, commit in (("old", args.old), ("new", args.new)):
+            where = Path(tmp) / label
+            where.mkdir()
+            sides[label] = (commit, export(commit, where))
+        runs: dict[str, list[Run]] = {"old": [], "new": []}
+        for _ in range(args.rounds):
+            for label in ("old", "new"):
+                runs[label].append(run_once(sides[label][1], argv, args.nice))
+    load = os.getloadavg()
+    print(f"command: {' '.join(argv)}; {args.rounds} rounds, load average {load[0]:.1f}")
+    for label in ("old", "new"):
+        rs = runs[label]
+        print(
+            f"{label} {sides[label][0]}: CPU min {min(r.cpu for r in rs):.2f} s "
+            f"(all: {', '.join(f'{r.cpu:.2f}' for r in rs)}), wall min "
+            f"{min(r.wall for r in rs):.2f} s"
+        )
+        print("  " + rs[-1].out.strip().replace("\n", "\n  "))
+    ratio = min(r.cpu for r in runs["new"]) / min(r.cpu for r in runs["old"])
+    print(f"new / old CPU (min of {args.rounds}): {ratio:.2f}")
+
+
+if __name__ == "__main__":
+    main()
