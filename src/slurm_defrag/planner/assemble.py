@@ -184,8 +184,9 @@ def assemble(
     final = []
     waived = ProtectionCosts(snapshot, cands, table)
     caps = {c.user: c for c in data.limits.served_caps}
+    index = {s.job.id: i for i, s in enumerate(specs)}
     for out in outcomes:
-        t = next(i for i, s in enumerate(specs) if s.job.id == out.job_id)
+        t = index[out.job_id]
         notes = node_notes(snapshot, specs[t], cands, table, t, chosen_nodes[t], cost_weight)
         if out.served:
             text = _served_text(out, notes)

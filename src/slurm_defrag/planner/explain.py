@@ -183,7 +183,7 @@ def unserved_reason(
         return f"{head}its own node limits are not modelled, so no block is freed: {unreadable}"
     info = cands.info[t]
     if not info.eligible:
-        counts = Counter(v.value for _, v in info.ineligible)
+        counts = cands.builder.verdict_counts(info.ineligible)
         if not counts:
             return head + f"no node in partition {spec.job.partition or '(any)'}"
         return (

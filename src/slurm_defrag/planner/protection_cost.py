@@ -54,6 +54,7 @@ class ProtectionCosts:
         self.cands = cands
         self.table = table
         self._job_costs: dict[str, float] = {}
+        self._floors: dict[int, float | None] = {}
         self._waived: dict[tuple[int, Geometry], Waived | None] = {}
         self._orders: dict[int, list[tuple[float, str, int]]] = {}
         """id(eligible list) -> (floor, node name, node) of its nodes with a floor, sorted.
@@ -103,15 +104,19 @@ class ProtectionCosts:
 
     def _floor(self, n: int) -> float | None:
         """The cheapest protected job on ``n`` that a waiver frees (None: no set to offer)."""
+        if n in self._floors:  # classes' eligible lists overlap: each node once
+            return self._floors[n]
         st = self.cands.builder.state(n)
-        if not st.immovable:
-            return None  # nothing protected here: the planner already priced every set
-        costs = [
-            self._job_cost(h)
-            for h in {st.blocker_ids[i] for i in indices_of(st.immovable)}
-            if h is not None and self._waivable(h)
-        ]
-        return min(costs) if costs else None
+        floor = None
+        if st.immovable:  # else nothing protected here: the planner priced every set
+            costs = [
+                self._job_cost(h)
+                for h in {st.blocker_ids[i] for i in indices_of(st.immovable)}
+                if h is not None and self._waivable(h)
+            ]
+            floor = min(costs) if costs else None
+        self._floors[n] = floor
+        return floor
 
     def _waivable(self, jid: str) -> bool:
         return jid in self.snapshot.job_by_id and not any(
