@@ -6,7 +6,8 @@
 On a shared machine a single timing says more about the neighbours than about the code;
 a ratio of two runs taken side by side says less about them. Each commit's ``src/`` is
 exported (``git archive``) to a temporary directory, and the command (a Python script and
-its arguments, the script taken from the working tree so both sides run the same bench)
+its arguments, the script taken from the working tree so both sides run the same bench;
+``--own-bench``: each commit's own copy of it)
 runs ``--rounds`` times per commit, old and new alternating, each in a fresh interpreter
 with ``PYTHONPATH`` on that commit's tree. Reported per side: the minimum over the rounds
 of the whole process's CPU time (user + system, children included: CP-SAT's threads
@@ -38,18 +39,24 @@ class Run:
 
 
 def export(commit: str, where: Path) -> Path:
-    """``src/`` of ``commit`` (or the working tree for ``WORKTREE``) under ``where``."""
+    """The tree of ``commit`` (``src/`` and ``bench/``) under ``where``, or the working
+    tree for ``WORKTREE``; returns the tree's root."""
     if commit == "WORKTREE":
-        return ROOT / "src"
+        return ROOT
     archive = subprocess.run(
-        ["git", "-C", str(ROOT), "archive", commit, "src"], check=True, capture_output=True
+        ["git", "-C", str(ROOT), "archive", commit, "src", "bench"],
+        check=True,
+        capture_output=True,
     ).stdout
     subprocess.run(["tar", "-x", "-C", str(where)], input=archive, check=True)
-    return where / "src"
+    return where
 
 
-def run_once(src: Path, argv: list[str], nice: int) -> Run:
-    env = {**os.environ, "PYTHONPATH": f"{src}{os.pathsep}{ROOT / 'bench'}"}
+def run_once(tree: Path, argv: list[str], nice: int, own_bench: bool) -> Run:
+    bench = (tree if own_bench else ROOT) / "bench"
+    env = {**os.environ, "PYTHONPATH": f"{tree / 'src'}{os.pathsep}{bench}"}
+    if own_bench and argv and argv[0].startswith("bench/"):
+        argv = [str(tree / argv[0]), *argv[1:]]
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
     t0 = time.perf_counter()
     proc = subprocess.run(
@@ -62,7 +69,7 @@ def run_once(src: Path, argv: list[str], nice: int) -> Run:
     wall = time.perf_counter() - t0
     after = resource.getrusage(resource.RUSAGE_CHILDREN)
     if proc.returncode != 0:
-        sys.exit(f"{' '.join(argv)} failed ({proc.returncode}) on {src}:\n{proc.stderr}")
+        sys.exit(f"{' '.join(argv)} failed ({proc.returncode}) on {tree}:\n{proc.stderr}")
     cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
     return Run(cpu, wall, proc.stdout)
 
@@ -73,6 +80,12 @@ def main() -> None:
     ap.add_argument("--new", default="WORKTREE", help="commit, or WORKTREE (default)")
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--nice", type=int, default=19, help="niceness of the bench processes")
+    ap.add_argument(
+        "--own-bench",
+        action="store_true",
+        help="run each commit's own copy of a bench/ script (when the working tree's "
+        "no longer runs on the old code, e.g. a policy key it does not know)",
+    )
     ap.add_argument("command", nargs=argparse.REMAINDER, help="-- script.py [args]")
     args = ap.parse_args()
     argv = [a for a in args.command if a != "--"] if args.command else []
@@ -87,9 +100,10 @@ def main() -> None:
         runs: dict[str, list[Run]] = {"old": [], "new": []}
         for _ in range(args.rounds):
             for label in ("old", "new"):
-                runs[label].append(run_once(sides[label][1], argv, args.nice))
+                runs[label].append(run_once(sides[label][1], argv, args.nice, args.own_bench))
     load = os.getloadavg()
-    print(f"command: {' '.join(argv)}; {args.rounds} rounds, load average {load[0]:.1f}")
+    own = " (each commit's own bench script)" if args.own_bench else ""
+    print(f"command: {' '.join(argv)}{own}; {args.rounds} rounds, load average {load[0]:.1f}")
     for label in ("old", "new"):
         rs = runs[label]
         print(
