@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import re
 import resource
 import subprocess
 import sys
@@ -86,6 +87,15 @@ def main() -> None:
         help="run each commit's own copy of a bench/ script (when the working tree's "
         "no longer runs on the old code, e.g. a policy key it does not know)",
     )
+    ap.add_argument(
+        "--figure",
+        action="append",
+        default=[],
+        metavar="NAME=REGEX",
+        help="a number the command prints (the regex's first group), e.g. "
+        "'plan=plan: ([0-9.]+) s wall': its minimum over the rounds is reported per side "
+        "(repeatable; every match of a round counts)",
+    )
     ap.add_argument("command", nargs=argparse.REMAINDER, help="-- script.py [args]")
     args = ap.parse_args()
     argv = [a for a in args.command if a != "--"] if args.command else []
@@ -114,6 +124,16 @@ def main() -> None:
         print("  " + rs[-1].out.strip().replace("\n", "\n  "))
     ratio = min(r.cpu for r in runs["new"]) / min(r.cpu for r in runs["old"])
     print(f"new / old CPU (min of {args.rounds}): {ratio:.2f}")
+    for spec in args.figure:
+        name, _, pattern = spec.partition("=")
+        mins = {}
+        for label in ("old", "new"):
+            found = [float(m) for r in runs[label] for m in re.findall(pattern, r.out)]
+            mins[label] = min(found) if found else float("nan")
+        print(
+            f"{name}: old min {mins['old']:.3f}, new min {mins['new']:.3f}, "
+            f"new / old {mins['new'] / mins['old']:.2f}"
+        )
 
 
 if __name__ == "__main__":
