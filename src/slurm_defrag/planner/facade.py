@@ -24,6 +24,7 @@ from slurm_defrag.domain.cluster import ClusterSnapshot, Job, JobState
 from slurm_defrag.domain.plan import Optimality, Plan, SolveStats
 from slurm_defrag.domain.topology import indices_of
 from slurm_defrag.errors import InputError
+from slurm_defrag.gcpause import paused
 from slurm_defrag.planner.assemble import assemble, empty_plan
 from slurm_defrag.planner.budget import check_concurrent_plans, remaining_budget
 from slurm_defrag.planner.build import Indexed, target_specs, to_problem, worth_ceilings
@@ -57,6 +58,18 @@ def make_plan(
     Never talks to Slurm. Raises :class:`InputError` for target ids that are not pending
     GPU jobs of the snapshot.
     """
+    with paused():
+        return _make_plan(snapshot, policy, targets, history, now, previous)
+
+
+def _make_plan(
+    snapshot: ClusterSnapshot,
+    policy: Policy,
+    targets: Sequence[str] | None,
+    history: PreemptionHistory | None,
+    now: datetime | None,
+    previous: Plan | None,
+) -> Plan:
     t0 = time.perf_counter()
     settings = policy.solver
     clock = Deadline(t0, settings.max_time_in_seconds)
