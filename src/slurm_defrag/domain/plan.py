@@ -157,7 +157,8 @@ class SolveStats(_Frozen):
     """What stopped early, in order: ``candidates`` (the wall cap ran out while they were
     built: some targets have none, others fewer), ``options budget``
     (``solver.max_options``: the lowest-value targets have none), ``solver`` (no time left
-    for CP-SAT: the greedy plan), ``explanations`` (shortened). Empty: nothing was cut.
+    for CP-SAT: the greedy plan), ``greedy`` (that plan stopped on the clock too: the
+    targets it had not tried are unserved), ``explanations`` (shortened). Empty: nothing was cut.
     With a cut the bounds are not proven and are left out."""
     runtime_s: float = Field(default=0.0, exclude=True)
     """Wall seconds. Not part of the plan's JSON (the same input gives the same bytes);

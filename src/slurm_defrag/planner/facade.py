@@ -122,7 +122,9 @@ def _make_plan(
     fallback = prune and full <= settings.exact_fallback_max_options and not clock.cut
     if clock.over("problem"):  # no time to build and solve a model: the greedy plan
         clock.note("solver")
-        result = greedy_result(ix.data, True, _preferred(ix, specs, previous))
+        result = greedy_result(ix.data, True, _preferred(ix, specs, previous), deadline)
+        if time.perf_counter() > deadline:  # it stopped on the clock: targets left untried
+            clock.note("greedy")
         stats = _stats(
             result, ix.data, Weights.for_problem(ix.data), "feasible", len(split(ix.data)), prune
         )

@@ -17,13 +17,19 @@ from slurm_defrag.solver.result import SolveResult, SolveStatus
 
 
 def greedy_result(
-    data: ProblemData, with_limits: bool, prefer: frozenset[int] = frozenset()
+    data: ProblemData,
+    with_limits: bool,
+    prefer: frozenset[int] = frozenset(),
+    deadline: float | None = None,
 ) -> SolveResult:
     """The greedy plan of ``data`` as a :class:`SolveResult`: FEASIBLE, no bounds (cost
-    bound 0, value bound the sum of all values), ``wall_capped``."""
+    bound 0, value bound the sum of all values), ``wall_capped``. Past ``deadline`` (a
+    ``time.perf_counter()`` value) the targets not placed yet stay unserved: the greedy
+    tries a target against every option of its class, 550 targets x 1,800 options was
+    26 s on 50,000 nodes."""
     t0 = time.perf_counter()
     groups = find_groups(data)
-    plan = greedy(data, groups, with_limits, prefer)
+    plan = greedy(data, groups, with_limits, prefer, deadline)
     served = tuple(sorted(plan.served))
     taken = tuple(deal(data, groups, set(served), sorted(plan.taken)))
     requeued = tuple(sorted(plan.requeued))
