@@ -129,15 +129,30 @@ def test_no_time_to_explain_keeps_the_plan_and_shortens_the_words(
     assert any("explanation cut short" in t.explanation for t in plan.targets if not t.served)
 
 
-def test_the_options_budget_goes_to_the_targets_of_highest_value(
+def test_an_options_budget_cuts_each_class_to_its_cheapest_nodes(
     instance: tuple[ClusterSnapshot, list[str]],
 ) -> None:
+    """Every target keeps candidates (its class's cheapest nodes), fewer of them."""
     snap, targets = instance
     full = make_plan(snap, _policy(), targets)
     plan = make_plan(snap, _policy(max_options=full.solver.options // 3), targets)
     _valid(plan)
     assert plan.solver.cut_short == ("options budget",)
+    assert plan.solver.deterministic  # the input decides this cut, not the clock
+    assert plan.solver.cost_lower_bound_gpu_hours is None
     assert plan.solver.options <= full.solver.options // 3
+    assert not any(BUDGET_SPENT in t.explanation for t in plan.targets)
+    assert len(plan.served) >= len(full.served) // 2
+
+
+def test_a_budget_too_small_for_every_class_goes_to_the_highest_values(
+    instance: tuple[ClusterSnapshot, list[str]],
+) -> None:
+    snap, targets = instance
+    plan = make_plan(snap, _policy(max_options=40), targets)
+    _valid(plan)
+    assert plan.solver.cut_short == ("options budget",)
+    assert plan.solver.options <= 40
     left_out = [t for t in plan.targets if BUDGET_SPENT in t.explanation]
     kept = [t for t in plan.targets if BUDGET_SPENT not in t.explanation]
     assert left_out

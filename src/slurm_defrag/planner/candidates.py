@@ -28,7 +28,7 @@ import heapq
 from collections import Counter, defaultdict
 from dataclasses import dataclass, field
 from datetime import datetime
-from itertools import combinations_with_replacement, repeat
+from itertools import accumulate, combinations_with_replacement, repeat
 
 from slurm_defrag.domain.cluster import ClusterSnapshot, Job, Node
 from slurm_defrag.domain.job_limits import NO_LIMITS, JobLimits, job_limits
@@ -508,8 +508,57 @@ class CandidateBuilder:
                     t, info.eligible, g, kept_single[t], full_nodes, cohost, with_cohost
                 )
             classes.append(tpl)
+        if self.max_options is not None and sum(map(len, classes)) > self.max_options:
+            classes = self._shrunk(classes, infos, self.max_options)
         options = self._within_budget(classes, infos, copy=True)
         return Candidates(options, infos, self.states, full, True, self.singles, self)
+
+    def _shrunk(
+        self, classes: list[list[RawOption]], infos: list[TargetInfo], budget: int
+    ) -> list[list[RawOption]]:
+        """Each class's options cut to its cheapest nodes, the same multiple of its own
+        shares for every class, the largest that fits ``budget`` (at least the shares
+        themselves; if even that does not fit, :meth:`_within_budget` leaves out the
+        targets of lowest value). Members of a class each carry its options: 2,500
+        targets of a few classes sharing 2,500 kept nodes would be 6 million, the budget
+        holds 1 million; cut per class, every target keeps its cheapest nodes rather
+        than the lowest-value ones keeping none."""
+        self.clock.note("options budget")
+        members: dict[int, list[int]] = defaultdict(list)
+        for t, tpl in enumerate(classes):
+            if tpl:
+                members[id(tpl)].append(t)
+        # per class: its template, its members, and the options of its first k nodes in
+        # rank order (cumulative), to try multiples without rebuilding anything
+        plans: list[tuple[list[RawOption], list[int], int, list[int], list[int]]] = []
+        for ts in members.values():
+            tpl = classes[ts[0]]
+            per_node = Counter(o.node for o in tpl)
+            ranked = infos[ts[0]].ranked or []
+            order = [n for _, n in ranked if n in per_node]
+            order += sorted(set(per_node) - set(order))  # kept whole or co-hosting only
+            sizes = list(accumulate(per_node[n] for n in order))
+            shares = sum(self.targets[t].nodes for t in ts)
+            plans.append((tpl, ts, shares, order, sizes))
+
+        def total(mult: float) -> int:
+            return sum(
+                len(ts) * sizes[min(len(sizes), max(1, int(mult * shares))) - 1]
+                for _, ts, shares, _, sizes in plans
+            )
+
+        mult = 1.0
+        for m in (16.0, 8.0, 4.0, 2.0, 1.5):
+            if total(m) <= budget:
+                mult = m
+                break
+        out = list(classes)
+        for tpl, ts, shares, order, _ in plans:
+            keep = set(order[: min(len(order), max(1, int(mult * shares)))])
+            cut = [o for o in tpl if o.node in keep]
+            for t in ts:
+                out[t] = cut
+        return out
 
     def _out_of_time(self) -> bool:
         if self.clock.over("candidates"):

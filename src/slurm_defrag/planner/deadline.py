@@ -67,16 +67,20 @@ class Deadline:
             self.cut.append(what)
 
 
+BY_INPUT: Final = frozenset({"options budget"})
+"""Cuts decided by the input alone (the same every run), not by the clock."""
+
+
 def unproven(stats: SolveStats, cut: list[str]) -> SolveStats:
-    """``stats`` of a plan something was cut from: not deterministic, and no bound is
-    claimed (the relaxation's bounds hold for the candidates that were built, not for
-    the problem)."""
+    """``stats`` of a plan something was cut from: no bound is claimed (the relaxation's
+    bounds hold for the candidates that were built, not for the problem), and not
+    deterministic unless only the input decided the cut (:data:`BY_INPUT`)."""
     if not cut:
         return stats
     return stats.model_copy(
         update={
             "cut_short": tuple(cut),
-            "deterministic": False,
+            "deterministic": stats.deterministic and BY_INPUT.issuperset(cut),
             "optimality": "feasible" if stats.served else "none",
             "bound": None,
             "gap": None,

@@ -49,8 +49,9 @@ class SolverSettings(BaseModel):
     """Most candidate placements one plan builds: its memory bound (docs/benchmarks.md,
     "Memory": about 1 KB of peak RSS per option, besides the snapshot). Members of a
     class of targets each carry the class's placements, so 2,500 targets sharing 2,500
-    kept nodes would need 6 million; past the budget the targets of lowest value get
-    none and the plan says so (``solver.cut_short``)."""
+    kept nodes would need 6 million; past the budget each class keeps its cheapest nodes
+    only (and if even its own shares' worth does not fit, the targets of lowest value get
+    none); the plan says so (``solver.cut_short``) and claims no bound."""
     subsolvers: Annotated[tuple[str, ...], Field(max_length=64)] = DEFAULT_SUBSOLVERS
     """CP-SAT's portfolio (one subsolver per worker, in order). With 2 workers the default
     portfolio has no worker with the full LP relaxation (``max_lp``), which is what proves
