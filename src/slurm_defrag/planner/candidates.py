@@ -128,6 +128,9 @@ class CandidateBuilder:
         self.clock = clock if clock is not None else Deadline.unlimited()
         self.max_options = max_options
         """Most options :meth:`build` keeps (the memory bound; None: no bound)."""
+        self._building = False
+        """The clock is watched while the candidates are built, not when explanations
+        ask the builder more questions later (they have their own stage)."""
         self.states: dict[int, NodeState] = {}
         self.singles: dict[tuple[int, Geometry], tuple[RawOption | None, RawOption | None]] = {}
         self._drains: dict[tuple[int, Geometry], RawOption | None] = {}
@@ -473,6 +476,13 @@ class CandidateBuilder:
         return self._full_count
 
     def build(self, prune: bool, infos: list[TargetInfo] | None = None) -> Candidates:
+        self._building = True
+        try:
+            return self._build(prune, infos)
+        finally:
+            self._building = False
+
+    def _build(self, prune: bool, infos: list[TargetInfo] | None) -> Candidates:
         infos = infos if infos is not None else self.eligibility()
         full = self.count_full(infos)
         if not prune:
@@ -561,7 +571,7 @@ class CandidateBuilder:
         return out
 
     def _out_of_time(self) -> bool:
-        if self.clock.over("candidates"):
+        if self._building and self.clock.over("candidates"):
             self.clock.note("candidates")
             return True
         return False
