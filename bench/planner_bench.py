@@ -139,9 +139,12 @@ def run_scale(
     limits: dict[str, object],
     solver: dict[str, object],
     repeat: int = 1,
+    stages: bool = False,
 ) -> None:
     import hashlib
     import resource
+
+    spent = time_stages() if stages else None
 
     t0 = time.perf_counter()
     snap, targets = busy_cluster(n_nodes, n_targets, seed)
@@ -179,8 +182,49 @@ def run_scale(
             f"{s.options} options (unpruned {s.full_options}), {s.components} parts; "
             f"plan {plan.plan_id} json sha256 {digests[-1]}"
         )
+    if spent is not None:
+        print(
+            "stages (CPU/wall s, all runs): "
+            + ", ".join(f"{k} {c:.1f}/{w:.1f}" for k, (c, w) in spent.items())
+        )
+        if s.cut_short:
+            print(f"cut short: {', '.join(s.cut_short)}")
     rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
     print(f"peak RSS {rss:.0f} MB; {len(set(digests))} distinct plan JSON in {repeat} run(s)")
+
+
+def time_stages() -> dict[str, list[float]]:
+    """Wrap the planner's stages with timers: name -> [CPU s, wall s] (all calls added)."""
+    import functools
+
+    from slurm_defrag.planner import candidates, facade
+    from slurm_defrag.solver import model
+
+    spent: dict[str, list[float]] = {}
+
+    def wrap(owner: object, attr: str, name: str) -> None:
+        inner = getattr(owner, attr)
+
+        @functools.wraps(inner)
+        def timed(*args: object, **kwargs: object) -> object:
+            c0, w0 = time.process_time(), time.perf_counter()
+            try:
+                return inner(*args, **kwargs)
+            finally:
+                acc = spent.setdefault(name, [0.0, 0.0])
+                acc[0] += time.process_time() - c0
+                acc[1] += time.perf_counter() - w0
+
+        setattr(owner, attr, timed)
+
+    wrap(candidates.CandidateBuilder, "eligibility", "eligibility")
+    wrap(candidates.CandidateBuilder, "_prune", "pruning (in candidates)")
+    wrap(candidates.CandidateBuilder, "build", "candidates")
+    wrap(facade, "to_problem", "problem data")
+    wrap(model.PlannerModel, "__init__", "model")
+    wrap(model.PlannerModel, "solve", "greedy + CP-SAT")
+    wrap(facade, "assemble", "explanations and assembly")
+    return spent
 
 
 def run_overeviction(sizes: list[int]) -> None:
@@ -214,7 +258,7 @@ def _packed(n_nodes: int, k: int) -> ClusterSnapshot:
     import sys
     from pathlib import Path
 
-    sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests" / "solver"))
+    sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests" / "planner"))
     from test_planner_overeviction import packed  # the test's own scenario
 
     return packed(n_nodes, k)
@@ -236,6 +280,9 @@ def main() -> None:
     )
     ap.add_argument("--repeat", type=int, default=1, help="plan this many times (same input)")
     ap.add_argument(
+        "--stages", action="store_true", help="print the time of each planner stage too"
+    )
+    ap.add_argument(
         "--set",
         action="append",
         default=[],
@@ -251,7 +298,7 @@ def main() -> None:
     for kv in args.set:
         key, _, raw = kv.partition("=")
         solver[key] = {"true": True, "false": False}.get(raw.lower(), raw)
-    run_scale(args.nodes, args.targets, args.seed, limits, solver, args.repeat)
+    run_scale(args.nodes, args.targets, args.seed, limits, solver, args.repeat, args.stages)
 
 
 if __name__ == "__main__":

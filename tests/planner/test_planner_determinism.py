@@ -66,3 +66,34 @@ def test_1k_bench_plan_is_byte_identical(repeat: int) -> None:
     snap, targets = busy_cluster(1000, 50, 1)
     first = _json(snap, POLICY, targets)
     assert all(_json(snap, POLICY, targets) == first for _ in range(repeat - 1))
+
+
+# A plan in a fresh interpreter: its JSON's digest (course, then a pruned 300-node bench).
+PROBE = """
+import hashlib, sys
+sys.path.insert(0, sys.argv[1])
+from planner_bench import POLICY, busy_cluster
+from slurm_defrag.planner.facade import make_plan
+from slurm_defrag.policy.file import default_policy, parse_policy
+from slurm_defrag.synth import course_scenario
+snap, targets = busy_cluster(300, 40, 3)
+for plan in (make_plan(course_scenario(), default_policy()),
+             make_plan(snap, parse_policy(POLICY), targets)):
+    print(hashlib.sha256(plan.model_dump_json().encode()).hexdigest())
+"""
+
+
+def test_plans_are_byte_identical_across_hash_seeds() -> None:
+    """Sets of strings iterate in an order that changes with the hash seed; no plan may
+    depend on it (issue #42: "byte-identical across runs and hash seeds")."""
+    import os
+    import subprocess
+
+    bench = str(Path(__file__).resolve().parents[2] / "bench")
+    outs = set()
+    for seed in ("1", "2", "3"):
+        out = subprocess.run([sys.executable, "-c", PROBE, bench], capture_output=True,
+                             text=True, timeout=300, check=True,
+                             env={**os.environ, "PYTHONHASHSEED": seed})  # fmt: skip
+        outs.add(out.stdout)
+    assert len(outs) == 1

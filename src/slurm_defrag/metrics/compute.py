@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections import defaultdict
 
 from slurm_defrag.domain.cluster import ClusterSnapshot
+from slurm_defrag.gcpause import paused
 from slurm_defrag.metrics.cache import MetricsCache
 from slurm_defrag.metrics.classes import group_nodes
 from slurm_defrag.metrics.demand import DemandItem, WorkloadMix, resolve_mix
@@ -33,6 +34,13 @@ def compute(
     snapshots makes the pass incremental: only node classes not seen under the same mix
     are computed (the result is the same as without it).
     """
+    with paused():
+        return _compute(snapshot, mix, cache)
+
+
+def _compute(
+    snapshot: ClusterSnapshot, mix: WorkloadMix | None, cache: MetricsCache | None
+) -> FragReport:
     mix = resolve_mix(snapshot, mix)
     if cache is None:
         cache = MetricsCache()

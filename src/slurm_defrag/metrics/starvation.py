@@ -24,9 +24,10 @@ For each pending GPU job waiting on resources:
 
 from __future__ import annotations
 
+import heapq
 from dataclasses import dataclass
 
-from slurm_defrag.domain.cluster import ClusterSnapshot, Job, is_unknown
+from slurm_defrag.domain.cluster import ClusterSnapshot, Job, Node, is_unknown
 from slurm_defrag.domain.topology import popcount
 from slurm_defrag.metrics.classes import NodeClass, NodeKind, group_nodes
 from slurm_defrag.metrics.demand import DemandItem, item_for_request, waits_on_resources
@@ -205,8 +206,15 @@ def _never_diagnosis(
 
     Nodes of the job's partition come before the others, and one node per distinct reason
     before any second one, so the few shown cover the reasons there are.
+
+    Only rows that can be picked are built. The nodes of a class share its reason (but
+    unavailable ones: each gives its own state), so a class can only contribute its
+    :data:`UNSATISFIABLE_EXAMPLES` first names, in name order: the first node of each
+    reason and the first few overall are among them. A diagnosis per node of a
+    10,000-node cluster, to keep five, was most of a metrics pass (issue #42).
     """
-    rows: list[tuple[bool, str, str, NodeDiagnosis]] = []
+    rows: list[tuple[bool, str, str, Verdict, str, int, int]] = []
+    total = 0
     for kind in kinds:
         for cls in kind.classes:
             free = cls.free_mask if kind.available else 0
@@ -214,14 +222,18 @@ def _never_diagnosis(
             own = v is Verdict.UNAVAILABLE
             detail = "" if own else explain(kind.rep, kind.topo, free, item, v)
             largest, n_free = kind.topo.largest_free_block(free), popcount(cls.free_mask)
-            for n in cls.members:
+            total += len(cls.members)
+            members = (
+                cls.members
+                if own
+                else heapq.nsmallest(UNSATISFIABLE_EXAMPLES, cls.members, key=_name)
+            )
+            for n in members:
                 text = explain(n, kind.topo, free, item, v) if own else detail
-                d = NodeDiagnosis.model_construct(
-                    node=n.name, verdict=v, free=n_free, largest_free_block=largest, detail=text
-                )
-                rows.append((v is Verdict.NOT_IN_PARTITION, f"{v}: {text}", n.name, d))
+                flag = v is Verdict.NOT_IN_PARTITION
+                rows.append((flag, f"{v}: {text}", n.name, v, text, n_free, largest))
     rows.sort(key=lambda r: (r[0], r[2]))
-    picked: list[tuple[bool, str, str, NodeDiagnosis]] = []
+    picked: list[tuple[bool, str, str, Verdict, str, int, int]] = []
     reasons: set[str] = set()
     for r in rows:  # one node per distinct reason first ...
         if r[1] not in reasons and len(picked) < UNSATISFIABLE_EXAMPLES:
@@ -230,7 +242,17 @@ def _never_diagnosis(
     taken = {r[2] for r in picked}
     picked += [r for r in rows if r[2] not in taken][: UNSATISFIABLE_EXAMPLES - len(picked)]
     picked.sort(key=lambda r: (r[0], r[2]))
-    return tuple(r[3] for r in picked), len(rows) - len(picked)
+    shown = tuple(
+        NodeDiagnosis.model_construct(
+            node=name, verdict=v, free=n_free, largest_free_block=largest, detail=text
+        )
+        for _, _, name, v, text, n_free, largest in picked
+    )
+    return shown, total - len(picked)
+
+
+def _name(node: Node) -> str:
+    return node.name
 
 
 def _message(status: str, reason: str | None, gpus: int, matching: int, partition: int) -> str:

@@ -23,14 +23,10 @@ from slurm_defrag.domain.topology import indices_of
 from slurm_defrag.domain.units import MILLI
 from slurm_defrag.planner.build import Indexed
 from slurm_defrag.planner.candidates import Candidates, TargetSpec
-from slurm_defrag.planner.explain import (
-    WaiveCache,
-    node_notes,
-    protection_cost,
-    request_text,
-    unserved_reason,
-)
+from slurm_defrag.planner.deadline import Deadline, unproven
+from slurm_defrag.planner.explain import node_notes, request_text, unserved_reason
 from slurm_defrag.planner.nodes import JobTable
+from slurm_defrag.planner.protection_cost import ProtectionCosts
 from slurm_defrag.policy.file import Policy
 from slurm_defrag.solver.problem import OptionKind
 from slurm_defrag.solver.result import SolveResult
@@ -103,7 +99,9 @@ def assemble(
     stats: SolveStats,
     now: datetime,
     cost_weight: int,
+    clock: Deadline | None = None,
 ) -> Plan:
+    clock = clock if clock is not None else Deadline.unlimited()
     data = ix.data
     served = set(result.served)
     victim_ids = [ix.job_ids[j] for j in result.requeued]
@@ -187,20 +185,34 @@ def assemble(
 
     # Explanations need the whole picture (chosen costs), so they come last.
     final = []
-    waived: WaiveCache = {}
+    waived = ProtectionCosts(snapshot, cands, table)
     caps = {c.user: c for c in data.limits.served_caps}
+    index = {s.job.id: i for i, s in enumerate(specs)}
     for out in outcomes:
-        t = next(i for i, s in enumerate(specs) if s.job.id == out.job_id)
-        notes = node_notes(snapshot, specs[t], cands, table, t, chosen_nodes[t], cost_weight)
-        if out.served:
-            text = _served_text(out, notes)
-        else:
-            text = unserved_reason(
-                snapshot, policy, specs[t], cands, table, t, notes, caps.get(out.user)
+        t = index[out.job_id]
+        unexamined = cands.info[t].unexamined
+        notes: tuple[NodeNote, ...] = ()
+        if unexamined:  # no candidates were built: nothing to explain but that
+            text = f"{out.job_id} ({out.request}): not served: not examined: {unexamined}"
+        elif clock.over("explain"):
+            # Node notes and reasons ask the candidates more questions (node states on a
+            # cluster the candidate stage did not finish): past the cap, the plan only.
+            clock.note("explanations")
+            text = (
+                _served_text(out, ())
+                if out.served
+                else f"{out.job_id} ({out.request}): not served (explanation cut short "
+                "by the plan's wall cap)"
             )
-        text += protection_cost(
-            snapshot, specs[t], cands, table, t, out.cost_gpu_hours if out.served else None, waived
-        )
+        else:
+            notes = node_notes(snapshot, specs[t], cands, table, t, chosen_nodes[t], cost_weight)
+            if out.served:
+                text = _served_text(out, notes)
+            else:
+                text = unserved_reason(
+                    snapshot, policy, specs[t], cands, table, t, notes, caps.get(out.user)
+                )
+            text += waived.sentence(specs[t], t, out.cost_gpu_hours if out.served else None)
         final.append(out.model_copy(update={"explanation": text, "node_notes": notes}))
     final.extend(_skipped_outcome(j) for j in skipped)
 
@@ -210,12 +222,15 @@ def assemble(
     )
     n_served = sum(1 for o in final if o.served)
     status = "ok" if n_served else "empty"
+    stats = unproven(stats, clock.cut)
     summary = (
         f"Plan {plan_id}: serves {n_served} of {len(specs)} target(s), requeues "
         f"{len(victims)} job(s) losing {sum(v.lost_gpu_hours for v in victims):.2f} "
         f"GPU-hours (cost {total_cost:.2f}); solver {stats.status}, "
         f"optimality {stats.optimality}."
     )
+    if stats.cut_short:
+        summary += f" Cut short: {', '.join(stats.cut_short)} (no bound is proven)."
     explanation = "\n".join([summary, *(o.explanation for o in final)])
     return Plan(
         plan_id=plan_id,

@@ -28,14 +28,15 @@ import heapq
 from collections import Counter, defaultdict
 from dataclasses import dataclass, field
 from datetime import datetime
-from itertools import combinations_with_replacement
+from itertools import accumulate, combinations_with_replacement, repeat
 
-from slurm_defrag.domain.cluster import ClusterSnapshot, Job
-from slurm_defrag.domain.job_limits import JobLimits, job_limits
+from slurm_defrag.domain.cluster import ClusterSnapshot, Job, Node
+from slurm_defrag.domain.job_limits import NO_LIMITS, JobLimits, job_limits
 from slurm_defrag.domain.topology import GpuTopology, popcount
 from slurm_defrag.metrics.classes import group_nodes
 from slurm_defrag.metrics.demand import DemandItem
 from slurm_defrag.metrics.fit import Verdict, structural_verdict
+from slurm_defrag.planner.deadline import CHECK_EVERY, Deadline
 from slurm_defrag.planner.geometry import Geometry, arrange, blocks_for
 from slurm_defrag.planner.nodes import SUBSET_JOB_CAP, JobTable, NodeState, node_state
 from slurm_defrag.policy.cost import to_milli
@@ -43,6 +44,11 @@ from slurm_defrag.policy.drain import DrainConfig
 from slurm_defrag.solver.problem import OptionKind
 
 INF = float("inf")
+
+CAP_RAN_OUT = "the plan's wall cap (solver.max_time_in_seconds) ran out before its candidates"
+"""Why a target has no candidates when :mod:`.deadline` cut the candidate stage."""
+BUDGET_SPENT = "the options budget (solver.max_options) went to targets of higher value"
+"""Why a target has no candidates when the options of higher-value ones filled the budget."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -81,6 +87,9 @@ class TargetInfo:
     """(node index, why it can never host a share) for nodes of the target's partition."""
     ranked: list[tuple[int, int]] | None = None
     """When pruning: (composite cost, node) of the cheapest nodes for one share."""
+    unexamined: str = ""
+    """Why its candidates were not built ("" when they were): the wall cap ran out, or the
+    options budget was spent on targets of higher value (:mod:`.deadline`)."""
 
 
 @dataclass
@@ -106,6 +115,8 @@ class CandidateBuilder:
         drain: DrainConfig,
         now: datetime,
         weight: int,
+        clock: Deadline | None = None,
+        max_options: int | None = None,
     ) -> None:
         self.snapshot = snapshot
         self.targets = targets
@@ -114,6 +125,12 @@ class CandidateBuilder:
         self.now = now
         self.weight = weight
         """Objective weight of cost against busy GPUs (> any busy count)."""
+        self.clock = clock if clock is not None else Deadline.unlimited()
+        self.max_options = max_options
+        """Most options :meth:`build` keeps (the memory bound; None: no bound)."""
+        self._building = False
+        """The clock is watched while the candidates are built, not when explanations
+        ask the builder more questions later (they have their own stage)."""
         self.states: dict[int, NodeState] = {}
         self.singles: dict[tuple[int, Geometry], tuple[RawOption | None, RawOption | None]] = {}
         self._drains: dict[tuple[int, Geometry], RawOption | None] = {}
@@ -125,6 +142,7 @@ class CandidateBuilder:
         self._menus: dict[object, list[tuple[tuple[Geometry, ...], float]]] = {}
         self.node_index = {n.name: i for i, n in enumerate(snapshot.nodes)}
         self._able: dict[tuple[int, Geometry], list[int]] = {}
+        self._verdicts: dict[int, Counter[str]] = {}
 
     # -- building blocks --------------------------------------------------------------
 
@@ -139,33 +157,52 @@ class CandidateBuilder:
     def eligibility(self) -> list[TargetInfo]:
         """Nodes that could ever host a share of each target (metrics' structural verdict)."""
         kinds = group_nodes(self.snapshot)
+        # Per kind, its nodes and their indices, once: a kind's verdict holds for all of
+        # them, so most classes take a kind's nodes whole (500 targets x 10,000 nodes
+        # node by node was 1.9 s).
+        members = [[m for c in kind.classes for m in c.members] for kind in kinds]
+        indices = [[self.node_index[m.name] for m in ms] for ms in members]
         infos = []
         seen: dict[tuple[DemandItem, bool, JobLimits], TargetInfo] = {}
         for t in self.targets:
             limits = job_limits(t.job, t.nodes)
             key = (t.item, t.same_domain, limits)
             if key in seen:  # same demand, same nodes: share the lists (read-only)
-                infos.append(TargetInfo(seen[key].eligible, seen[key].ineligible))
+                same = seen[key]
+                infos.append(TargetInfo(same.eligible, same.ineligible, None, same.unexamined))
                 continue
             info = seen[key] = TargetInfo()
-            for kind in kinds:
+            if self.clock.over("candidates"):
+                self.clock.note("candidates")
+                info.unexamined = CAP_RAN_OUT
+                infos.append(info)
+                continue
+            for kind, nodes, idx in zip(kinds, members, indices, strict=True):
                 v = structural_verdict(kind.rep, kind.topo, t.item)
                 if v is Verdict.NOT_IN_PARTITION:
                     continue
-                for node in [m for c in kind.classes for m in c.members]:
-                    i = self.node_index[node.name]
-                    if v is None and not limits.admits(node):
-                        info.ineligible.append((i, Verdict.JOB_LIMITS))
-                    elif v is not None:
-                        info.ineligible.append((i, v))
-                    elif t.same_domain and self.snapshot.domain_of(node) is None:
-                        continue
-                    else:
-                        info.eligible.append(i)
+                if v is not None:
+                    info.ineligible.extend(zip(idx, repeat(v)))
+                elif limits is NO_LIMITS and not t.same_domain:
+                    info.eligible.extend(idx)
+                else:
+                    self._eligible_by_node(t, limits, nodes, idx, info)
             info.eligible.sort()
             info.ineligible.sort()
             infos.append(info)
         return infos
+
+    def _eligible_by_node(
+        self, t: TargetSpec, limits: JobLimits, nodes: list[Node], idx: list[int], info: TargetInfo
+    ) -> None:
+        """A kind that fits ``t``'s hardware, node by node: its own limits, its domain."""
+        for node, i in zip(nodes, idx, strict=True):
+            if not limits.admits(node):
+                info.ineligible.append((i, Verdict.JOB_LIMITS))
+            elif t.same_domain and self.snapshot.domain_of(node) is None:
+                continue
+            else:
+                info.eligible.append(i)
 
     def all_options(self, t: int, n: int) -> list[RawOption]:
         """Every block of node ``n`` free of immovable GPUs, plus the best drain."""
@@ -235,6 +272,14 @@ class CandidateBuilder:
         hit = self._able.get(key)
         if hit is None:
             hit = self._able[key] = [n for n in eligible if self.has_way(n, g)]
+        return hit
+
+    def verdict_counts(self, ineligible: list[tuple[int, Verdict]]) -> Counter[str]:
+        """How many nodes of a class's ineligible list have each verdict, counted once
+        per list (its targets share it): the words of an unservable target."""
+        hit = self._verdicts.get(id(ineligible))
+        if hit is None:
+            hit = self._verdicts[id(ineligible)] = Counter(v.value for _, v in ineligible)
         return hit
 
     def gpus_way(self, n: int, g: Geometry) -> bool:
@@ -431,13 +476,25 @@ class CandidateBuilder:
         return self._full_count
 
     def build(self, prune: bool, infos: list[TargetInfo] | None = None) -> Candidates:
+        self._building = True
+        try:
+            return self._build(prune, infos)
+        finally:
+            self._building = False
+
+    def _build(self, prune: bool, infos: list[TargetInfo] | None) -> Candidates:
         infos = infos if infos is not None else self.eligibility()
         full = self.count_full(infos)
-        options: list[RawOption] = []
         if not prune:
+            per_target: list[list[RawOption]] = []
             for t, info in enumerate(infos):
-                for n in info.eligible:
-                    options.extend(self.all_options(t, n))
+                mine: list[RawOption] = []
+                if not info.unexamined and self._out_of_time():
+                    info.unexamined = CAP_RAN_OUT
+                for n in [] if info.unexamined else info.eligible:
+                    mine.extend(self.all_options(t, n))
+                per_target.append(mine)
+            options = self._within_budget(per_target, infos)
             return Candidates(options, infos, self.states, full, False, self.singles, self)
         kept_single, full_nodes, cohost = self._prune(infos)
         # Targets of one class (same eligible list, geometry and kept nodes) get the same
@@ -446,16 +503,106 @@ class CandidateBuilder:
         # and 500 targets, nearly all finding nothing.
         with_cohost = sorted(cohost)
         templates: dict[tuple[int, Geometry, int], list[RawOption]] = {}
+        classes: list[list[RawOption]] = []
         for t, info in enumerate(infos):
             g = self.targets[t].geometry
             key = (id(info.eligible), g, id(kept_single[t]))
             tpl = templates.get(key)
+            # A ranked class's options are its kept nodes' cheapest ways, computed while
+            # ranking: built even past the clock (only unranked classes have none).
+            if info.unexamined:
+                classes.append([])
+                continue
             if tpl is None:
                 tpl = templates[key] = self._class_options(
                     t, info.eligible, g, kept_single[t], full_nodes, cohost, with_cohost
                 )
-            options.extend(_retarget(o, t) for o in tpl)
+            classes.append(tpl)
+        if self.max_options is not None and sum(map(len, classes)) > self.max_options:
+            classes = self._shrunk(classes, infos, self.max_options)
+        options = self._within_budget(classes, infos, copy=True)
         return Candidates(options, infos, self.states, full, True, self.singles, self)
+
+    def _shrunk(
+        self, classes: list[list[RawOption]], infos: list[TargetInfo], budget: int
+    ) -> list[list[RawOption]]:
+        """Each class's options cut to its cheapest nodes, the same multiple of its own
+        shares for every class, the largest that fits ``budget`` (at least the shares
+        themselves; if even that does not fit, :meth:`_within_budget` leaves out the
+        targets of lowest value). Members of a class each carry its options: 2,500
+        targets of a few classes sharing 2,500 kept nodes would be 6 million, the budget
+        holds 1 million; cut per class, every target keeps its cheapest nodes rather
+        than the lowest-value ones keeping none."""
+        self.clock.note("options budget")
+        members: dict[int, list[int]] = defaultdict(list)
+        for t, tpl in enumerate(classes):
+            if tpl:
+                members[id(tpl)].append(t)
+        # per class: its template, its members, and the options of its first k nodes in
+        # rank order (cumulative), to try multiples without rebuilding anything
+        plans: list[tuple[list[RawOption], list[int], int, list[int], list[int]]] = []
+        for ts in members.values():
+            tpl = classes[ts[0]]
+            per_node = Counter(o.node for o in tpl)
+            ranked = infos[ts[0]].ranked or []
+            order = [n for _, n in ranked if n in per_node]
+            order += sorted(set(per_node) - set(order))  # kept whole or co-hosting only
+            sizes = list(accumulate(per_node[n] for n in order))
+            shares = sum(self.targets[t].nodes for t in ts)
+            plans.append((tpl, ts, shares, order, sizes))
+
+        def total(mult: float) -> int:
+            return sum(
+                len(ts) * sizes[min(len(sizes), max(1, int(mult * shares))) - 1]
+                for _, ts, shares, _, sizes in plans
+            )
+
+        mult = 1.0
+        for m in (16.0, 8.0, 4.0, 2.0, 1.5):
+            if total(m) <= budget:
+                mult = m
+                break
+        out = list(classes)
+        for tpl, ts, shares, order, _ in plans:
+            keep = set(order[: min(len(order), max(1, int(mult * shares)))])
+            cut = [o for o in tpl if o.node in keep]
+            for t in ts:
+                out[t] = cut
+        return out
+
+    def _out_of_time(self) -> bool:
+        if self._building and self.clock.over("candidates"):
+            self.clock.note("candidates")
+            return True
+        return False
+
+    def _within_budget(
+        self, per_target: list[list[RawOption]], infos: list[TargetInfo], copy: bool = False
+    ) -> list[RawOption]:
+        """The targets' options in target order, as many targets as ``max_options`` holds
+        taken in value order (highest first; the others get none: :data:`BUDGET_SPENT`).
+        ``copy``: the lists are their class's, each member gets its own copies.
+
+        The budget is the planner's memory bound: problem data, model and explanations
+        grow with the options (docs/benchmarks.md, "Memory"); a class's members each
+        carry its options, so 2,500 targets sharing 2,500 kept nodes would be 6 million.
+        """
+        admitted = [True] * len(per_target)
+        total = sum(len(x) for x in per_target)
+        if self.max_options is not None and total > self.max_options:
+            room = self.max_options
+            for t in sorted(range(len(per_target)), key=lambda t: (-self.targets[t].value, t)):
+                if len(per_target[t]) > room:
+                    admitted[t] = False
+                    infos[t].unexamined = infos[t].unexamined or BUDGET_SPENT
+                    self.clock.note("options budget")
+                else:
+                    room -= len(per_target[t])
+        options: list[RawOption] = []
+        for t, (mine, ok) in enumerate(zip(per_target, admitted, strict=True)):
+            if ok:
+                options.extend((_retarget(o, t) for o in mine) if copy else mine)
+        return options
 
     def _class_options(
         self,
@@ -531,26 +678,32 @@ class CandidateBuilder:
             self._count_bounds[n] = table
         return table[need] if need < len(table) else INF
 
-    def rank(self, eligible: list[int], g: Geometry, m: int) -> tuple[list[tuple[int, int]], float]:
+    def rank(
+        self, eligible: list[int], g: Geometry, m: int, least: int = 0
+    ) -> tuple[list[tuple[int, int]], float]:
         """The ``m`` cheapest nodes for one share of ``g`` (composite, node), and theta
         (the ``m``-th cost; infinite when fewer than ``m`` nodes can host it at all).
         Exact costs are computed in lower-bound order and only while they can still rank.
+        Past the clock, only until ``least`` nodes are found (the class's own shares).
         """
         pool = set(eligible)
         order = self._lb_order.get(g)
         if order is None or not pool <= self._lb_nodes[g]:
             nodes = pool | self._lb_nodes.get(g, set())
-            order = self._lb_order[g] = sorted((self.lower_bound(n, g), n) for n in nodes)
-            self._lb_nodes[g] = nodes
+            bounds = self._lower_bounds(nodes, g)
+            order = self._lb_order[g] = sorted(bounds)
+            self._lb_nodes[g] = {n for _, n in bounds}
         worst: list[int] = []  # max-heap (negated) of the m best exact costs
         found: list[tuple[int, int]] = []
-        for lb, n in order:
+        for i, (lb, n) in enumerate(order):
             if n not in pool:
                 continue
             if lb == INF:
                 break
             if len(worst) >= m and -worst[0] <= lb:
                 break  # no node from here on can beat the m-th
+            if len(found) >= least and i % CHECK_EVERY == 0 and self._out_of_time():
+                break  # the nodes ranked so far: fewer than m, still valid options
             best = _cheapest(self.single(n, g), self.weight)
             if best is None:
                 continue
@@ -562,6 +715,18 @@ class CandidateBuilder:
         kept = found[:m]
         theta = INF if not kept or len(kept) < m else float(kept[-1][0])
         return kept, theta
+
+    def _lower_bounds(self, nodes: set[int], g: Geometry) -> list[tuple[float, int]]:
+        """(lower bound, node) for ``nodes``; the first ones only if the clock runs out
+        (their node states are most of the candidate stage's work on big clusters)."""
+        out = []
+        # In the set's own order, as before the clock was checked: node states number
+        # the jobs as they are met, and those numbers break ties between victim sets.
+        for i, n in enumerate(nodes):
+            if i % CHECK_EVERY == 0 and self._out_of_time():
+                break
+            out.append((self.lower_bound(n, g), n))
+        return out
 
     def _prune(
         self, infos: list[TargetInfo]
@@ -588,17 +753,17 @@ class CandidateBuilder:
         for (_, same_domain, _, _), members in classes.items():
             info = infos[members[0]]
             g = self.targets[members[0]].geometry
+            if info.unexamined or self._out_of_time():
+                for t in members:  # not ranked: no candidates (build leaves them out)
+                    infos[t].unexamined = infos[t].unexamined or CAP_RAN_OUT
+                continue
             if same_domain:  # shares cannot leave their domain: no exchange, keep all
                 full_nodes.update(info.eligible)
                 continue
             pid = id(info.eligible)
             whole = whole_of.get(pid)
             if whole is None:  # shared victims, or too many victim sets to rank
-                whole = whole_of[pid] = {
-                    n
-                    for n in info.eligible
-                    if self.state(n).coupled or len(self.state(n).job_mask) > SUBSET_JOB_CAP
-                }
+                whole = whole_of[pid] = self._kept_whole(info.eligible)
             full_nodes |= whole
             # At most this many nodes of the pool are ever used: shares of targets that
             # can use some node of it.
@@ -611,7 +776,8 @@ class CandidateBuilder:
                     hit = meets[key] = not pool.isdisjoint(p)
                 if hit:
                     m_shares += s.nodes
-            ranked, theta = self.rank(info.eligible, g, m_shares)
+            own = sum(self.targets[t].nodes for t in members)
+            ranked, theta = self.rank(info.eligible, g, m_shares, own)
             keep = {n for _, n in ranked}
             for t in members:
                 kept[t] = keep
@@ -624,12 +790,25 @@ class CandidateBuilder:
             for n in pool_of[pid]:
                 at_node[n].extend(entries)
         cohost: dict[int, dict[Geometry, set[int]]] = {}
-        for n, entries in at_node.items():
+        for i, (n, entries) in enumerate(at_node.items()):
+            if i % CHECK_EVERY == 0 and self._out_of_time():
+                break  # fewer bargains: fewer options, each still valid
             if n not in full_nodes:
                 blocks = self._bargains(n, entries)
                 if blocks:
                     cohost[n] = blocks
         return kept, full_nodes, cohost
+
+    def _kept_whole(self, eligible: list[int]) -> set[int]:
+        """Nodes whose every option is kept: shared victims, or too many victim sets."""
+        out = set()
+        for i, n in enumerate(eligible):
+            if i % CHECK_EVERY == 0 and self._out_of_time():
+                break  # the others are ranked like any node: fewer options, still valid
+            st = self.state(n)
+            if st.coupled or len(st.job_mask) > SUBSET_JOB_CAP:
+                out.add(n)
+        return out
 
     def _bargains(
         self, n: int, entries: list[tuple[Geometry, float, int]]

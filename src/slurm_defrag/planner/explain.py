@@ -8,20 +8,17 @@ what a node can host.
 from __future__ import annotations
 
 from collections import Counter
-from dataclasses import dataclass
 from datetime import UTC
 
 from slurm_defrag.domain.cluster import ClusterSnapshot
 from slurm_defrag.domain.job_limits import job_limits
 from slurm_defrag.domain.plan import NodeNote
-from slurm_defrag.domain.topology import indices_of
 from slurm_defrag.domain.units import MILLI
 from slurm_defrag.metrics.fit import explain
 from slurm_defrag.planner.build import worth_ceilings
 from slurm_defrag.planner.candidates import Candidates, RawOption, TargetSpec
-from slurm_defrag.planner.geometry import Geometry, blocks_for
 from slurm_defrag.planner.nodes import JobTable
-from slurm_defrag.policy.cost import restart_wait_hours, to_milli, victim_cost
+from slurm_defrag.policy.cost import to_milli
 from slurm_defrag.policy.file import Policy
 from slurm_defrag.solver.problem import OptionKind, ServedCap
 
@@ -186,7 +183,7 @@ def unserved_reason(
         return f"{head}its own node limits are not modelled, so no block is freed: {unreadable}"
     info = cands.info[t]
     if not info.eligible:
-        counts = Counter(v.value for _, v in info.ineligible)
+        counts = cands.builder.verdict_counts(info.ineligible)
         if not counts:
             return head + f"no node in partition {spec.job.partition or '(any)'}"
         return (
@@ -317,109 +314,3 @@ def _limits_text(policy: Policy) -> str:
     lim = policy.limits
     parts = [f"{k}={v}" for k, v in lim.model_dump().items() if v is not None]
     return ", ".join(parts) or "none"
-
-
-# -- what the protections cost -----------------------------------------------------------
-
-_UNWAIVABLE = ("Requeue=0", "no start time", "state ")
-"""Reasons no waiver changes: Slurm refuses the requeue, the loss cannot be priced, or the
-job is not running. A set holding such a job is never offered as "cheaper"."""
-
-
-@dataclass(frozen=True)
-class Waived:
-    """The cheapest single-node set for a share had the protections been waived."""
-
-    node: str
-    cost: float
-    """GPU-hours (the planner's cost: lost work x weight, plus restart wait if priced)."""
-    victims: tuple[str, ...]
-    protected: tuple[tuple[str, tuple[str, ...]], ...]
-    """(job id, its protection reasons) for the protected jobs among ``victims``."""
-
-
-WaiveCache = dict[tuple[int, Geometry], Waived | None]
-
-
-def _job_cost(
-    table: JobTable, snapshot: ClusterSnapshot, jid: str, memo: dict[str, float]
-) -> float:
-    if jid not in memo:
-        if jid in table.index:
-            memo[jid] = table.costs[table.index[jid]].cost
-        else:
-            job = snapshot.job_by_id[jid]
-            cfg = table.cost_cfg
-            wait = (
-                restart_wait_hours(job, snapshot, table.now, cfg.max_wait_hours)
-                if cfg.requeue_wait_weight > 0
-                else 0.0
-            )
-            memo[jid] = victim_cost(job, table.now, cfg, wait).cost
-    return memo[jid]
-
-
-def _waived_on(
-    snapshot: ClusterSnapshot, cands: Candidates, table: JobTable, n: int, g: Geometry,
-    memo: dict[str, float],
-) -> Waived | None:  # fmt: skip
-    st = cands.builder.state(n)
-    if not st.immovable:
-        return None  # nothing protected here: the planner already priced every set
-    best: tuple[float, tuple[str, ...]] | None = None
-    for block in blocks_for(st.topo, g):
-        if not block & st.immovable:
-            continue
-        holders = sorted({b for i in indices_of(block) if (b := st.blocker_ids[i]) is not None})
-        if any(
-            h not in snapshot.job_by_id
-            or any(r.startswith(_UNWAIVABLE) for r in table.protected.get(h, ()))
-            for h in holders
-        ):
-            continue
-        cost = sum(_job_cost(table, snapshot, h, memo) for h in holders)
-        if best is None or cost < best[0]:
-            best = (cost, tuple(holders))
-    if best is None:
-        return None
-    protected = tuple((h, table.protected[h]) for h in best[1] if h in table.protected)
-    return Waived(st.node.name, best[0], best[1], protected)
-
-
-def protection_cost(
-    snapshot: ClusterSnapshot,
-    spec: TargetSpec,
-    cands: Candidates,
-    table: JobTable,
-    t: int,
-    cost_now: float | None,
-    cache: WaiveCache,
-) -> str:
-    """What the protections cost this target: the cheapest set a protection excluded, when
-    it is cheaper than ``cost_now`` (the target's cost in the plan; None: not served).
-
-    Priced directly, without solving again: for each eligible node holding a protected job,
-    the cheapest block of the target's shape if its protected holders were requeueable too,
-    each job at the planner's own cost. GPUs only (CPUs and memory are not re-checked), and
-    single-node targets only; a sentence to append to the target's explanation, or ''.
-    """
-    if spec.nodes != 1:
-        return ""
-    g = spec.geometry
-    memo: dict[str, float] = {}
-    best: Waived | None = None
-    for n in cands.info[t].eligible:
-        key = (n, g)
-        if key not in cache:
-            cache[key] = _waived_on(snapshot, cands, table, n, g, memo)
-        w = cache[key]
-        if w is not None and (best is None or (w.cost, w.node) < (best.cost, best.node)):
-            best = w
-    if best is None or (cost_now is not None and best.cost >= cost_now - 0.005):
-        return ""
-    who = "; ".join(f"job {j} by {', '.join(r)}" for j, r in best.protected)
-    than = f", against {cost_now:.2f} in this plan" if cost_now is not None else ""
-    return (
-        f" Protections excluded a cheaper set: requeueing {', '.join(best.victims)} on "
-        f"{best.node} would cost {best.cost:.2f} GPU-h{than}; protected: {who}."
-    )

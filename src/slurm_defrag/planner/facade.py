@@ -24,15 +24,18 @@ from slurm_defrag.domain.cluster import ClusterSnapshot, Job, JobState
 from slurm_defrag.domain.plan import Optimality, Plan, SolveStats
 from slurm_defrag.domain.topology import indices_of
 from slurm_defrag.errors import InputError
+from slurm_defrag.gcpause import paused
 from slurm_defrag.planner.assemble import assemble, empty_plan
 from slurm_defrag.planner.budget import check_concurrent_plans, remaining_budget
 from slurm_defrag.planner.build import Indexed, target_specs, to_problem, worth_ceilings
 from slurm_defrag.planner.candidates import CandidateBuilder, Candidates, TargetSpec
+from slurm_defrag.planner.deadline import Deadline
 from slurm_defrag.planner.decompose import Part, split
 from slurm_defrag.planner.nodes import JobTable
 from slurm_defrag.policy.file import Policy
 from slurm_defrag.policy.limits import InMemoryPreemptionHistory, LimitError, PreemptionHistory
 from slurm_defrag.policy.protections import compile_protections
+from slurm_defrag.solver.fallback import greedy_result
 from slurm_defrag.solver.model import PlannerModel, Weights
 from slurm_defrag.solver.problem import OptionKind, ProblemData
 from slurm_defrag.solver.result import SolveResult, SolveStatus
@@ -55,7 +58,21 @@ def make_plan(
     Never talks to Slurm. Raises :class:`InputError` for target ids that are not pending
     GPU jobs of the snapshot.
     """
+    with paused():
+        return _make_plan(snapshot, policy, targets, history, now, previous)
+
+
+def _make_plan(
+    snapshot: ClusterSnapshot,
+    policy: Policy,
+    targets: Sequence[str] | None,
+    history: PreemptionHistory | None,
+    now: datetime | None,
+    previous: Plan | None,
+) -> Plan:
     t0 = time.perf_counter()
+    settings = policy.solver
+    clock = Deadline(t0, settings.max_time_in_seconds)
     now = now or snapshot.taken_at
     history = history if history is not None else InMemoryPreemptionHistory()
     try:
@@ -82,8 +99,9 @@ def make_plan(
     )
     max_gpus = max((n.gpu_count for n in snapshot.nodes), default=0)
     cost_weight = sum(s.nodes for s in specs) * max_gpus + 1
-    builder = CandidateBuilder(snapshot, specs, table, policy.drain, now, cost_weight)
-    settings = policy.solver
+    builder = CandidateBuilder(
+        snapshot, specs, table, policy.drain, now, cost_weight, clock, settings.max_options
+    )
     infos = builder.eligibility()
     full = builder.count_full(infos)
     prune = settings.prune == "always" or (
@@ -100,28 +118,44 @@ def make_plan(
 
     ix = index(cands)
 
-    deadline = t0 + settings.max_time_in_seconds
-    fallback = prune and full <= settings.exact_fallback_max_options
-    result, maybe = _solve(
-        ix.data,
-        settings,
-        deadline,
-        prune,
-        then_limited=not fallback,
-        prefer=_preferred(ix, specs, previous),
-    )
-    if maybe is not None:
-        stats = maybe
-    else:
-        # Limits bind, and pruning is only proven exact without them: small enough to
-        # solve the unpruned model with limits instead (its own bounds are exact). The
-        # pruned relaxation's bounds hold too (in absolute units: value, GPU-hours).
-        cands = builder.build(False, infos)
-        ix = index(cands)
-        result, stats = _solve_limited(
-            ix.data, settings, deadline, False, result, False, _preferred(ix, specs, previous)
+    deadline = clock.end("solve")
+    fallback = prune and full <= settings.exact_fallback_max_options and not clock.cut
+    if clock.over("problem"):  # no time to build and solve a model: the greedy plan
+        clock.note("solver")
+        result = greedy_result(ix.data, True, _preferred(ix, specs, previous), deadline)
+        if time.perf_counter() > deadline:  # it stopped on the clock: targets left untried
+            clock.note("greedy")
+        stats = _stats(
+            result, ix.data, Weights.for_problem(ix.data), "feasible", len(split(ix.data)), prune
         )
-        prune = False
+    else:
+        result, maybe = _solve(
+            ix.data,
+            settings,
+            deadline,
+            prune,
+            then_limited=not fallback,
+            prefer=_preferred(ix, specs, previous),
+        )
+        if maybe is not None:
+            stats = maybe
+        elif clock.over("candidates"):
+            # No time left to build the unpruned candidates: the limited model on the
+            # pruned ones, as for a big problem (another run may have had the time).
+            clock.note("unpruned re-solve")
+            result, stats = _solve_limited(
+                ix.data, settings, deadline, prune, result, True, _preferred(ix, specs, previous)
+            )
+        else:
+            # Limits bind, and pruning is only proven exact without them: small enough to
+            # solve the unpruned model with limits instead (its own bounds are exact). The
+            # pruned relaxation's bounds hold too (in absolute units: value, GPU-hours).
+            cands = builder.build(False, infos)
+            ix = index(cands)
+            result, stats = _solve_limited(
+                ix.data, settings, deadline, False, result, False, _preferred(ix, specs, previous)
+            )
+            prune = False
     stats = stats.model_copy(update={"full_options": full, "runtime_s": time.perf_counter() - t0})
     if prune and stats.optimality == "proven" and any(c is not None for c in ceilings):
         # Pruning keeps each class's cheapest nodes before the ceilings drop options (a
@@ -129,7 +163,7 @@ def make_plan(
         # requeue): the plan is optimal among the kept options, not proven overall.
         stats = stats.model_copy(update={"optimality": "within-candidates"})
     return assemble(
-        snapshot, policy, specs, skipped, cands, table, ix, result, stats, now, cost_weight
+        snapshot, policy, specs, skipped, cands, table, ix, result, stats, now, cost_weight, clock
     )
 
 

@@ -103,6 +103,8 @@ def comment_keys(job: Job) -> dict[str, str]:
     allows for it; the AdminComment wins over the Comment for the same key. Keys the
     table does not know are left out."""
     out: dict[str, str] = {}
+    if not (job.comment or job.admin_comment):
+        return out  # most jobs: asked twice each per plan (protections, checkpoint)
     for field in (CommentField.USER, CommentField.ADMIN):  # the admin's value last: wins
         for token in _TOKEN.split(_text(job, field)):
             if not token.startswith(PREFIX):

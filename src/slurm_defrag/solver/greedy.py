@@ -17,6 +17,7 @@ hint, CP-SAT's local search starts from there instead of from its own first solu
 
 from __future__ import annotations
 
+import time
 from dataclasses import dataclass, field
 
 from slurm_defrag.solver.groups import Groups
@@ -29,6 +30,8 @@ class GreedyPlan:
     taken: list[int] = field(default_factory=list)
     """Live options (see :class:`Groups`)."""
     requeued: set[int] = field(default_factory=set)
+    stopped: bool = False
+    """The deadline came before every target was tried."""
 
 
 @dataclass
@@ -50,11 +53,17 @@ class _State:
 
 
 def greedy(
-    data: ProblemData, groups: Groups, with_limits: bool, prefer: frozenset[int] = frozenset()
+    data: ProblemData,
+    groups: Groups,
+    with_limits: bool,
+    prefer: frozenset[int] = frozenset(),
+    deadline: float | None = None,
 ) -> GreedyPlan:
     """``prefer``: options (any member's) of a plan to start from, e.g. the previous
     cycle's: a target with preferred placements takes them first while they are still
-    feasible (a warm start), the rest goes by marginal cost."""
+    feasible (a warm start), the rest goes by marginal cost. ``deadline``: a
+    ``time.perf_counter()`` value past which the targets not placed yet stay unserved
+    (the plan as it stands is valid); ``GreedyPlan.stopped`` then says so."""
     w_cost = 2 * data.max_busy + 1
     wanted: dict[int, list[int]] = {}
     for o in sorted(prefer):
@@ -67,6 +76,9 @@ def greedy(
         for n, _ in job.gpus:
             on_node.setdefault(n, []).append(j)
     for t in order:
+        if deadline is not None and time.perf_counter() > deadline:
+            out.stopped = True
+            break
         target = data.targets[t]
         if target.same_domain:
             continue

@@ -185,8 +185,17 @@ class ProblemData:
     def _validate(self) -> None:
         self._validate_jobs_and_nodes()
         held = {(j, n): mask for j, job in enumerate(self.jobs) for n, mask in job.gpus}
+        # Interchangeable targets carry copies of one placement: check each placement
+        # once per kind of target it is offered to (the checks read nothing else).
+        checked: set[tuple[object, ...]] = set()
         for i, o in enumerate(self.options):
-            self._validate_option(i, o, held)
+            if not 0 <= o.target < len(self.targets):
+                raise ValueError(f"option {i}: target or node index out of range")
+            t = self.targets[o.target]
+            key = (o.node, o.mask, o.kind, o.victims, o.busy, t.gpus_per_node, t.same_domain)
+            if key not in checked:
+                self._validate_option(i, o, held)
+                checked.add(key)
 
     def _validate_jobs_and_nodes(self) -> None:
         nn = len(self.nodes)

@@ -18,9 +18,11 @@ class SolverSettings(BaseModel):
     model_config = ConfigDict(frozen=True, extra="forbid", allow_inf_nan=False)
 
     max_time_in_seconds: Annotated[float, Field(gt=0, le=86_400)] = 30.0
-    """Wall-clock cap for one plan; the best plan found so far is used and its bounds
-    reported when it runs out. A safety net behind ``max_deterministic_time``: a plan
-    stopped by it may differ from a rerun (``plan.solver.deterministic`` is then false)."""
+    """Wall-clock cap for one whole plan, every stage: candidates, problem data, CP-SAT
+    and explanations each stop at their share of it (``planner/deadline.py``) with what
+    they have, down to the greedy plan of the candidates built so far. A safety net
+    behind ``max_deterministic_time``: a plan it stopped may differ from a rerun
+    (``plan.solver.deterministic`` is then false, ``cut_short`` says where)."""
     max_deterministic_time: Annotated[float, Field(gt=0, le=86_400)] = 5.0
     """The planner's budget in CP-SAT deterministic time (work units, about a second of a
     fast core each), split over the parts by size. Stopping on work done rather than on
@@ -43,6 +45,13 @@ class SolverSettings(BaseModel):
     exact_fallback_max_options: Annotated[int, Field(ge=0, le=10_000_000)] = 40000
     """When limits bind on a pruned model (where pruning is not proven exact), re-solve
     unpruned if the full candidate set has at most this many placements."""
+    max_options: Annotated[int, Field(ge=1, le=100_000_000)] = 1_000_000
+    """Most candidate placements one plan builds: its memory bound (docs/benchmarks.md,
+    "Memory": about 1 KB of peak RSS per option, besides the snapshot). Members of a
+    class of targets each carry the class's placements, so 2,500 targets sharing 2,500
+    kept nodes would need 6 million; past the budget each class keeps its cheapest nodes
+    only (and if even its own shares' worth does not fit, the targets of lowest value get
+    none); the plan says so (``solver.cut_short``) and claims no bound."""
     subsolvers: Annotated[tuple[str, ...], Field(max_length=64)] = DEFAULT_SUBSOLVERS
     """CP-SAT's portfolio (one subsolver per worker, in order). With 2 workers the default
     portfolio has no worker with the full LP relaxation (``max_lp``), which is what proves
