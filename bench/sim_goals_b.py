@@ -20,7 +20,8 @@ GPU-hours lost; then on how many seeds every goal holds and, for each goal misse
 worst seed's figure and by how much it misses (1.2x: large <= 0.5, all <= 1.0, p95 and p99
 <= 1.05, every class <= 1.15, lost <= 0.5 %, allocation >= first fit's; 0.9x: large <= 0.4,
 p95 and p99 <= 1.05, every class <= 1.1, lost <= 0.3 %). ``--markdown`` prints the same as
-table rows for docs/benchmarks.md.
+table rows for docs/benchmarks.md; ``--classes`` adds every class's ratio (mean and range
+over the seeds), to see who pays.
 """
 
 from __future__ import annotations
@@ -159,6 +160,33 @@ def misses(load: float, f: dict[str, Any]) -> dict[str, float]:
     return out
 
 
+def _print_classes(runs: list[Run]) -> None:
+    """Every class's mean-wait ratio to first fit, per configuration: mean [min, max]."""
+    base = {_world(r): r for r in runs if r["policy"] == "first-fit" and r["defrag"] == "none"}
+    by_key: dict[tuple[Any, ...], dict[str, list[float]]] = defaultdict(lambda: defaultdict(list))
+    for r in runs:
+        b = base.get(_world(r))
+        if (
+            b is None
+            or "class_wait_s" not in r
+            or (r["policy"], r["defrag"])
+            == (
+                "first-fit",
+                "none",
+            )
+        ):
+            continue
+        key = (r["trace"], r["load"], r.get("priority", "none"), r["policy"], r["defrag"])
+        for name, v in class_ratios(r["class_wait_s"], b["class_wait_s"], b["class_jobs"]).items():
+            by_key[key][name].append(v)
+    for key, classes in sorted(by_key.items(), key=lambda kv: str(kv[0])):
+        print(f"{' '.join(str(k) for k in key)}: class ratios, mean [min, max] over seeds")
+        for name, vs in sorted(classes.items()):
+            print(
+                f"    {name:12} {sum(vs) / len(vs):6.2f} [{min(vs):.2f}, {max(vs):.2f}] n={len(vs)}"
+            )
+
+
 def _print_tail(runs: list[Run], markdown: bool) -> None:
     for key, rows in sorted(tail_table(runs).items(), key=lambda kv: str(kv[0])):
         trace, load, backfill, priority, policy, defrag, _ = key
@@ -194,9 +222,12 @@ def main() -> None:
     ap.add_argument("--out", type=Path, default=None, help="PNG of the trade-off")
     ap.add_argument("--goals", choices=("14", "41"), default="14", help="which issue's goals")
     ap.add_argument("--markdown", action="store_true", help="--goals 41: table rows")
+    ap.add_argument("--classes", action="store_true", help="--goals 41: every class's ratio")
     args = ap.parse_args()
     if args.goals == "41":
         _print_tail(_runs(args.json), args.markdown)
+        if args.classes:
+            _print_classes(_runs(args.json))
         return
     table = ratios(_runs(args.json))
     for key, rows in sorted(table.items(), key=lambda kv: str(kv[0])):
