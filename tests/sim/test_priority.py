@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import numpy as np
 import pytest
 from simkit import job, node
@@ -10,7 +12,7 @@ from slurm_defrag.sim.cluster import ClusterState
 from slurm_defrag.sim.engine import Engine, EngineConfig
 from slurm_defrag.sim.fair_tree import Assoc
 from slurm_defrag.sim.frag import typical_types
-from slurm_defrag.sim.model import JobSpec
+from slurm_defrag.sim.model import JobSpec, NodeSpec
 from slurm_defrag.sim.multifactor import ClusterSize, MultifactorConfig
 from slurm_defrag.sim.policies.base import PolicyContext
 from slurm_defrag.sim.policies.registry import build
@@ -93,3 +95,25 @@ def test_a_requeued_job_accrues_age_again_from_its_requeue() -> None:
 def test_a_job_of_an_unknown_association_is_refused() -> None:
     with pytest.raises(ValueError, match="no association"):
         _model().submitted(0, job("x", user="nobody", account="a"), now=0.0)
+
+
+def test_age_alone_keeps_first_come_first_served(
+    small_nodes: list[NodeSpec], small_trace: list[JobSpec]
+) -> None:
+    """With every weight but age at 0 the older job always ranks first: the engine with the
+    model starts every job when the engine without one does."""
+    jobs = [replace(j, user="light", account="a") for j in small_trace]
+    age_only = MultifactorConfig(weight_age=1000, max_age_s=100.0, calc_period_s=7.0)
+    s = ClusterState(small_nodes)
+    types = typical_types(jobs)
+
+    def starts(model: Multifactor | None) -> list[float | None]:
+        state = ClusterState(small_nodes)
+        pol = build("first-fit", PolicyContext(state, types, np.arange(state.size)))
+        eng = Engine(
+            state, jobs, pol, np.random.default_rng(0), None, EngineConfig(), priority=model
+        )
+        return [r.first_start for r in eng.run().records]
+
+    cluster = ClusterSize(nodes=s.size, cpus=64)
+    assert starts(Multifactor(age_only, TREE, cluster)) == starts(None)
