@@ -3,7 +3,7 @@
     .venv/bin/python bench/sim_protocol_b.py [--seeds 2] [--out docs/img/sim]
         [--loads 0.9,1.2,1.5] [--policies ...] [--defrag none,planner-large] [--name protocol_b]
         [--workload default|multigpu50] [--user-limits] [--ckpt-share 0,0.25,0.5]
-        [--backfill head|all]
+        [--backfill head|all] [--priority none|site]
 
 1/8 of openb's nodes (every shape kept), 18 h of Poisson arrivals drawn from the trace,
 run times capped at 6 h, the first 6 h (one maximal run time, to reach steady state) not
@@ -11,7 +11,9 @@ measured, then drained. Prints the rich table and writes ``protocol_b.png`` and 
 to ``--out`` (and, while it runs, ``<name>.partial.jsonl``: one line per finished run).
 One process, sequential. ``--user-limits``: time limits as users set them
 (Tsafrir et al. 2005, see sim/timed_workload.py); ``--ckpt-share``: shares of jobs that
-checkpoint every 30 min (a sweep). The JSON holds every run (per seed).
+checkpoint every 30 min (a sweep); ``--priority site``: priority/multifactor with Fair Tree
+over seeded users (sim/site_priority.py; default none: every job equal). The JSON holds
+every run (per seed), with the tail and the mean wait per class of job.
 """
 
 from __future__ import annotations
@@ -57,6 +59,11 @@ def main() -> None:
         choices=suite.BACKFILL,
         help="head: EASY; all: every tested job planned, as slurmctld (the cross-checked model)",
     )
+    ap.add_argument(
+        "--priority",
+        default="none",
+        help="none: every job equal (FIFO); site: priority/multifactor, fair-share dominant",
+    )
     args = ap.parse_args()
     s = suite.Suite(
         trace=args.workload,
@@ -67,6 +74,7 @@ def main() -> None:
         loads=tuple(float(x) for x in args.loads.split(",")),
         defrag=tuple(args.defrag.split(",")),
         backfill=args.backfill,
+        priority=args.priority,
     )
     t0 = time.perf_counter()
     partial = args.out / f"{args.name}.partial.jsonl"

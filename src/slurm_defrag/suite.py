@@ -56,6 +56,9 @@ class Suite:
     """``head``: EASY (only the blocked head job is planned); ``all``: as slurmctld's
     sched/backfill plans every job it tests, whole nodes, ``bf_resolution`` 60 s (the
     model the real-Slurm cross-check validated; :mod:`slurm_defrag.sim.backfill`)."""
+    priority: str = "none"
+    """Protocol B's priority policy: ``none`` (every job equal, first come first served)
+    or a :data:`~slurm_defrag.sim.site_priority.PRESETS` name (priority/multifactor)."""
     whole_cpus: bool = False
     """Every job's CPUs rounded up to whole CPUs, as Slurm allocates them: openb's pods
     ask for fractions of a CPU (Kubernetes millicores), which the simulator otherwise
@@ -138,6 +141,7 @@ def protocol_b(
         max_runtime=suite.max_runtime_h * 3600,
         engine=engine_config(suite.backfill),
         user_limits=suite.user_limits,
+        priority=suite.priority,
     )
     tasks, labels = [], []
     for step in _steps(suite):

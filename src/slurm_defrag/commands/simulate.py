@@ -98,6 +98,14 @@ def simulate(
             "tested is planned, as slurmctld's sched/backfill (the cross-checked model).",
         ),
     ] = "head",
+    priority: Annotated[
+        str,
+        typer.Option(
+            "--priority",
+            help="B: none = every job equal, first come first served; site = "
+            "priority/multifactor with Fair Tree over seeded users, fair-share dominant.",
+        ),
+    ] = "none",
     out: Annotated[
         Path | None, typer.Option("--out", help="Folder for results JSON and PNG plots.")
     ] = None,
@@ -130,6 +138,9 @@ def simulate(
     if requeue_cap not in ("step", "total"):
         raise InputError(f"--requeue-cap {requeue_cap!r}: choose step or total")
     suite.engine_config(backfill)  # an unknown model is refused before the trace loads
+    from slurm_defrag.sim.site_priority import preset
+
+    preset(priority)  # so is an unknown priority policy
     from slurm_defrag.sim.levers import mode_policies, parse_mode
     from slurm_defrag.sim.policies.registry import POLICIES
 
@@ -172,6 +183,7 @@ def simulate(
         warmup_h=warmup_h,
         max_runtime_h=max_runtime_h,
         backfill=backfill,
+        priority=priority,
     )
     console = Console()
     title = f"openb {trace}, overlay {overlay}" + (", NVLink jobs" if nvlink_jobs else "")

@@ -15,6 +15,10 @@ wait) and defrag cycles (every ``defrag_interval`` s). Scheduling mimics slurmct
   requeued job loses its progress since its last checkpoint (all of it without
   checkpoints: GPU-hours lost), waits again with its old priority and, when it starts
   again, runs only what its checkpoint did not save;
+* with a priority model (:mod:`slurm_defrag.sim.priority`, priority/multifactor) a job's
+  priority is the model's: set at submit, recomputed for every pending job every
+  ``period`` s (slurmctld's decay thread); without one a job keeps the priority it came
+  with (0, or job_submit.lua's boost);
 * a defrag step may also *hold* a GPU block for a pending job (a reservation, the
   service's drain plan): GPUs of the block are taken by the reservation as they free, so
   no other job starts on them; when all are free the job starts there. A hold is
@@ -29,7 +33,7 @@ from __future__ import annotations
 import heapq
 from bisect import insort
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Literal
 
 import numpy as np
@@ -48,9 +52,10 @@ from slurm_defrag.sim.cluster import BoolArray, ClusterState
 from slurm_defrag.sim.defrag import DefragStep, DefragView, NoDefrag, RunningJob, requeue_limit
 from slurm_defrag.sim.model import JobSpec, Placement
 from slurm_defrag.sim.policies.base import PlacementPolicy
+from slurm_defrag.sim.priority import PriorityModel
 from slurm_defrag.sim.timed_workload import gpu_hours
 
-_END, _ARRIVAL, _BACKFILL, _DEFRAG, _LEVER = 0, 1, 2, 3, 4
+_END, _ARRIVAL, _BACKFILL, _DEFRAG, _LEVER, _PRIORITY = 0, 1, 2, 3, 4, 5
 _RESERVED = JobSpec(name="reservation", cpu_milli=0, memory_mib=0, num_gpu=1, gpu_milli=MILLI)
 """What a reservation allocates on each GPU of its block once free (no CPU, no memory)."""
 
@@ -127,13 +132,15 @@ class Engine:
         plan_node: NodePicker | None = None,
         levers: Callable[[float], object] | None = None,
         submit: Callable[[JobSpec], JobSpec] | None = None,
+        priority: PriorityModel | None = None,
     ) -> None:
         """``plan_node`` chooses the node of a ``bf_reserve="all"`` plan among those where
         the job will fit (default: the first in Slurm's node order). ``levers`` is one
         service cycle of packing levers (:class:`slurm_defrag.sim.levers.SimLevers`),
         called at 0 and every ``lever_interval`` s while work remains. ``submit`` is what
         job_submit.lua does to a job when it arrives (once: a requeued job keeps it), for
-        hooks whose answer depends on the moment (per-job routing)."""
+        hooks whose answer depends on the moment (per-job routing). ``priority``: the
+        priority model (None: every job keeps the priority it came with)."""
         self.state = state
         self._plan_node = plan_node or first_in_order(state)
         self.jobs = list(jobs)
@@ -142,6 +149,7 @@ class Engine:
         self.step = defrag or NoDefrag()
         self.levers = levers
         self.submit = submit
+        self.priority = priority
         self.cfg = config or EngineConfig()
         self.pending: list[tuple[int, float, int]] = []  # (-priority, submit, id), sorted
         self.running: dict[int, RunningJob] = {}
@@ -191,6 +199,8 @@ class Engine:
             self._push(self.cfg.defrag_interval, _DEFRAG)
         if self.levers is not None:
             self._push(0.0, _LEVER)
+        if self.priority is not None:
+            self._push(self.priority.period, _PRIORITY)
         while self.events:
             t, kind, _, jid, token = heapq.heappop(self.events)
             if t > self.cfg.time_limit:
@@ -201,12 +211,7 @@ class Engine:
                     self._finish(jid)
                     self._schedule()
             elif kind == _ARRIVAL:
-                if self.submit is not None:
-                    self.jobs[jid] = self.submit(self.jobs[jid])
-                self._enqueue(jid)
-                if self.pending[0][2] == jid:
-                    self._released = True
-                self._schedule()
+                self._arrive(jid)
             elif kind == _BACKFILL:
                 self._bf_scheduled = False
                 self._backfill()
@@ -216,15 +221,33 @@ class Engine:
                     self._push(t + self.cfg.defrag_interval, _DEFRAG)
             elif kind == _LEVER and self.levers is not None:
                 self.levers(t)
-                if self.pending or self.running or any(e[1] == _ARRIVAL for e in self.events):
+                if self._work_left():
                     self._push(t + self.cfg.lever_interval, _LEVER)
+            elif kind == _PRIORITY and self.priority is not None:
+                self._reprioritise()
+                if self._work_left():
+                    self._push(t + self.priority.period, _PRIORITY)
             if self.pending and not self._bf_scheduled:
                 self._bf_scheduled = True
                 self._push(t + self.cfg.bf_interval, _BACKFILL)
         self.stats.end_time = self.now
         return self.stats
 
+    def _work_left(self) -> bool:
+        return bool(self.pending or self.running) or any(e[1] == _ARRIVAL for e in self.events)
+
     # -- job life -----------------------------------------------------------------------
+
+    def _arrive(self, jid: int) -> None:
+        """A job is submitted: job_submit.lua, then its priority, then the queue."""
+        if self.submit is not None:
+            self.jobs[jid] = self.submit(self.jobs[jid])
+        if self.priority is not None:
+            self._set_priority(jid, self.priority.submitted(jid, self.jobs[jid], self.now))
+        self._enqueue(jid)
+        if self.pending[0][2] == jid:
+            self._released = True
+        self._schedule()
 
     def _enqueue(self, jid: int) -> None:
         j = self.jobs[jid]
@@ -244,6 +267,8 @@ class Engine:
         if rec.first_start is None:
             rec.first_start = self.now
         rec.placement = where
+        if self.priority is not None:
+            self.priority.started(jid, job, self.now)
         self._push(self.now + job.duration - done, _END, jid, self.token[jid])
 
     def _stop(self, jid: int) -> RunningJob:
@@ -257,11 +282,15 @@ class Engine:
 
     def _finish(self, jid: int) -> None:
         r = self._stop(jid)
+        if self.priority is not None:
+            self.priority.stopped(jid, r.job, self.now, requeued=False)
         self.stats.records[jid].end = self.now
         self.stats.served_gpu_h += gpu_hours(r.job, r.job.duration)
 
     def _requeue(self, jid: int) -> None:
         r = self._stop(jid)
+        if self.priority is not None:
+            self.priority.stopped(jid, r.job, self.now, requeued=True)
         ckpt = r.last_checkpoint(self.now)
         saved = 0.0 if ckpt is None else ckpt - r.start
         self.done[jid] = r.done + saved
@@ -272,6 +301,28 @@ class Engine:
         self.stats.requeues += 1
         self.stats.lost_gpu_h += lost
         self._enqueue(jid)
+
+    # -- priority -----------------------------------------------------------------------
+
+    def _set_priority(self, jid: int, priority: int) -> bool:
+        """Give job ``jid`` (not queued) a new priority; True if it changed."""
+        job = self.jobs[jid]
+        if job.priority == priority:
+            return False
+        self.jobs[jid] = replace(job, priority=priority)
+        return True
+
+    def _reprioritise(self) -> None:
+        """The model's recalculation (slurmctld's decay thread): every pending job gets its
+        new priority and the queue its new order; the next main pass walks it."""
+        assert self.priority is not None
+        pending = [(jid, self.jobs[jid]) for _, _, jid in self.pending]
+        new = self.priority.recalc(self.now, pending)
+        changed = [jid for jid, p in new.items() if self._set_priority(jid, p)]
+        if changed:
+            self.pending = sorted((-self.jobs[j].priority, s, j) for _, s, j in self.pending)
+            self._released = self._bf_dirty = True
+            self._schedule()
 
     # -- scheduling ---------------------------------------------------------------------
 

@@ -21,13 +21,15 @@ the mix of the jobs seen so far, as the service estimates it, ``~warm``: that es
 full from the start; ``~short``: job_submit.lua's ``short_first`` on top, scarce jobs
 first; ``~short-all``: every job by its limit, large and scarce ones first; ``~keep``
 with either: the scarce nodes kept for the scarce jobs while they are in demand,
-``~keep-always``: always; Protocol B,
+``~keep-always``: always; ``~cap<P>`` with either: the boost bounded to P % of the
+site's priority range, issue #41 item 2 (:func:`boost_scale`); Protocol B,
 :func:`short_first_of`). In Protocol B the cycle is ``EngineConfig.lever_interval``
 seconds, the service's 60 s.
 """
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 
@@ -35,9 +37,11 @@ import numpy as np
 
 from slurm_defrag.domain.cluster import ClusterSnapshot, Node, Partition
 from slurm_defrag.domain.units import MILLI
+from slurm_defrag.errors import InputError
 from slurm_defrag.planner.fit_classes import Mix, TaskClass
 from slurm_defrag.planner.levers import (
     LEVERS,
+    SHORT_FIRST_SPAN,
     LeverSettings,
     compute_levers,
     is_ours,
@@ -47,6 +51,7 @@ from slurm_defrag.planner.workload_mix import MixEstimate
 from slurm_defrag.sim.cluster import ClusterState
 from slurm_defrag.sim.frag import TaskType
 from slurm_defrag.sim.model import JobSpec
+from slurm_defrag.sim.multifactor import MultifactorConfig
 from slurm_defrag.sim.snapshot_view import PARTITION, at, sim_node
 
 SLURM_POLICY = "slurm"
@@ -67,6 +72,11 @@ KEEP_SCARCE = "~keep"
 KEEP_ALWAYS = "~keep-always"
 """With a queue order: the scarce nodes kept for the scarce jobs (:attr:`SlurmMode.keep`),
 under demand (:data:`KEEP_DEMAND`) or always."""
+BOOST_CAP = re.compile(r"~cap(\d+)")
+"""With a queue order: ``~cap<P>``, the boost bounded to P % of the priority range."""
+BOOST_TIERS = 3
+"""The largest boost job_submit.lua's ``short_first`` gives, in spans: tier 2 plus a whole
+span (a limit of 0; slurm-plugins/job_submit.lua, ``D.short_first_nice``)."""
 KEEP_DEMAND = 0.5
 """``~keep``'s ``--keep-scarce``: half the kept nodes' time (between openb ``default``'s
 highest demand, 0.45, and ``multigpu50``'s 5th percentile, 0.57)."""
@@ -95,6 +105,9 @@ class SlurmMode:
     """``~keep`` (with ``~short*``): job_submit.lua keeps other jobs off the scarce node
     types (``--keep-scarce``, :func:`~slurm_defrag.planner.levers.mark_kept`) while the
     scarce jobs ask for :data:`KEEP_DEMAND` of their time; ``~keep-always``: always (0)."""
+    boost_cap: float | None = None
+    """``~cap<P>``: the boost bounded to P/100 of the site's priority range
+    (:func:`boost_scale`); None: as job_submit.lua sets it."""
 
 
 def parse_mode(policy: str) -> SlurmMode | None:
@@ -105,6 +118,9 @@ def parse_mode(policy: str) -> SlurmMode | None:
     if not rest:
         return SlurmMode(LeverSettings("none"))
     lever, _, every = rest.partition("/")
+    cap_match = BOOST_CAP.search(lever)
+    cap = int(cap_match[1]) / 100 if cap_match else None
+    lever = BOOST_CAP.sub("", lever)
     keep = 0.0 if KEEP_ALWAYS in lever else KEEP_DEMAND if KEEP_SCARCE in lever else None
     lever = lever.replace(KEEP_ALWAYS, "").replace(KEEP_SCARCE, "")
     short = "all" if SHORT_FIRST_ALL in lever else "scarce" if SHORT_FIRST in lever else None
@@ -121,6 +137,10 @@ def parse_mode(policy: str) -> SlurmMode | None:
         raise ValueError(
             f"policy {policy!r}: {KEEP_SCARCE} needs {SHORT_FIRST} or {SHORT_FIRST_ALL}"
         )
+    if cap is not None and (short is None or not 0 < cap <= 1):
+        raise ValueError(
+            f"policy {policy!r}: ~cap<P> needs {SHORT_FIRST} or {SHORT_FIRST_ALL} and P in 1-100"
+        )
     if lever not in LEVERS:
         raise ValueError(f"policy {policy!r}: lever {lever!r}; choose from {', '.join(LEVERS)}")
     if seen and not lever.startswith("fgd-"):
@@ -136,7 +156,7 @@ def parse_mode(policy: str) -> SlurmMode | None:
     settings = LeverSettings(
         lever, mix=mix_or_none, min_members=int(members or 1), cpu_buckets=buckets
     )
-    return SlurmMode(settings, n, seen, warm, short, keep)
+    return SlurmMode(settings, n, seen, warm, short, keep, cap)
 
 
 def short_first_of(mode: SlurmMode) -> dict[str, object] | None:
@@ -150,6 +170,18 @@ def short_first_of(mode: SlurmMode) -> dict[str, object] | None:
             SHORT_FIRST_SHARE, all_jobs=True, large_gpus=SHORT_FIRST_LARGE_GPUS, keep=mode.keep
         )
     return short_first_entry(SHORT_FIRST_SHARE, keep=mode.keep)
+
+
+def boost_scale(mode: SlurmMode, priority: MultifactorConfig | None) -> float:
+    """What ``~cap<P>`` multiplies job_submit.lua's nice by: the largest boost becomes P %
+    of the site's priority range (the sum of its ``PriorityWeight*``), every other boost
+    in proportion, so the order the script sets among boosted jobs is kept while
+    fair-share and the other factors can outweigh it (issue #41 item 2). 1: uncapped."""
+    if mode.boost_cap is None:
+        return 1.0
+    if priority is None or not priority.weight_sum:
+        raise InputError("~cap<P> bounds the boost by the priority range: it needs a priority")
+    return mode.boost_cap * priority.weight_sum / (BOOST_TIERS * SHORT_FIRST_SPAN)
 
 
 def mode_policies(levers: Sequence[str], every: Sequence[int] = (DEFAULT_EVERY,)) -> list[str]:

@@ -61,6 +61,10 @@ class JobSpec:
     ckpt_interval: float | None = None
     """The job checkpoints every this many seconds of run time (None: never); a requeue
     loses only the run since its last checkpoint, and it resumes from there."""
+    user: str = ""
+    account: str = ""
+    """Who submitted it, for fair-share (:mod:`slurm_defrag.sim.population`; the trace
+    has none)."""
 
     def __post_init__(self) -> None:
         if self.num_gpu < 0 or not 0 <= self.gpu_milli <= MILLI:

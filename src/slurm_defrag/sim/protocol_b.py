@@ -10,7 +10,15 @@ window:
 * large jobs ask for at least ``LARGE_GPUS`` GPUs;
 * GPU allocation = time-averaged allocated milli-GPUs / capacity over the window;
 * GPU-hours lost = GPUs x time run before each requeue since the job's last checkpoint;
-  served = GPUs x run time of completed jobs.
+  served = GPUs x run time of completed jobs;
+* the tail and who waits (:mod:`~slurm_defrag.sim.wait_classes`): median, 95th and 99th
+  percentile and largest wait, and the mean wait per class of job (time-limit quarter,
+  GPU count, the ten heaviest users).
+
+Every job has a user and an account (:mod:`~slurm_defrag.sim.population`, drawn from
+their own seeded stream). With ``priority`` set (:mod:`~slurm_defrag.sim.site_priority`)
+the queue is ordered by priority/multifactor with Fair Tree over them; ``none`` keeps
+every job equal (first come, first served), the simulator before issue #41.
 
 With ``user_limits`` each job gets a time limit as users set them
 (:func:`~slurm_defrag.sim.timed_workload.user_time_limit`, Tsafrir, Etsion & Feitelson
@@ -35,6 +43,7 @@ from slurm_defrag.sim.frag import typical_types
 from slurm_defrag.sim.levers import (
     SLURM_POLICY,
     SimLevers,
+    boost_scale,
     parse_mode,
     short_first_of,
     with_mix,
@@ -42,8 +51,11 @@ from slurm_defrag.sim.levers import (
 from slurm_defrag.sim.model import JobSpec, NodeSpec
 from slurm_defrag.sim.policies.base import PolicyContext
 from slurm_defrag.sim.policies.registry import build
+from slurm_defrag.sim.population import with_owners
+from slurm_defrag.sim.site_priority import NO_PRIORITY, POPULATION, multifactor, preset
 from slurm_defrag.sim.submit_hook import SubmitHook, node_table, routed
 from slurm_defrag.sim.timed_workload import arrival_rate, arrivals, job_pool, with_user_limits
+from slurm_defrag.sim.wait_classes import Tail, class_means
 
 LARGE_GPUS = 4
 
@@ -59,6 +71,9 @@ class SettingsB:
     """Time limits drawn as users set them (module docstring); False: exact run times."""
     ckpt_share: float = 0.0
     """Share of jobs that checkpoint every 30 min (needs nothing else)."""
+    priority: str = NO_PRIORITY
+    """The priority policy (:data:`~slurm_defrag.sim.site_priority.PRESETS`); ``none``:
+    every job equal."""
 
 
 @dataclass(frozen=True)
@@ -84,6 +99,14 @@ class ResultB:
     user_limits: bool = False
     holds: int = 0
     """Reservations (drain plans) the engine set up."""
+    priority: str = NO_PRIORITY
+    wait_p50_s: float = 0.0
+    wait_p95_s: float = 0.0
+    wait_p99_s: float = 0.0
+    wait_max_s: float = 0.0
+    class_wait_s: dict[str, float] = field(default_factory=dict)
+    """Mean wait per class of job (:mod:`~slurm_defrag.sim.wait_classes`)."""
+    class_jobs: dict[str, int] = field(default_factory=dict)
 
 
 def run_b(
@@ -100,6 +123,7 @@ def run_b(
     t0 = time.perf_counter()
     cfg = settings or SettingsB()
     rng = np.random.default_rng(seed)
+    prio_cfg = preset(cfg.priority)
     state = ClusterState(nodes)
     pool = job_pool(trace, cfg.max_runtime)
     rate = arrival_rate(pool, state.total_gpu_milli, cfg.load)
@@ -115,6 +139,7 @@ def run_b(
                 for j, k in zip(jobs, limited, strict=True)
             ]
         )
+    jobs = with_owners(jobs, POPULATION, np.random.default_rng([seed, 41]))
     rank = rng.permutation(state.size).astype(np.int64)
     types = typical_types(trace)
     mode = parse_mode(policy)
@@ -130,22 +155,36 @@ def run_b(
             )
         levers = SimLevers(state, mode.lever).apply
         short = short_first_of(mode)
+        scale = boost_scale(mode, prio_cfg)
         if mode.lever.route:
-            levers, submit = routed(state, mode.lever, seen_mix=mode.seen_mix, short_first=short)
+            levers, submit = routed(
+                state, mode.lever, seen_mix=mode.seen_mix, short_first=short, nice_scale=scale
+            )
         elif mode.lever.features or short:
-            hook = SubmitHook(node_table(state, mode.lever, short_first=short))
+            hook = SubmitHook(node_table(state, mode.lever, short_first=short), nice_scale=scale)
             jobs = [hook.apply(j) for j in jobs]
     chooser = build(SLURM_POLICY if mode else policy, PolicyContext(state, types, rank))
     step = defrag or NoDefrag()
     window = (cfg.warmup, cfg.horizon)
+    model = None if prio_cfg is None else multifactor(prio_cfg, nodes, pool, rate, cfg.load)
     engine = Engine(
-        state, jobs, chooser, rng, step, cfg.engine, window, levers=levers, submit=submit
+        state,
+        jobs,
+        chooser,
+        rng,
+        step,
+        cfg.engine,
+        window,
+        levers=levers,
+        submit=submit,
+        priority=model,
     )
     stats = engine.run()
     jobs = engine.jobs
 
     waits: list[float] = []
     large: list[float] = []
+    measured: list[JobSpec] = []
     unfinished = 0
     for job, rec in zip(jobs, stats.records, strict=True):
         if not cfg.warmup <= job.submit < cfg.horizon:
@@ -156,8 +195,11 @@ def run_b(
         else:
             w = rec.end - job.submit - job.duration
         waits.append(w)
+        measured.append(job)
         if job.num_gpu >= LARGE_GPUS:
             large.append(w)
+    tail = Tail.of(waits)
+    by_class, class_jobs = class_means(measured, waits)
     span = cfg.horizon - cfg.warmup
     return ResultB(
         policy=policy,
@@ -180,4 +222,11 @@ def run_b(
         ckpt_share=cfg.ckpt_share,
         user_limits=cfg.user_limits,
         holds=engine.holds_made,
+        priority=cfg.priority,
+        wait_p50_s=tail.p50,
+        wait_p95_s=tail.p95,
+        wait_p99_s=tail.p99,
+        wait_max_s=tail.max,
+        class_wait_s=by_class,
+        class_jobs=class_jobs,
     )

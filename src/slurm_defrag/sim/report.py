@@ -13,7 +13,14 @@ from rich.table import Table
 
 from slurm_defrag.sim.protocol_a import PAPER_UNALLOCATED_PCT, ResultA
 from slurm_defrag.sim.protocol_b import ResultB
-from slurm_defrag.sim.results import FIGURES_B, Spread, group, summary_a, summary_b
+from slurm_defrag.sim.results import (
+    FIGURES_B,
+    Spread,
+    group,
+    summary_a,
+    summary_b,
+    worst_classes,
+)
 
 PENDING = "pending (planner)"
 
@@ -92,8 +99,10 @@ def table_b(runs: Sequence[ResultB], title: str) -> Table:
     t.add_column("policy")
     for name in FIGURES_B:
         t.add_column(name, justify="right")
+    t.add_column("worst class / first fit", justify="right")
     t.add_column("large jobs", justify="right")
     t.add_column("s/run", justify="right")
+    worst = worst_classes(runs)
     for (load, policy, defrag), figs in summary_b(runs).items():
         mine = [r for r in runs if (r.load, r.policy, r.defrag) == (load, policy, defrag)]
         label = str(policy) if defrag == "none" else f"{policy}+{defrag}"
@@ -101,10 +110,19 @@ def table_b(runs: Sequence[ResultB], title: str) -> Table:
             f"{load}",
             label,
             *(f"{figs[n].mean:.2f} ± {figs[n].std:.2f}" for n in FIGURES_B),
+            _worst_cell(worst.get((load, policy, defrag), [])),
             f"{np.mean([r.large_jobs for r in mine]):.0f}",
             f"{np.mean([r.wall_s for r in mine]):.0f}",
         )
     return t
+
+
+def _worst_cell(worst: Sequence[tuple[str, float]]) -> str:
+    """The highest worst-class ratio over seeds, and its class ("—" without first fit)."""
+    if not worst:
+        return "—"
+    name, r = max(worst, key=lambda w: w[1])
+    return f"{r:.2f} ({escape(name)})"
 
 
 def _rounded(value: object, digits: int = 4) -> object:
@@ -139,8 +157,17 @@ def to_json(
         ]
     else:
         b = [r for r in runs if isinstance(r, ResultB)]
+        worst = worst_classes(b)
         out["summary"] = [
-            {"load": k[0], "policy": k[1], "defrag": k[2], **{n: asdict(s) for n, s in v.items()}}
+            {
+                "load": k[0],
+                "policy": k[1],
+                "defrag": k[2],
+                **{n: asdict(s) for n, s in v.items()},
+                "worst_class_vs_first_fit": [
+                    {"class": name, "ratio": r} for name, r in worst.get(k, [])
+                ],
+            }
             for k, v in summary_b(b).items()
         ]
     return json.dumps(_rounded(out), indent=1, default=str)

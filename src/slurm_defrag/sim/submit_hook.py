@@ -166,7 +166,11 @@ class SubmitHook:
     """job_submit.lua loaded once; :meth:`apply` gives a job the ``--prefer`` and nice it
     sets."""
 
-    def __init__(self, table: Mapping[str, Any], script: Path | None = None) -> None:
+    def __init__(
+        self, table: Mapping[str, Any], script: Path | None = None, *, nice_scale: float = 1.0
+    ) -> None:
+        """``nice_scale``: the nice the script sets is multiplied by it and rounded (a
+        boost bounded by the simulator, :func:`slurm_defrag.sim.levers.boost_scale`)."""
         try:
             from lupa import lua51
         except ImportError as e:  # the sim extra
@@ -194,6 +198,7 @@ class SubmitHook:
         self._history = bool(keep and keep["demand"] > 0)
         self._lua.execute("slurm_defrag.clock = function() return SIM_NOW end")
         self.calls = 0
+        self._nice_scale = nice_scale
 
     def route(self, entry: Mapping[str, Any]) -> None:
         """A new cycle's ``route`` entry (:func:`slurm_defrag.planner.levers.route_table`),
@@ -229,9 +234,12 @@ class SubmitHook:
         self._submit(jd, None, 0)
         self._raise_logged_errors()
         p, nice, exc = jd["prefer"], jd["nice"], jd["exc_nodes"]
+        extra = int(nice) - NICE_OFFSET if nice is not None else 0
+        if self._nice_scale != 1.0:
+            extra = round(extra * self._nice_scale)
         return Answer(
             str(p) if p is not None else None,
-            int(nice) - NICE_OFFSET if nice is not None else 0,
+            extra,
             _expand(str(exc)) if exc is not None else None,
         )
 
@@ -269,13 +277,14 @@ def routed(
     *,
     seen_mix: bool = False,
     short_first: Mapping[str, object] | None = None,
+    nice_scale: float = 1.0,
 ) -> tuple[Callable[[float], None], Callable[[JobSpec], JobSpec]]:
     """``fgd-route`` with a clock (Protocol B): one service cycle (the levers, then their
     table handed to job_submit.lua, as a rewritten table is reloaded) and the submit step
     (the script's ``--prefer`` for a job when it arrives; with ``seen_mix`` the service
     also counts it into its workload mix)."""
     levers = SimLevers(state, settings, seen_mix=seen_mix)
-    hook = SubmitHook(node_table(state, settings, short_first=short_first))
+    hook = SubmitHook(node_table(state, settings, short_first=short_first), nice_scale=nice_scale)
     arrivals = itertools.count()
 
     def cycle(now: float) -> None:
