@@ -372,3 +372,40 @@ def test_an_unreadable_job_reads_the_same_from_every_reader() -> None:
     assert set(parts.values()) == {"gres_request"}
     requests = {job.request for job in jobs.values()}
     assert requests == {None}
+
+
+class _Unconvertible(StandIn):
+    """A pyslurm 25.11 Job whose request pyslurm itself cannot convert: ``to_dict()`` and
+    the request's properties raise (recorded live for ``--gres=gpu:abc:xyz:1``:
+    ``ValueError: invalid literal for int() with base 10: 'xyz'`` from ``gres_per_node``)."""
+
+    BROKEN = ("gres_per_node", "tres_per_node")
+
+    def __getattribute__(self, name: str) -> Any:
+        if name in _Unconvertible.BROKEN:
+            raise ValueError("invalid literal for int() with base 10: 'xyz'")
+        return super().__getattribute__(name)
+
+    def to_dict(self, recursive: bool = False) -> dict[str, Any]:
+        raise ValueError("invalid literal for int() with base 10: 'xyz'")
+
+
+@pytest.mark.parametrize("version", ["24.11", "25.11"])
+def test_a_job_pyslurm_itself_cannot_convert_costs_that_job_only(version: str) -> None:
+    d = fixture_dir(version)
+    jobs = json.loads((d / f"pyslurm-{version}_jobs.json").read_text())
+    layouts = json.loads((d / f"pyslurm-{version}_resource_layout_per_node.json").read_text())
+    odd = PENDING[version]
+    stand_ins = [
+        (_Unconvertible if k == odd else StandIn)(v, layouts.get(k)) for k, v in jobs.items()
+    ]
+    module = pyslurm_module(version)
+    module.Jobs = SimpleNamespace(load=lambda: stand_ins)
+    settings = settings_for(version, backend="pyslurm")
+    snap = PyslurmSlurm(settings, module=module, clock=lambda: TAKEN_AT[version]).snapshot()
+    job = snap.job_by_id[odd]
+    assert job.unreadable, job
+    assert job.unreadable.startswith("gres_request: ")
+    assert "pyslurm could not convert" in job.unreadable
+    assert job.request is None
+    assert others(snap, odd) == others(unchanged(f"pyslurm-{version}"), odd)

@@ -352,7 +352,7 @@ def parts_from(
     read = _Jobs()
     cluster: str | None = None
     for i, obj in enumerate(objects(jobs)):
-        data = obj.to_dict()
+        data = job_dict(obj)
         cluster = cluster or _cluster(data)
         read.add(data, obj.get_resource_layout_per_node() or {}, f"jobs[{i}]")
     used: dict[str, set[int]] = {}
@@ -388,6 +388,44 @@ def _cluster(data: Any) -> str | None:
     """The cluster a record names, if it is a plain name (a job's record may be junk)."""
     value = data.get("cluster") if isinstance(data, Mapping) else None
     return value if isinstance(value, str) and value not in m.NULLS else None
+
+
+class Unconvertible:
+    """A job attribute pyslurm itself could not convert: reading it fails that field (the
+    record is then unreadable, or left out if it is the id or state), as any value of the
+    wrong type does."""
+
+    def __init__(self, error: BaseException) -> None:
+        self.error = f"{type(error).__name__}: {error}"
+
+    def __repr__(self) -> str:
+        return f"<pyslurm could not convert it: {self.error}>"
+
+
+def job_dict(obj: Any) -> Any:
+    """``obj.to_dict()``; when pyslurm's own conversion of one attribute fails, every
+    attribute on its own, the failed ones as :class:`Unconvertible`.
+
+    pyslurm 25.11 raises ValueError from ``Job.to_dict()`` for a job that asked
+    ``--gres=gpu:abc:xyz:1`` (Slurm 24.11 and later hold such a job): without this the
+    whole read failed, every cycle, for everyone (issue #40, found live on 25.11.7).
+    """
+    try:
+        return obj.to_dict()
+    except Exception:  # pyslurm's conversions may raise anything: read field by field
+        pass
+    out: dict[str, Any] = {}
+    for name in dir(obj):
+        if name.startswith("_"):
+            continue
+        try:
+            value = getattr(obj, name)
+        except Exception as exc:  # that attribute only
+            out[name] = Unconvertible(exc)
+            continue
+        if not callable(value):
+            out[name] = value
+    return out
 
 
 @dataclass
