@@ -274,13 +274,19 @@ def qos_norms() -> dict[str, float]:
     return {n: (p / top if top else 0.0) for n, p in prio.items()}
 
 
+def epoch(when: str = "now") -> float:
+    """A time as slurmctld's container reads it, in seconds since the epoch (scontrol
+    prints local times, in the container's time zone, not necessarily this host's)."""
+    return float(ctld("date", "-d", when, "+%s").strip())
+
+
 def accrued_at(job_id: str) -> float | None:
-    """The job's AccrueTime as seconds since the epoch (None: not accruing yet)."""
+    """The job's AccrueTime (None: not accruing yet)."""
     text = ctld("scontrol", "-o", "show", "job", job_id)
     m = re.search(r"\bAccrueTime=(\S+)", text)
     if m is None or m[1] in ("Unknown", "None", "(null)"):
         return None
-    return time.mktime(time.strptime(m[1], "%Y-%m-%dT%H:%M:%S"))
+    return epoch(m[1])
 
 
 def start_order(job_ids: list[str]) -> list[str]:
@@ -361,7 +367,7 @@ def test_simulator_priorities_match_sprio_and_the_start_order(tmp_path: Path) ->
         for _ in range(30):  # (each job shows in sprio once slurmctld has priced it)
             shares = sshare()
             seen = sprio(ids)
-            now = time.time()
+            now = epoch()
             if sshare() == shares and len(seen) == len(ids):
                 break
             time.sleep(1)
