@@ -8,7 +8,9 @@ types is still a knot a reader has to untie.
 
 from __future__ import annotations
 
+import re
 from collections import defaultdict
+from pathlib import Path
 
 import grimp
 
@@ -82,3 +84,75 @@ def test_no_import_cycles_between_packages() -> None:
 def test_the_cycle_finder_finds_cycles() -> None:
     assert _cycles({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == [["a", "b", "c"]]
     assert _cycles({"a": {"b"}, "b": set()}) == []
+
+
+# -- docs/architecture.md's "What imports what" is the code's graph --------------------
+
+_DOC = Path(__file__).resolve().parents[2] / "docs" / "architecture.md"
+_OMITTED = {"errors", "domain", "__main__"}
+"""What the doc's table leaves out: nearly everything imports errors and domain; the
+``python -m`` entry point imports only the CLI."""
+
+
+def _documented_graph() -> dict[str, set[str]]:
+    """The table under "## What imports what": ``a -> b, c (why), d`` with continuation
+    lines; parentheses are comments."""
+    text = _DOC.read_text()
+    block = text.split("## What imports what", 1)[1].split("```", 2)[1]
+    edges: dict[str, set[str]] = defaultdict(set)
+    current = None
+    for line in block.splitlines():
+        if not line.strip():
+            continue
+        if "->" in line:
+            current, _, line = (part.strip() for part in line.partition("->"))
+            edges[current]
+        assert current is not None, f"docs/architecture.md: {line!r} before any 'a ->'"
+        line = re.sub(r"\([^)]*\)?", "", line)  # a comment, possibly over two lines
+        line = re.sub(r"^[^(]*\)", "", line)
+        for name in line.split(","):
+            name = name.strip()
+            if name and re.fullmatch(r"[a-z_]+", name):
+                edges[current].add(name)
+    return edges
+
+
+def test_the_documented_import_table_is_the_codes() -> None:
+    """Every edge between top-level packages/modules is in the doc's table and every edge
+    in the table is in the code: the doc cannot drift (issue #43)."""
+    code, witness = _package_graph()
+    actual = {
+        (a, b)
+        for a, targets in code.items()
+        for b in targets
+        if a not in _OMITTED and b not in _OMITTED
+    }
+    documented = {(a, b) for a, targets in _documented_graph().items() for b in targets}
+    missing = sorted(actual - documented)
+    stale = sorted(documented - actual)
+    lines = [f"  {a} -> {b}   (e.g. {' imports '.join(witness[a, b])})" for a, b in missing]
+    lines += [f"  {a} -> {b}   (in the doc, not in the code)" for a, b in stale]
+    assert not lines, "docs/architecture.md, 'What imports what', differs:\n" + "\n".join(lines)
+
+
+def test_every_top_level_module_sits_in_a_layer() -> None:
+    """A module the layers contract does not name is unconstrained: name each (issue #43)."""
+    import tomllib
+
+    root = Path(__file__).resolve().parents[2]
+    config = tomllib.loads((root / "pyproject.toml").read_text())["tool"]["importlinter"]
+    layered = {
+        name.strip()
+        for contract in config["contracts"]
+        if contract["type"] == "layers"
+        for layer in contract["layers"]
+        for name in layer.split("|")
+    }
+    package = root / "src" / "slurm_defrag"
+    top = {
+        p.stem if p.suffix == ".py" else p.name
+        for p in package.iterdir()
+        if (p.suffix == ".py" and p.stem != "__init__")
+        or (p.is_dir() and (p / "__init__.py").exists())
+    }
+    assert not sorted(top - layered), f"not in the layers contract: {sorted(top - layered)}"

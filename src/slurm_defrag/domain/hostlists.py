@@ -8,6 +8,7 @@ sized first, so ``node[0-99999999]`` is refused instead of filling the memory.
 from __future__ import annotations
 
 import re
+from collections.abc import Iterable
 
 import hostlist
 
@@ -91,3 +92,8 @@ def expand_hosts(text: str, limit: int = MAX_HOSTS) -> tuple[str, ...]:
         return tuple(hostlist.expand_hostlist(text))
     except hostlist.BadHostlist as exc:
         raise ValueError(str(exc)) from None
+
+
+def compress_hosts(names: Iterable[str]) -> str:
+    """``node[01-03],gpu7``: Slurm's hostlist form of some node names, for messages."""
+    return str(hostlist.collect_hostlist(list(names)))

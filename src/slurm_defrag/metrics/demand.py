@@ -10,13 +10,11 @@ from __future__ import annotations
 
 from collections import Counter
 from enum import StrEnum
-from pathlib import Path
 from typing import Annotated
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field
 
 from slurm_defrag.domain.cluster import ClusterSnapshot, GpuRequest
-from slurm_defrag.errors import InputError
 
 HOLD_REASONS = frozenset(
     {
@@ -112,14 +110,3 @@ def default_mix() -> WorkloadMix:
 
 def resolve_mix(snapshot: ClusterSnapshot, declared: WorkloadMix | None = None) -> WorkloadMix:
     return declared or mix_from_pending(snapshot) or default_mix()
-
-
-def load_mix(path: Path) -> WorkloadMix:
-    """Read a declared mix: JSON ``{"items": [{"gpus_per_node": 4, "nvlink": true, ...}]}``."""
-    from slurm_defrag.snapshot_file import format_validation_error, read_json
-
-    data = read_json(path)
-    try:
-        return WorkloadMix.model_validate({"source": "declared", **data})
-    except ValidationError as exc:
-        raise InputError(format_validation_error(path, exc)) from None

@@ -6,10 +6,10 @@ from rich.console import Console
 from rich.table import Table
 
 from slurm_defrag.domain.cluster import ClusterSnapshot
+from slurm_defrag.domain.unknown_topology import unknown_topology_line
 from slurm_defrag.metrics.report import BLOCK_SIZES, FragReport, GroupMetrics, request_text
 from slurm_defrag.report.gpu_map import fragmented_map
 from slurm_defrag.report.safe_text import cells, lines, markup, text
-from slurm_defrag.slurm.topology_sources import unknown_topology_line
 
 
 def _scope_table(title: str, groups: list[GroupMetrics]) -> Table:

@@ -332,13 +332,6 @@ def expand_config_hosts(text: str, where: str) -> list[str]:
         raise InputError(f"{where}: bad host list {show(text)}: {exc}") from None
 
 
-def compress_hosts(names: Iterable[str]) -> str:
-    """``node[01-03],gpu7``: Slurm's hostlist form of some node names, for messages."""
-    import hostlist
-
-    return str(hostlist.collect_hostlist(list(names)))
-
-
 def expand_nodes(text: str, where: str, field: str) -> tuple[str, ...]:
     """``node[01-04,07]`` -> node names, via python-hostlist (never by hand).
 

@@ -26,7 +26,7 @@ from __future__ import annotations
 import json
 import logging
 import stat
-from collections.abc import Iterable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -34,10 +34,12 @@ from typing import Any
 import yaml
 
 from slurm_defrag.domain.cluster import ClusterSnapshot, TopologySource
+from slurm_defrag.domain.hostlists import compress_hosts
 from slurm_defrag.domain.topology import BUILTIN_TOPOLOGIES, GpuTopology
+from slurm_defrag.domain.unknown_topology import unknown_topology_line
 from slurm_defrag.errors import InputError
 from slurm_defrag.slurm.gres_conf import LinksParseError, from_links_matrix, parse_gres_conf_links
-from slurm_defrag.slurm.mapping import compress_hosts, expand_config_hosts
+from slurm_defrag.slurm.mapping import expand_config_hosts
 from slurm_defrag.slurm.settings import SlurmSettings
 
 COLLECTOR_FORMAT = "slurm-defrag-topology/1"
@@ -257,17 +259,6 @@ def _hosts(path: Path, field: str, pattern: object) -> list[str]:
 def unknown_topology_warning(snapshot: ClusterSnapshot) -> str | None:
     """One line naming the GPU nodes of unknown topology and the fix, or None."""
     return unknown_topology_line(snapshot.unknown_topology_nodes)
-
-
-def unknown_topology_line(nodes: Iterable[str]) -> str | None:
-    names = list(nodes)
-    if not names:
-        return None
-    return (
-        f"NVLink topology unknown for {len(names)} GPU node(s): {compress_hosts(names)}; "
-        "they are treated as having no NVLink. Set gres_conf, topology_map or topology_dir "
-        "(or let the cli backend find gres.conf beside slurm.conf)"
-    )
 
 
 def topology_report(snapshot: ClusterSnapshot) -> dict[str, str]:

@@ -15,8 +15,8 @@ from pydantic import ValidationError
 from slurm_defrag.domain.cluster import UNKNOWN_OWNER, ClusterSnapshot, Node
 from slurm_defrag.domain.plan import Plan
 from slurm_defrag.domain.topology import indices_of
+from slurm_defrag.domain.unknown_topology import unknown_topology_line
 from slurm_defrag.metrics.report import FragReport, request_text
-from slurm_defrag.slurm.topology_sources import unknown_topology_line
 from slurm_defrag.store.history import History
 from slurm_defrag.store.plans import CommandRecord, PlanRecord, StepRecord
 
