@@ -13,7 +13,7 @@
 #   The lanes' output is printed after them, each in one piece.
 # Under CI=true a service that cannot be started fails the run (tests never skip it).
 #
-#   scripts/test.sh          everything (about 40 min cold, docs/benchmarks.md)
+#   scripts/test.sh          everything (about 43 min cold, docs/benchmarks.md)
 #   scripts/test.sh --fast   only what needs no service and is not marked slow, against
 #                            the source tree (an editable install): the inner loop
 set -euo pipefail
