@@ -409,6 +409,44 @@ describe("queue order (short_first)", function()
     assert.are.equal(OFFSET - 600 - 500, jd.nice)
   end)
 
+  it("cap: the boost scaled into [0, cap], its order kept", function()
+    load_with(", all = true, large_gpus = 4, cap = 90") -- 3 x span = 1800 raw -> 90
+    local function nice(f)
+      local _, jd = H.submit(f)
+      return jd.nice and (OFFSET - jd.nice) or 0
+    end
+    local scarce1 = nice({ tres_per_node = "gres:gpu:8", min_cpus = 120, time_limit = 1 })
+    local scarce = nice({ tres_per_node = "gres:gpu:8", min_cpus = 120, time_limit = 90 })
+    local large = nice({ tres_per_node = "gres:gpu:4", time_limit = 100 })
+    local other = nice({ min_cpus = 2, time_limit = 100 })
+    local long = nice({ min_cpus = 2, time_limit = 9000 })
+    -- floor(raw x 90 / 1800): 1799 -> 89, 1710 -> 85, 1100 -> 55, 500 -> 25, 0
+    assert.are.same({ 89, 85, 55, 25, 0 }, { scarce1, scarce, large, other, long })
+    -- the user's own nice still adds
+    local _, jd = H.submit({ tres_per_node = "gres:gpu:4", time_limit = 100,
+      nice = OFFSET + 7 })
+    assert.are.equal(OFFSET + 7 - 55, jd.nice)
+  end)
+
+  it("cap = 0 changes no job (priority/basic, or no weights)", function()
+    load_with(", all = true, large_gpus = 4, cap = 0")
+    for _, f in ipairs({
+      { tres_per_node = "gres:gpu:8", min_cpus = 120, time_limit = 1 },
+      { tres_per_node = "gres:gpu:4", time_limit = 100 },
+      { min_cpus = 2, time_limit = 100 },
+    }) do
+      local _, jd = H.submit(f)
+      assert.is_nil(jd.nice)
+    end
+  end)
+
+  it("cap above the raw range scales up, never past the cap", function()
+    load_with(", all = true, large_gpus = 4, cap = 1300000") -- weights in the millions
+    local _, jd = H.submit({ tres_per_node = "gres:gpu:8", min_cpus = 120, time_limit = 1 })
+    assert.are.equal(OFFSET - math.floor(1799 * 1300000 / 1800), jd.nice)
+    assert.is_true(OFFSET - jd.nice <= 1300000)
+  end)
+
   it("is off without a short_first entry, and never on job modify", function()
     H.load()
     local _, jd = H.submit({ tres_per_node = "gres:gpu:h100:8", time_limit = 60 })
@@ -423,7 +461,11 @@ describe("queue order (short_first)", function()
     for _, bad in ipairs({ "short_first = 1", "short_first = { share = 0 }",
       "short_first = { share = 0.1, span = -1 }", "short_first = { share = 2, span = 5 }",
       "short_first = { share = 0.1, span = 5, all = 1 }",
-      "short_first = { share = 0.1, span = 5, large_gpus = 0 }" }) do
+      "short_first = { share = 0.1, span = 5, large_gpus = 0 }",
+      "short_first = { share = 0.1, span = 5, cap = -1 }",
+      "short_first = { share = 0.1, span = 5, cap = 1.5 }",
+      "short_first = { share = 0.1, span = 5, cap = 2147483646 }",
+      "short_first = { share = 0.1, span = 5, cap = '10' }" }) do
       local t = slurm_defrag.prepare_table((loadstring or load)("return { version = 1, "
         .. "partitions = {}, " .. bad .. " }")())
       assert.is_nil(t)

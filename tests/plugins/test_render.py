@@ -254,10 +254,25 @@ def test_options_reach_the_table(tmp_path: Path) -> None:
 
 
 def test_short_first_and_node_shapes_reach_the_table(tmp_path: Path) -> None:
+    # the compose cluster's weights: QOS 10,000 and age 1,000; 10 % of that is the cap
+    bound = {"cap": 1100, "cap_share": 0.1, "range": 11000, "weights": "Age=1000,QOS=10000"}
     table, _ = compose_table(tmp_path, short_first=0.25)
-    assert table["short_first"] == {"share": 0.25, "span": 10080}
+    assert table["short_first"] == {"share": 0.25, "span": 10080} | bound
     table, _ = compose_table(tmp_path, short_first=0.1, short_first_all=True, large_first=4)
-    assert table["short_first"] == {"share": 0.1, "span": 10080, "all": True, "large_gpus": 4}
+    assert (
+        table["short_first"]
+        == {
+            "share": 0.1,
+            "span": 10080,
+            "all": True,
+            "large_gpus": 4,
+        }
+        | bound
+    )
+    table, _ = compose_table(tmp_path, short_first=0.1, boost_cap=0.25)
+    assert table["short_first"]["cap"] == 2750  # type: ignore[index]
+    with pytest.raises(InputError, match=r"--boost-cap: 1\.5 is not a share"):
+        compose_table(tmp_path, short_first=0.1, boost_cap=1.5)
     with pytest.raises(InputError, match="--large-first: 0 is not a GPU count"):
         compose_table(tmp_path, short_first=0.1, large_first=0)
     with pytest.raises(InputError, match="need --short-first"):
@@ -524,6 +539,10 @@ def test_keep_scarce_option(tmp_path: Path) -> None:
     assert table["short_first"] == {
         "share": 0.1,
         "span": 10080,
+        "cap": 1100,
+        "cap_share": 0.1,
+        "range": 11000,
+        "weights": "Age=1000,QOS=10000",
         "keep": {"demand": 0.5, "window": 360},
     }
     assert any("--keep-scarce" in w and "no node" in w for w in warnings)  # four alike
