@@ -12,7 +12,8 @@ For every job that asks for GPUs it:
      ever satisfy (too many GPUs per node, or an NVLink block no topology has), unless the
      user says any GPUs will do (--comment=defrag:anygpu),
   4. adds a soft packing hint (--prefer=<feature>) to small single-node GPU jobs, so they
-     land on nodes the service marks as already partly used,
+     fill the nodes with that feature first (only where a node of each of the job's
+     partitions has it: pack.partitions),
   5. honours the user opt-out --comment=defrag:protect ("never requeue this job"),
   6. with per-job routing (the service's fgd-route levers: the route file it rewrites every
      cycle, or a `route` entry in the table itself), names one node per one-node job in
@@ -597,6 +598,12 @@ local function prepare_table(t)
       sf.keep.nodes = n
     end
   end
+  if type(t.pack) == "table" and type(t.pack.partitions) == "table" then
+    -- the partitions with a node that has pack.feature: the hint names it nowhere else
+    -- (a table without the list, rendered before it existed, gives no hint at all)
+    t.pack.partition_set = {}
+    for _, p in ipairs(t.pack.partitions) do t.pack.partition_set[p] = true end
+  end
   if type(t.pack) == "table" and type(t.pack.fit_sizes) == "table" then
     t.pack.fit_set = {}
     for _, k in ipairs(t.pack.fit_sizes) do t.pack.fit_set[k] = true end
@@ -915,6 +922,18 @@ local function job_partitions(partition, tbl)
   return out
 end
 D.job_partitions = job_partitions
+
+-- Does every one of the job's partitions have a node with the feature (`set`: the
+-- partitions that do, from the table)? A --prefer naming a feature no node of the
+-- partition has leaves a pending job with the reason BadConstraints, which reads as an
+-- error to its user; so a hint names a feature only where it exists.
+function D.feature_in_all(set, parts)
+  if set == nil or #parts == 0 then return false end
+  for _, p in ipairs(parts) do
+    if not set[p] then return false end
+  end
+  return true
+end
 
 -- The largest GPU count any known node of these partitions has (nil if none is known).
 local function largest_node(parts, tbl)
@@ -1374,7 +1393,8 @@ function D.plan(f, opts)
       and not own_placement(f) then
       if pack.fit_prefix and pack.fit_set and pack.fit_set[req.gpn] then
         plan.prefer = pack.fit_prefix .. int(req.gpn)
-      elseif pack.feature and req.gpn <= (pack.max_gpus or 0) then
+      elseif pack.feature and req.gpn <= (pack.max_gpus or 0)
+        and D.feature_in_all(pack.partition_set, job_partitions(f("partition"), tbl)) then
         plan.prefer = pack.feature
       end
     end

@@ -269,6 +269,27 @@ describe("packing hint", function()
     assert.are.equal("fast_disk", jd.prefer)
   end)
 
+  it("names the feature only where a node has it (else a pending job shows BadConstraints)",
+    function()
+    local _, jd = H.submit({ tres_per_node = "gres:gpu:1", partition = "pairs" })
+    assert.are.equal("defrag_partial", jd.prefer)
+    -- dgx1's nodes do not have it, so neither a job there nor one that may run there
+    for _, parts in ipairs({ "dgx1", "gpu,dgx1", "nosuchpartition" }) do
+      _, jd = H.submit({ tres_per_node = "gres:gpu:1", partition = parts })
+      assert.is_nil(jd.prefer, parts)
+      assert.are.equal("defrag:nvlink=1 defrag:gpn=1 defrag:nodes=1", jd.admin_comment)
+    end
+    -- a table that does not say where the feature is (rendered before the list existed)
+    local path = H.tmpfile([[return { version = 1, default_partition = "p",
+      partitions = { p = { types = { { gpus = 8, nodes = 1, models = {} } } } },
+      pack = { feature = "defrag_partial", max_gpus = 4 } }]])
+    H.load(path)
+    os.remove(path)
+    _, jd = H.submit({ tres_per_node = "gres:gpu:1" })
+    assert.is_nil(jd.prefer)
+    assert.are.same({}, slurm.logs.error)
+  end)
+
   it("gives a one-node CPU-only job the CPU fit class, when the table has one", function()
     local _, jd = H.submit({})
     assert.is_nil(jd.prefer) -- the fixture's pack section has no cpu_feature

@@ -15,7 +15,8 @@ Table format (``version = 1``)::
       slurm_user_uid = 0,        -- SlurmUser: may rewrite the record on job updates
       service_uid = 2000,        -- the service's account (--service-user): may put a job
                                  -- into a defrag-* reservation (as root and SlurmUser may)
-      pack = { feature = "defrag_partial", max_gpus = 4 },   -- absent: no packing hint
+      pack = { feature = "defrag_partial", max_gpus = 4,     -- absent: no packing hint
+               partitions = { "batch" } },
       short_first = { share = 0.1, span = 10080, all = true, large_gpus = 4,
                       cap = 1300, cap_share = 0.1, range = 13000,
                       weights = "Age=1000,FairShare=10000,JobSize=1000,Partition=1000",
@@ -29,6 +30,12 @@ Table format (``version = 1``)::
     }
 
 ``cpus`` and ``mem`` (MB) are absent when slurm.conf does not give them.
+
+``pack``: the packing hint (``--prefer=<feature>`` for small one-node jobs) and the
+``partitions`` with a node whose slurm.conf ``Features=`` has the feature: the script names
+it only for a job all of whose partitions are listed, and render leaves ``pack`` out when
+no node has it (a ``--prefer`` naming a feature no node has leaves a pending job with the
+reason BadConstraints).
 
 ``short_first`` (``--short-first SHARE``, ``--short-first-all``, ``--large-first GPUS``):
 the queue order job_submit.lua sets, as a priority boost (a negative ``--nice`` on top of
@@ -334,13 +341,34 @@ def build_table(
                 f"jobs whose --prefer={options.pack_feature} matches no node of their "
                 "partition at submit time; add it, or pass --no-pack to silence this"
             )
+        elif not (where := _partitions_with(conf, options.pack_feature)):
+            warnings.append(
+                f"packing hint disabled: no node in slurm.conf has the feature "
+                f"{options.pack_feature} (Features=), and slurm-defrag does not set it; a "
+                "--prefer naming a feature no node has leaves pending jobs with the reason "
+                "BadConstraints. Add it to the Features= of the nodes small jobs should "
+                "fill first, or pass --no-pack to silence this"
+            )
         else:
             largest = max((n.gpus for n in conf.nodes.values()), default=0)
             max_gpus = options.pack_max_gpus
             if max_gpus is None:
                 max_gpus = max(1, largest // 2)
-            table["pack"] = {"feature": options.pack_feature, "max_gpus": max_gpus}
+            table["pack"] = {
+                "feature": options.pack_feature,
+                "max_gpus": max_gpus,
+                "partitions": where,
+            }
     return table, warnings
+
+
+def _partitions_with(conf: SlurmConf, feature: str) -> list[str]:
+    """The partitions with a node whose slurm.conf ``Features=`` has ``feature``."""
+    return sorted(
+        name
+        for name, part in conf.partitions.items()
+        if any(feature in conf.nodes[h].features for h in part.nodes)
+    )
 
 
 def _range_warnings(prange: PriorityRange, cap: int) -> list[str]:
