@@ -12,7 +12,8 @@ For every job that asks for GPUs it:
      ever satisfy (too many GPUs per node, or an NVLink block no topology has), unless the
      user says any GPUs will do (--comment=defrag:anygpu),
   4. adds a soft packing hint (--prefer=<feature>) to small single-node GPU jobs, so they
-     land on nodes the service marks as already partly used,
+     fill the nodes with that feature first (only where a node of each of the job's
+     partitions has it: pack.partitions),
   5. honours the user opt-out --comment=defrag:protect ("never requeue this job"),
   6. with per-job routing (the service's fgd-route levers: the route file it rewrites every
      cycle, or a `route` entry in the table itself), names one node per one-node job in
@@ -49,6 +50,8 @@ local JOB_SHARED_NONE = slurm.JOB_SHARED_NONE or 0 -- --exclusive
 
 -- Counts above this are not a real GPU request (and would print as 1e+20): treat as huge.
 local SANE_COUNT = 65535
+-- The largest nice Slurm takes, either way (NICE_OFFSET - 3): a boost is at most this.
+local NICE_LIMIT = 2147483645
 
 local TABLE_NAME = "defrag_nodes.lua"
 -- Seconds between two looks at the route file's first line (its stamp).
@@ -572,11 +575,14 @@ local function prepare_table(t)
       or not is_number(sf.span) or sf.span < 1 or sf.span > SANE_COUNT
       or (sf.large_gpus ~= nil and (not is_number(sf.large_gpus) or sf.large_gpus < 1))
       or (sf.all ~= nil and type(sf.all) ~= "boolean")
+      or (sf.cap ~= nil and (not is_number(sf.cap) or sf.cap < 0 or sf.cap > NICE_LIMIT
+        or sf.cap ~= math.floor(sf.cap)))
       or (sf.keep ~= nil and (type(sf.keep) ~= "table" or not is_number(sf.keep.demand)
         or sf.keep.demand < 0 or not is_number(sf.keep.window) or sf.keep.window < 1
         or sf.keep.window > SANE_COUNT)) then
       return nil, "short_first: expected { share = (0, 1], span = minutes (1-65535),"
-        .. " all = true/false, large_gpus = a GPU count,"
+        .. " all = true/false, large_gpus = a GPU count, cap = priority points (0-"
+        .. string.format("%d", NICE_LIMIT) .. "),"
         .. " keep = { demand = 0 or more, window = minutes (1-65535) } }"
     end
     if sf.keep then -- the kept nodes, each once (a type may sit in several partitions)
@@ -591,6 +597,12 @@ local function prepare_table(t)
       end
       sf.keep.nodes = n
     end
+  end
+  if type(t.pack) == "table" and type(t.pack.partitions) == "table" then
+    -- the partitions with a node that has pack.feature: the hint names it nowhere else
+    -- (a table without the list, rendered before it existed, gives no hint at all)
+    t.pack.partition_set = {}
+    for _, p in ipairs(t.pack.partitions) do t.pack.partition_set[p] = true end
   end
   if type(t.pack) == "table" and type(t.pack.fit_sizes) == "table" then
     t.pack.fit_set = {}
@@ -911,6 +923,18 @@ local function job_partitions(partition, tbl)
 end
 D.job_partitions = job_partitions
 
+-- Does every one of the job's partitions have a node with the feature (`set`: the
+-- partitions that do, from the table)? A --prefer naming a feature no node of the
+-- partition has leaves a pending job with the reason BadConstraints, which reads as an
+-- error to its user; so a hint names a feature only where it exists.
+function D.feature_in_all(set, parts)
+  if set == nil or #parts == 0 then return false end
+  for _, p in ipairs(parts) do
+    if not set[p] then return false end
+  end
+  return true
+end
+
 -- The largest GPU count any known node of these partitions has (nil if none is known).
 local function largest_node(parts, tbl)
   local best
@@ -1113,7 +1137,15 @@ D.own_placement = own_placement
 --[[
 A priority boost, set at submit as a negative --nice (added to the user's own):
 
-  boost = tier x span + (span - time limit in minutes, 0 when none is given or longer)
+  raw   = tier x span + (span - time limit in minutes, 0 when none is given or longer)
+  boost = floor(raw x cap / (3 x span))     with short_first.cap; raw without one
+
+cap (priority points) is what `plugins render` read as the site's priority range (the sum
+of its PriorityWeight*) times the admin's share (--boost-cap, default 10 %): the boost
+keeps its order (tier, then shortest limit) and never outweighs more than that share of
+fair-share, QOS and the rest (src/slurm_defrag/planner/queue_order.py). cap = 0
+(priority/basic, or no weights): no job's priority changes. A table without a cap (the
+simulator without a priority model) gives the raw boost.
 
 tier 2: a one-node GPU job only a few nodes can hold (its GPU count and type, CPUs and
 memory fit at most short_first.share of its partitions' GPU nodes); tier 1: a job asking
@@ -1154,6 +1186,10 @@ local function scarce(f, req, parts, tbl, share)
   return fit > 0 and fit <= share * gpu_nodes
 end
 
+-- The largest raw boost, in spans: tier 2 plus a whole span (a limit of 0).
+local BOOST_SPANS = 3
+D.BOOST_SPANS = BOOST_SPANS
+
 -- The extra nice for a job (negative), or nil. `req` may be nil (no GPU asked for).
 function D.short_first_nice(f, req, parts, tbl)
   local sf = tbl and tbl.short_first
@@ -1168,6 +1204,7 @@ function D.short_first_nice(f, req, parts, tbl)
   if tier == 0 and not sf.all then return nil end
   local limit = given(f("time_limit"))
   local boost = tier * sf.span + (limit and math.max(0, sf.span - limit) or 0)
+  if sf.cap then boost = math.floor(boost * sf.cap / (BOOST_SPANS * sf.span)) end
   if boost <= 0 then return nil end
   return -boost
 end
@@ -1356,7 +1393,8 @@ function D.plan(f, opts)
       and not own_placement(f) then
       if pack.fit_prefix and pack.fit_set and pack.fit_set[req.gpn] then
         plan.prefer = pack.fit_prefix .. int(req.gpn)
-      elseif pack.feature and req.gpn <= (pack.max_gpus or 0) then
+      elseif pack.feature and req.gpn <= (pack.max_gpus or 0)
+        and D.feature_in_all(pack.partition_set, job_partitions(f("partition"), tbl)) then
         plan.prefer = pack.feature
       end
     end

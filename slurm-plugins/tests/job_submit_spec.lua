@@ -269,6 +269,27 @@ describe("packing hint", function()
     assert.are.equal("fast_disk", jd.prefer)
   end)
 
+  it("names the feature only where a node has it (else a pending job shows BadConstraints)",
+    function()
+    local _, jd = H.submit({ tres_per_node = "gres:gpu:1", partition = "pairs" })
+    assert.are.equal("defrag_partial", jd.prefer)
+    -- dgx1's nodes do not have it, so neither a job there nor one that may run there
+    for _, parts in ipairs({ "dgx1", "gpu,dgx1", "nosuchpartition" }) do
+      _, jd = H.submit({ tres_per_node = "gres:gpu:1", partition = parts })
+      assert.is_nil(jd.prefer, parts)
+      assert.are.equal("defrag:nvlink=1 defrag:gpn=1 defrag:nodes=1", jd.admin_comment)
+    end
+    -- a table that does not say where the feature is (rendered before the list existed)
+    local path = H.tmpfile([[return { version = 1, default_partition = "p",
+      partitions = { p = { types = { { gpus = 8, nodes = 1, models = {} } } } },
+      pack = { feature = "defrag_partial", max_gpus = 4 } }]])
+    H.load(path)
+    os.remove(path)
+    _, jd = H.submit({ tres_per_node = "gres:gpu:1" })
+    assert.is_nil(jd.prefer)
+    assert.are.same({}, slurm.logs.error)
+  end)
+
   it("gives a one-node CPU-only job the CPU fit class, when the table has one", function()
     local _, jd = H.submit({})
     assert.is_nil(jd.prefer) -- the fixture's pack section has no cpu_feature
@@ -409,6 +430,44 @@ describe("queue order (short_first)", function()
     assert.are.equal(OFFSET - 600 - 500, jd.nice)
   end)
 
+  it("cap: the boost scaled into [0, cap], its order kept", function()
+    load_with(", all = true, large_gpus = 4, cap = 90") -- 3 x span = 1800 raw -> 90
+    local function nice(f)
+      local _, jd = H.submit(f)
+      return jd.nice and (OFFSET - jd.nice) or 0
+    end
+    local scarce1 = nice({ tres_per_node = "gres:gpu:8", min_cpus = 120, time_limit = 1 })
+    local scarce = nice({ tres_per_node = "gres:gpu:8", min_cpus = 120, time_limit = 90 })
+    local large = nice({ tres_per_node = "gres:gpu:4", time_limit = 100 })
+    local other = nice({ min_cpus = 2, time_limit = 100 })
+    local long = nice({ min_cpus = 2, time_limit = 9000 })
+    -- floor(raw x 90 / 1800): 1799 -> 89, 1710 -> 85, 1100 -> 55, 500 -> 25, 0
+    assert.are.same({ 89, 85, 55, 25, 0 }, { scarce1, scarce, large, other, long })
+    -- the user's own nice still adds
+    local _, jd = H.submit({ tres_per_node = "gres:gpu:4", time_limit = 100,
+      nice = OFFSET + 7 })
+    assert.are.equal(OFFSET + 7 - 55, jd.nice)
+  end)
+
+  it("cap = 0 changes no job (priority/basic, or no weights)", function()
+    load_with(", all = true, large_gpus = 4, cap = 0")
+    for _, f in ipairs({
+      { tres_per_node = "gres:gpu:8", min_cpus = 120, time_limit = 1 },
+      { tres_per_node = "gres:gpu:4", time_limit = 100 },
+      { min_cpus = 2, time_limit = 100 },
+    }) do
+      local _, jd = H.submit(f)
+      assert.is_nil(jd.nice)
+    end
+  end)
+
+  it("cap above the raw range scales up, never past the cap", function()
+    load_with(", all = true, large_gpus = 4, cap = 1300000") -- weights in the millions
+    local _, jd = H.submit({ tres_per_node = "gres:gpu:8", min_cpus = 120, time_limit = 1 })
+    assert.are.equal(OFFSET - math.floor(1799 * 1300000 / 1800), jd.nice)
+    assert.is_true(OFFSET - jd.nice <= 1300000)
+  end)
+
   it("is off without a short_first entry, and never on job modify", function()
     H.load()
     local _, jd = H.submit({ tres_per_node = "gres:gpu:h100:8", time_limit = 60 })
@@ -423,7 +482,11 @@ describe("queue order (short_first)", function()
     for _, bad in ipairs({ "short_first = 1", "short_first = { share = 0 }",
       "short_first = { share = 0.1, span = -1 }", "short_first = { share = 2, span = 5 }",
       "short_first = { share = 0.1, span = 5, all = 1 }",
-      "short_first = { share = 0.1, span = 5, large_gpus = 0 }" }) do
+      "short_first = { share = 0.1, span = 5, large_gpus = 0 }",
+      "short_first = { share = 0.1, span = 5, cap = -1 }",
+      "short_first = { share = 0.1, span = 5, cap = 1.5 }",
+      "short_first = { share = 0.1, span = 5, cap = 2147483646 }",
+      "short_first = { share = 0.1, span = 5, cap = '10' }" }) do
       local t = slurm_defrag.prepare_table((loadstring or load)("return { version = 1, "
         .. "partitions = {}, " .. bad .. " }")())
       assert.is_nil(t)

@@ -143,6 +143,7 @@ def test_all_green_is_exit_0(tmp_path: Path) -> None:
         "topology",
         "job_submit",
         "route",
+        "queue_order",
         "epilog",
         "clock",
         "database",
@@ -430,7 +431,7 @@ def test_cli_text_output_is_one_line_per_check(
     capsys.readouterr()
     assert run_main("doctor", "--config", str(cfg)) == 1
     lines = capsys.readouterr().out.splitlines()
-    assert len(lines) == 12
+    assert len(lines) == 13  # 12 checks and the verdict
     assert lines[0].startswith("FAIL slurm")
     assert "not ready for enforce" in lines[-1]
 
@@ -548,3 +549,72 @@ def test_route_check_green_and_red(tmp_path: Path) -> None:
     r = dc.check_route(_routing(tmp_path, str(route), "ignore_prefer_validation"))
     assert r.status == "ok", r
     assert str(route) in r.summary
+
+
+# -- the queue order's cap (issue #41 item 2) -----------------------------------------
+
+SITE_WEIGHTS = (
+    "PriorityType            = priority/multifactor\n"
+    "PriorityWeightAge       = 1000\n"
+    "PriorityWeightAssoc     = 0\n"
+    "PriorityWeightFairShare = 10000\n"
+    "PriorityWeightJobSize   = 1000\n"
+    "PriorityWeightPartition = 1000\n"
+    "PriorityWeightQOS       = 0\n"
+    "PriorityWeightTRES      = (null)\n"
+)
+
+
+def _rendered(tmp_path: Path, weights: str, **opts: Any) -> str:
+    """defrag_nodes.lua as `plugins render` writes it for a slurm.conf with these lines
+    (a partition named short_first too: the check must not read it as the entry)."""
+    from slurm_defrag.commands.plugins import RenderOptions, build_table, render_lua
+    from slurm_defrag.slurm.slurm_conf import parse_slurm_conf
+
+    conf = tmp_path / "slurm.conf"
+    conf.write_text(
+        weights.replace(" ", "").replace("(null)", "")
+        + "NodeName=g[1-4] Gres=gpu:a100:8\nPartitionName=short_first Nodes=ALL Default=YES\n",
+        encoding="utf-8",
+    )
+    table, _ = build_table(parse_slurm_conf(conf), {}, RenderOptions(pack_feature=None, **opts))
+    return render_lua(table, ["slurm.conf"])
+
+
+def _queue_order(tmp_path: Path, table: str, live: str) -> dc.Result:
+    files = installed() | {"/etc/slurm/defrag_nodes.lua": table}
+    text = CONFIG.format(epilog="(null)", plugins="lua", version="24.11.5") + live
+    return dc.check_queue_order(make_env(tmp_path, Controller(config_text=text, files=files)))
+
+
+def test_queue_order_shows_the_cap_and_the_weights_it_read(tmp_path: Path) -> None:
+    table = _rendered(tmp_path, SITE_WEIGHTS, short_first=0.1)
+    r = _queue_order(tmp_path, table, SITE_WEIGHTS)
+    assert r.status == "ok", r
+    assert "a boost of at most 1300 priority points, 10 % of the priority range 13000" in (
+        r.summary
+    )
+    assert "Age=1000,FairShare=10000,JobSize=1000,Partition=1000" in r.summary
+    # the live weights moved since the render: the cap is another share of them now
+    r = _queue_order(tmp_path, table, SITE_WEIGHTS.replace("= 10000", "= 100000"))
+    assert r.status == "warn"
+    assert "rendered for a range of 13000; the live range is 103000" in r.summary
+    assert "1.26 % of it" in r.summary
+    assert "--priority-config -" in r.fix
+    # no queue order, or no job_submit.lua at all
+    r = _queue_order(tmp_path, _rendered(tmp_path, SITE_WEIGHTS), SITE_WEIGHTS)
+    assert (r.status, r.summary.split(":")[0]) == ("ok", "queue order off")
+
+
+def test_queue_order_under_basic_and_in_an_uncapped_table(tmp_path: Path) -> None:
+    basic = "PriorityType            = priority/basic\n"
+    r = _queue_order(tmp_path, _rendered(tmp_path, basic, short_first=0.1), basic)
+    assert r.status == "ok", r
+    assert "priority/basic has no priority range, so the boost is off (cap 0)" in r.summary
+    r = _queue_order(tmp_path, _rendered(tmp_path, SITE_WEIGHTS, short_first=0.1), basic)
+    assert r.status == "warn"
+    assert "runs priority/basic but the table's boost cap is 1300 points" in r.summary
+    old = "return {\n  version = 1,\n  short_first = { share = 0.1, span = 10080 },\n}\n"
+    r = _queue_order(tmp_path, old, SITE_WEIGHTS)
+    assert r.status == "warn"
+    assert "has no cap" in r.summary

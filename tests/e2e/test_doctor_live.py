@@ -128,6 +128,9 @@ def test_all_green_as_root(hooks: Any, tmp_path: Path) -> None:
     assert "is this version's" in checks["job_submit"]["summary"]
     assert "is this version's" in checks["epilog"]["summary"]
     assert "topology is known (gres.conf: node[01-04])" in checks["topology"]["summary"]
+    # the installed table has no short_first; the compose cluster's range: QOS + age
+    assert "queue order off" in checks["queue_order"]["summary"]
+    assert "live priority range is 11000" in checks["queue_order"]["summary"]
 
 
 def test_operator_refusals_are_named(hooks: Any, tmp_path: Path) -> None:

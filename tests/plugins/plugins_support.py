@@ -329,6 +329,14 @@ def table_with(c: Cluster, tmp: Path, entry: str) -> Iterator[None]:
         reload_script(c)
 
 
+def pack_entry(feature: str, partitions: tuple[str, ...] = ("batch", "high")) -> str:
+    """A ``pack`` entry for :func:`table_with`: the packing hint naming ``feature``, which
+    the test has put on a node of ``partitions`` (the compose cluster's slurm.conf gives
+    its nodes no features, so the rendered table has no hint)."""
+    names = ", ".join(f'"{p}"' for p in partitions)
+    return f'  pack = {{ feature = "{feature}", max_gpus = 4, partitions = {{ {names} }} }},\n'
+
+
 def set_node_features(c: Cluster, node: str, features: list[str]) -> None:
     """Set a node's available and active features, as the service's levers do."""
     value = ",".join(features)

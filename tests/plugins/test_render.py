@@ -31,13 +31,23 @@ def write(tmp: Path, name: str, text: str) -> Path:
     return p
 
 
-def compose_conf(tmp: Path, extra_sched: str = ",ignore_prefer_validation") -> Path:
-    """The compose cluster's slurm.conf, optionally with the flag the hint needs."""
+def compose_conf(
+    tmp: Path, extra_sched: str = ",ignore_prefer_validation", feature_on: str | None = None
+) -> Path:
+    """The compose cluster's slurm.conf, optionally with the flag the hint needs and the
+    hint's feature (``defrag_partial``) on node ``feature_on``."""
     text = (COMPOSE / "slurm.conf").read_text(encoding="utf-8")
     lines = [
         line + extra_sched if line.startswith("SchedulerParameters=") else line
         for line in text.splitlines()
     ]
+    if feature_on is not None:
+        lines = [
+            f"{line} Features=defrag_partial"
+            if line.startswith(f"NodeName={feature_on} ")
+            else line
+            for line in lines
+        ]
     return write(tmp, "slurm.conf", "\n".join(lines) + "\n")
 
 
@@ -147,8 +157,11 @@ def test_slurm_conf_errors_name_the_place(tmp_path: Path) -> None:
 # -- the table -------------------------------------------------------------------------
 
 
-def compose_table(tmp: Path, **opts: object) -> tuple[dict[str, object], list[str]]:
-    conf = parse_slurm_conf(compose_conf(tmp))
+def compose_table(
+    tmp: Path, feature_on: str | None = "node03", **opts: object
+) -> tuple[dict[str, object], list[str]]:
+    """The compose cluster's table (node03 carrying the hint's feature: the hint is on)."""
+    conf = parse_slurm_conf(compose_conf(tmp, feature_on=feature_on))
     topo = parse_gres_conf_links((COMPOSE / "gres.conf").read_text(encoding="utf-8"))
     return build_table(conf, topo, RenderOptions(**opts))  # type: ignore[arg-type]
 
@@ -158,7 +171,12 @@ def test_table_of_the_compose_cluster(tmp_path: Path) -> None:
     assert warnings == []
     assert table["default_partition"] == "batch"
     assert table["slurm_user_uid"] == 0  # SlurmUser=root
-    assert table["pack"] == {"feature": "defrag_partial", "max_gpus": 4}
+    # node03 has the feature and is in both partitions
+    assert table["pack"] == {
+        "feature": "defrag_partial",
+        "max_gpus": 4,
+        "partitions": ["batch", "high"],
+    }
     batch = table["partitions"]["batch"]  # type: ignore[index]
     by_hosts = {t["hosts"]: t for t in batch["types"]}
     assert by_hosts["node04"]["models"] == {"h100": 8}
@@ -235,6 +253,27 @@ def test_gpu_count_mismatch_is_an_error(tmp_path: Path) -> None:
         build_table(conf, {"n1": BUILTIN_TOPOLOGIES["nvswitch-8"]}, RenderOptions())
 
 
+def test_the_hint_names_a_feature_only_where_a_node_has_it(tmp_path: Path) -> None:
+    """The cause of the BadConstraints reason (issue #41): the hint named defrag_partial,
+    which no node has and nothing sets. Now the table names it only with the partitions
+    whose nodes have it in slurm.conf, and leaves it out (saying why) when none does."""
+    table, warnings = compose_table(tmp_path, feature_on=None)
+    assert "pack" not in table
+    (w,) = warnings
+    assert "no node in slurm.conf has the feature defrag_partial" in w
+    assert "BadConstraints" in w
+    conf = write(
+        tmp_path,
+        "two.conf",
+        "SchedulerParameters=ignore_prefer_validation\n"
+        "NodeName=a1 Gres=gpu:a100:8 Features=fast,defrag_partial\n"
+        "NodeName=b1 Gres=gpu:a100:8\n"
+        "PartitionName=a Nodes=a1\nPartitionName=b Nodes=b1\nPartitionName=ab Nodes=ALL\n",
+    )
+    table, _ = build_table(parse_slurm_conf(conf), {}, RenderOptions())
+    assert table["pack"] == {"feature": "defrag_partial", "max_gpus": 4, "partitions": ["a", "ab"]}
+
+
 def test_packing_needs_ignore_prefer_validation(tmp_path: Path) -> None:
     conf = parse_slurm_conf(compose_conf(tmp_path, extra_sched=""))
     table, warnings = build_table(conf, {}, RenderOptions())
@@ -248,16 +287,37 @@ def test_options_reach_the_table(tmp_path: Path) -> None:
     )
     assert table["enforce"] is False
     assert table["allow_protect"] is False
-    assert table["pack"] == {"feature": "small_ok", "max_gpus": 2}
+    assert "pack" not in table  # no node has small_ok
+    table, _ = compose_table(tmp_path, pack_max_gpus=2)
+    assert table["pack"] == {
+        "feature": "defrag_partial",
+        "max_gpus": 2,
+        "partitions": ["batch", "high"],
+    }
     with pytest.raises(InputError, match="not a plain node feature name"):
         compose_table(tmp_path, pack_feature="a|b")
 
 
 def test_short_first_and_node_shapes_reach_the_table(tmp_path: Path) -> None:
+    # the compose cluster's weights: QOS 10,000 and age 1,000; 10 % of that is the cap
+    bound = {"cap": 1100, "cap_share": 0.1, "range": 11000, "weights": "Age=1000,QOS=10000"}
     table, _ = compose_table(tmp_path, short_first=0.25)
-    assert table["short_first"] == {"share": 0.25, "span": 10080}
+    assert table["short_first"] == {"share": 0.25, "span": 10080} | bound
     table, _ = compose_table(tmp_path, short_first=0.1, short_first_all=True, large_first=4)
-    assert table["short_first"] == {"share": 0.1, "span": 10080, "all": True, "large_gpus": 4}
+    assert (
+        table["short_first"]
+        == {
+            "share": 0.1,
+            "span": 10080,
+            "all": True,
+            "large_gpus": 4,
+        }
+        | bound
+    )
+    table, _ = compose_table(tmp_path, short_first=0.1, boost_cap=0.25)
+    assert table["short_first"]["cap"] == 2750  # type: ignore[index]
+    with pytest.raises(InputError, match=r"--boost-cap: 1\.5 is not a share"):
+        compose_table(tmp_path, short_first=0.1, boost_cap=1.5)
     with pytest.raises(InputError, match="--large-first: 0 is not a GPU count"):
         compose_table(tmp_path, short_first=0.1, large_first=0)
     with pytest.raises(InputError, match="need --short-first"):
@@ -366,7 +426,7 @@ def test_render_cli_output_drives_job_submit(tmp_path: Path) -> None:
             "plugins",
             "render",
             "--slurm-conf",
-            str(compose_conf(tmp_path)),
+            str(compose_conf(tmp_path, feature_on="node03")),
             "--gres-conf",
             str(COMPOSE / "gres.conf"),
             "-o",
@@ -524,6 +584,10 @@ def test_keep_scarce_option(tmp_path: Path) -> None:
     assert table["short_first"] == {
         "share": 0.1,
         "span": 10080,
+        "cap": 1100,
+        "cap_share": 0.1,
+        "range": 11000,
+        "weights": "Age=1000,QOS=10000",
         "keep": {"demand": 0.5, "window": 360},
     }
     assert any("--keep-scarce" in w and "no node" in w for w in warnings)  # four alike

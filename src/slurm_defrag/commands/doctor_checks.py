@@ -423,6 +423,118 @@ def check_route(env: Env) -> Result:
     return Result("route", "ok", f"per-job routing: the service writes {route}, {table} names it")
 
 
+def _lua_entry(text: str, key: str) -> str | None:
+    """The text of the top-level table entry ``key = { ... }`` (braces balanced outside
+    strings), as ``plugins render`` writes it (two spaces in: a partition of that name is
+    four in); None when the table has none."""
+    m = re.search(rf"^  {key} = {{", text, re.MULTILINE)
+    if m is None:
+        return None
+    depth, quoted, i = 0, False, m.end() - 1
+    while i < len(text):
+        ch = text[i]
+        if quoted:
+            if ch == "\\":
+                i += 1
+            elif ch == '"':
+                quoted = False
+        elif ch == '"':
+            quoted = True
+        elif ch == "{":
+            depth += 1
+        elif ch == "}":
+            depth -= 1
+            if depth == 0:
+                return text[m.end() : i]
+        i += 1
+    return None
+
+
+def _percent(part: int, whole: int) -> str:
+    return f"{100 * part / whole:.3g} %" if whole else "-"
+
+
+def check_queue_order(env: Env) -> Result:
+    """What job_submit.lua's queue order (``short_first``) may change: the cap on its boost
+    in priority points and as a share of the live priority range, and the weights it is
+    read from (``scontrol show config``), against the range the table was rendered for."""
+    from slurm_defrag.planner.queue_order import read_range
+
+    conf = env.conf()
+    if "lua" not in conf.get("JobSubmitPlugins", ""):
+        return Result("queue_order", "ok", "queue order off: slurmctld runs no job_submit.lua")
+    slurm_conf = conf.get("SLURM_CONF") or "/etc/slurm/slurm.conf"
+    script = env.job_submit or str(Path(slurm_conf).parent / "job_submit.lua")
+    table = str(Path(script).parent / "defrag_nodes.lua")
+    live = read_range(conf, "scontrol show config")
+    render = (
+        f"scontrol show config | slurm-defrag plugins render --slurm-conf {slurm_conf} "
+        f"--priority-config - --short-first SHARE ... -o {table}"
+    )
+    try:
+        tab = controller.read_file(env.controller, table)
+    except SlurmUnavailableError:
+        raise
+    except SlurmError as exc:
+        return Result(
+            "queue_order",
+            "warn",
+            f"not checked: {table} cannot be read ({_one_line(exc, 120)})",
+            "see the job_submit check",
+        )
+    entry = _lua_entry(tab, "short_first")
+    if entry is None:
+        return Result(
+            "queue_order", "ok", "queue order off: the table has no short_first (no job's "
+            f"priority is changed); the live priority range is {live.points}",
+        )  # fmt: skip
+    weights = f"PriorityType {live.plugin or '(default)'}, weights {live.describe()}"
+    cap_m = re.search(r"\bcap\s*=\s*(\d+)\b", entry)
+    if cap_m is None:
+        return Result(
+            "queue_order",
+            "warn",
+            "queue order uncapped: the table's short_first has no cap (rendered before the "
+            "bound): a boost reaches 3 x span (30240 points) whatever the weights; the live "
+            f"range is {live.points} ({weights})",
+            render,
+        )
+    cap = int(cap_m[1])
+    range_m = re.search(r"\brange\s*=\s*(\d+)\b", entry)
+    rendered = int(range_m[1]) if range_m else None
+    if live.basic:
+        if cap == 0:
+            return Result(
+                "queue_order",
+                "ok",
+                "queue order: priority/basic has no priority range, so the boost is off "
+                "(cap 0): no job's priority is changed",
+            )
+        return Result(
+            "queue_order",
+            "warn",
+            f"slurmctld runs priority/basic but the table's boost cap is {cap} points: under "
+            "basic a nice moves a job past that many earlier submissions",
+            render,
+        )
+    if rendered != live.points:
+        return Result(
+            "queue_order",
+            "warn",
+            f"the table's boost cap of {cap} priority points was rendered for a range of "
+            f"{rendered if rendered is not None else '(unknown)'}; the live range is "
+            f"{live.points} ({weights}): the cap is {_percent(cap, live.points)} of it",
+            render,
+        )
+    return Result(
+        "queue_order",
+        "ok",
+        f"queue order: a boost of at most {cap} priority points, {_percent(cap, live.points)} "
+        f"of the priority range {live.points} ({weights}); the rest is fair-share's, QOS's "
+        "and the other factors'",
+    )
+
+
 def check_epilog(env: Env) -> Result:
     """EpilogSlurmctld runs this version's epilog (it wakes the service when GPUs free)."""
     conf = env.conf()
@@ -568,6 +680,7 @@ SLURM_CHECKS: Sequence[tuple[str, Check]] = (
     ("topology", check_topology),
     ("job_submit", check_job_submit),
     ("route", check_route),
+    ("queue_order", check_queue_order),
     ("epilog", check_epilog),
     ("clock", check_clock),
 )

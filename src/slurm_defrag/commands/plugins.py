@@ -15,8 +15,11 @@ Table format (``version = 1``)::
       slurm_user_uid = 0,        -- SlurmUser: may rewrite the record on job updates
       service_uid = 2000,        -- the service's account (--service-user): may put a job
                                  -- into a defrag-* reservation (as root and SlurmUser may)
-      pack = { feature = "defrag_partial", max_gpus = 4 },   -- absent: no packing hint
+      pack = { feature = "defrag_partial", max_gpus = 4,     -- absent: no packing hint
+               partitions = { "batch" } },
       short_first = { share = 0.1, span = 10080, all = true, large_gpus = 4,
+                      cap = 1300, cap_share = 0.1, range = 13000,
+                      weights = "Age=1000,FairShare=10000,JobSize=1000,Partition=1000",
                       keep = { demand = 0.5, window = 360 } },  -- or absent
       partitions = {
         ["batch"] = { types = {
@@ -28,13 +31,22 @@ Table format (``version = 1``)::
 
 ``cpus`` and ``mem`` (MB) are absent when slurm.conf does not give them.
 
+``pack``: the packing hint (``--prefer=<feature>`` for small one-node jobs) and the
+``partitions`` with a node whose slurm.conf ``Features=`` has the feature: the script names
+it only for a job all of whose partitions are listed, and render leaves ``pack`` out when
+no node has it (a ``--prefer`` naming a feature no node has leaves a pending job with the
+reason BadConstraints).
+
 ``short_first`` (``--short-first SHARE``, ``--short-first-all``, ``--large-first GPUS``):
 the queue order job_submit.lua sets, as a priority boost (a negative ``--nice`` on top of
-the job's own) of tier x ``span`` + ``span`` minus the time limit in minutes. Tier 2: a
-one-node GPU job only a few nodes can hold (the nodes of its partitions with its GPU
-count and type, CPUs and memory are at most SHARE of their GPU nodes); tier 1: at least
-``large_gpus`` GPUs per node; tier 0: every other job, boosted only with ``all``. Within
-a tier the short limits go first (slurm-plugins/README.md; measured in
+the job's own) of tier x ``span`` + ``span`` minus the time limit in minutes, scaled into
+``[0, cap]``: ``cap`` = ``--boost-cap`` (default 10 %) x the site's priority range
+(``range``, the sum of the ``PriorityWeight*`` read from slurm.conf or
+``--priority-config``, listed in ``weights``; :mod:`slurm_defrag.planner.queue_order`).
+Tier 2: a one-node GPU job only a few nodes can hold (the nodes of its partitions with
+its GPU count and type, CPUs and memory are at most SHARE of their GPU nodes); tier 1: at
+least ``large_gpus`` GPUs per node; tier 0: every other job, boosted only with ``all``.
+Within a tier the short limits go first (slurm-plugins/README.md; measured in
 docs/benchmarks.md, "Short first on scarce shapes" and "Large first, short first").
 
 ``keep`` (``--keep-scarce DEMAND``): a type marked ``kept = true`` (the big-CPU or
@@ -70,6 +82,12 @@ import typer
 from slurm_defrag.actuator.lua_table import lua_string, to_lua, write_atomically
 from slurm_defrag.errors import InputError
 from slurm_defrag.planner.levers import mark_kept, short_first_entry
+from slurm_defrag.planner.queue_order import (
+    DEFAULT_CAP_SHARE,
+    PriorityRange,
+    check_share,
+    read_range,
+)
 from slurm_defrag.slurm.slurm_conf import SlurmConf, parse_slurm_conf
 
 if TYPE_CHECKING:  # pydantic models: imported when used, to keep startup fast
@@ -111,6 +129,11 @@ class RenderOptions:
     keep_scarce: float | None = None
     """Keep the scarce node types (planner.levers.mark_kept) for the jobs only they hold
     while their demand is at least this (0: always)."""
+    boost_cap: float = DEFAULT_CAP_SHARE
+    """The queue-order boost is at most this share of the site's priority range."""
+    priority_config: Mapping[str, str] | None = None
+    """``scontrol show config`` of the live cluster: its ``Priority*`` settings win over
+    slurm.conf's."""
 
 
 def _uid_of(user: str, warnings: list[str], unknown: str) -> int | None:
@@ -277,12 +300,23 @@ def build_table(
             )
         table["route_file"] = str(options.route_file)
     if options.short_first is not None:
-        table["short_first"] = short_first_entry(
+        prange = (
+            read_range(options.priority_config, "--priority-config")
+            if options.priority_config is not None
+            else read_range(conf.priority, "slurm.conf")
+        )
+        cap = prange.cap(options.boost_cap)
+        entry = short_first_entry(
             options.short_first,
             all_jobs=options.short_first_all,
             large_gpus=options.large_first,
             keep=options.keep_scarce,
+            cap=cap,
         )
+        entry |= {"cap_share": options.boost_cap, "range": prange.points}
+        entry["weights"] = prange.describe()
+        table["short_first"] = entry
+        warnings += _range_warnings(prange, cap)
         if options.keep_scarce is not None:
             _keep_scarce(partitions, options.short_first, warnings)
     elif (
@@ -293,6 +327,8 @@ def build_table(
         raise InputError(
             "--short-first-all, --large-first and --keep-scarce need --short-first SHARE"
         )
+    else:
+        check_share(options.boost_cap)
     if options.pack_feature is not None:
         if not _FEATURE_RE.match(options.pack_feature):
             raise InputError(
@@ -305,13 +341,63 @@ def build_table(
                 f"jobs whose --prefer={options.pack_feature} matches no node of their "
                 "partition at submit time; add it, or pass --no-pack to silence this"
             )
+        elif not (where := _partitions_with(conf, options.pack_feature)):
+            warnings.append(
+                f"packing hint disabled: no node in slurm.conf has the feature "
+                f"{options.pack_feature} (Features=), and slurm-defrag does not set it; a "
+                "--prefer naming a feature no node has leaves pending jobs with the reason "
+                "BadConstraints. Add it to the Features= of the nodes small jobs should "
+                "fill first, or pass --no-pack to silence this"
+            )
         else:
             largest = max((n.gpus for n in conf.nodes.values()), default=0)
             max_gpus = options.pack_max_gpus
             if max_gpus is None:
                 max_gpus = max(1, largest // 2)
-            table["pack"] = {"feature": options.pack_feature, "max_gpus": max_gpus}
+            table["pack"] = {
+                "feature": options.pack_feature,
+                "max_gpus": max_gpus,
+                "partitions": where,
+            }
     return table, warnings
+
+
+def _partitions_with(conf: SlurmConf, feature: str) -> list[str]:
+    """The partitions with a node whose slurm.conf ``Features=`` has ``feature``."""
+    return sorted(
+        name
+        for name, part in conf.partitions.items()
+        if any(feature in conf.nodes[h].features for h in part.nodes)
+    )
+
+
+def _range_warnings(prange: PriorityRange, cap: int) -> list[str]:
+    """What the admin must know about the range the queue-order cap came from."""
+    out: list[str] = []
+    if prange.basic:
+        out.append(
+            f"--short-first: {prange.source} says PriorityType=priority/basic, which has no "
+            "priority range (a job's priority is its place in submission order, and a nice "
+            "moves it past that many earlier jobs): the boost is off (cap 0), no job's "
+            "priority changes; --keep-scarce still applies. Use priority/multifactor with "
+            "PriorityWeight* for the queue order"
+        )
+        return out
+    if prange.plugin is None:
+        out.append(
+            f"--short-first: {prange.source} sets no PriorityType, so the release's default "
+            "plugin applies; the cap assumes priority/multifactor. Check with `scontrol show "
+            "config | grep PriorityType` (or render with --priority-config FILE, its output; "
+            "`slurm-defrag doctor` compares the live range with this table's)"
+        )
+    if prange.points == 0:
+        out.append(
+            f"--short-first: {prange.source} sets no PriorityWeight*, so the priority range "
+            "is 0: the boost is off (cap 0), no job's priority changes"
+        )
+    elif cap == 0:
+        out.append("--short-first: --boost-cap is 0: the boost is off, no job's priority changes")
+    return out
 
 
 # -- Lua output ------------------------------------------------------------------------
@@ -329,6 +415,38 @@ def render_lua(table: Mapping[str, object], sources: Sequence[str]) -> str:
         "-- changes (touch it; `plugins render -o` does) or slurmctld restarts.",
     ]
     return "\n".join(header) + "\nreturn " + to_lua(dict(table)) + "\n"
+
+
+def _short_first_summary(table: Mapping[str, object]) -> str:
+    sf = table.get("short_first")
+    if not isinstance(sf, dict):
+        return "off"
+    cap, points = sf["cap"], sf["range"]
+    assert isinstance(cap, int)
+    assert isinstance(points, int)
+    if not cap:
+        return f"on, without a boost (cap 0; priority range {points})"
+    share = 100 * cap / points
+    return f"on (boost at most {cap} priority points: {share:.3g} % of the range {points})"
+
+
+def _read_show_config(path: Path) -> dict[str, str]:
+    """``--priority-config``: a file (or ``-``, stdin) holding ``scontrol show config``."""
+    from slurm_defrag.slurm.controller import parse_show_config
+
+    try:
+        text = sys.stdin.read() if str(path) == "-" else path.read_text(encoding="utf-8")
+    except OSError as exc:
+        raise InputError(f"{path}: cannot read --priority-config: {exc.strerror}") from None
+    except UnicodeDecodeError as exc:
+        raise InputError(f"{path}: --priority-config is not UTF-8 (byte {exc.start})") from None
+    conf = parse_show_config(text)
+    if not any(k.startswith("Priority") for k in conf):
+        raise InputError(
+            f"{path}: --priority-config has no Priority* line: give it the output of "
+            "`scontrol show config`"
+        )
+    return conf
 
 
 def _read_topology_map(path: Path) -> dict[str, str]:
@@ -456,6 +574,23 @@ def render(
             "(e.g. 0.5; 0: always).",
         ),
     ] = None,
+    boost_cap: Annotated[
+        float,
+        typer.Option(
+            "--boost-cap",
+            help="With --short-first: the boost is at most this share of the site's "
+            "priority range (the sum of its PriorityWeight*), so fair-share, QOS and age "
+            "keep the rest; 0: no boost (default 0.1).",
+        ),
+    ] = DEFAULT_CAP_SHARE,
+    priority_config: Annotated[
+        Path | None,
+        typer.Option(
+            "--priority-config",
+            help="The output of `scontrol show config` ('-': stdin): the live PriorityType "
+            "and PriorityWeight* the cap is computed from (default: slurm.conf's).",
+        ),
+    ] = None,
     no_touch: Annotated[
         bool,
         typer.Option(
@@ -476,6 +611,7 @@ def render(
         # as the service finds it: the gres.conf beside slurm.conf (Slurm's own place)
         settings = settings.model_copy(update={"gres_conf": beside})
     conf = parse_slurm_conf(slurm_conf)
+    live = _read_show_config(priority_config) if priority_config is not None else None
     options = RenderOptions(
         pack_feature=None if no_pack else pack_feature,
         pack_max_gpus=pack_max_gpus,
@@ -487,6 +623,8 @@ def render(
         short_first_all=short_first_all,
         large_first=large_first,
         keep_scarce=keep_scarce,
+        boost_cap=boost_cap,
+        priority_config=live,
     )
     table, warnings = build_table(conf, node_topologies(settings), options)
     sources = [str(slurm_conf)]
@@ -494,6 +632,8 @@ def render(
         sources.append(str(settings.gres_conf))
     if topology_map is not None:
         sources.append(str(topology_map))
+    if priority_config is not None and "short_first" in table:
+        sources.append(str(priority_config))
     text = render_lua(table, sources)
     for w in warnings:
         typer.echo(f"slurm-defrag: warning: {w}", err=True)
@@ -506,7 +646,7 @@ def render(
     summary = (
         f"wrote {out}: {len(parts)} partition(s), "
         f"packing hint {'on' if 'pack' in table else 'off'}, "
-        f"short first {'on' if 'short_first' in table else 'off'}, "
+        f"short first {_short_first_summary(table)}, "
         f"{'refusing impossible requests' if options.enforce else 'recording only'}, "
         "defrag-* reservations for root, SlurmUser"
         + (f" and uid {table['service_uid']}" if table.get("service_uid") is not None else " only")

@@ -246,7 +246,8 @@ class NodeLevers:
 SHORT_FIRST_SPAN = 10080
 """job_submit.lua's ``short_first`` boosts a job's priority by its tier times this plus
 this minus its time limit in minutes (a week: a limit of a week or more, or none, adds
-nothing). Compare it with the site's priority weights: the largest boost is 3 x this."""
+nothing), scaled into ``[0, cap]`` by the table's ``cap``
+(:mod:`slurm_defrag.planner.queue_order`)."""
 
 
 KEEP_WINDOW_MIN = 360
@@ -260,13 +261,15 @@ def short_first_entry(
     all_jobs: bool = False,
     large_gpus: int | None = None,
     keep: float | None = None,
+    cap: int | None = None,
 ) -> dict[str, object]:
     """The ``short_first`` entry of defrag_nodes.lua (the queue order job_submit.lua sets):
     tier 2 for a one-node GPU job at most ``share`` of the GPU nodes can hold, tier 1 for
     ``large_gpus`` GPUs per node or more, the rest only with ``all_jobs``; with ``keep``
     (a demand: the share of the kept nodes' time the scarce jobs of the last
     :data:`KEEP_WINDOW_MIN` minutes ask for; 0: always) the other jobs are kept off the
-    node types :func:`mark_kept` marks."""
+    node types :func:`mark_kept` marks. ``cap``: the largest boost in priority points
+    (:mod:`~slurm_defrag.planner.queue_order`); None: the raw boost."""
     if not 0 < share <= 1:
         raise InputError(f"--short-first: {share} is not a share of nodes in (0, 1]")
     if large_gpus is not None and large_gpus < 1:
@@ -276,6 +279,8 @@ def short_first_entry(
         entry["all"] = True
     if large_gpus is not None:
         entry["large_gpus"] = large_gpus
+    if cap is not None:
+        entry["cap"] = cap
     if keep is not None:
         if not 0 <= keep <= 1000:
             raise InputError(f"--keep-scarce: {keep} is not a demand (0 or more, a share of time)")

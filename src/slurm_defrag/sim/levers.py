@@ -21,10 +21,12 @@ the mix of the jobs seen so far, as the service estimates it, ``~warm``: that es
 full from the start; ``~short``: job_submit.lua's ``short_first`` on top, scarce jobs
 first; ``~short-all``: every job by its limit, large and scarce ones first; ``~keep``
 with either: the scarce nodes kept for the scarce jobs while they are in demand,
-``~keep-always``: always; ``~cap<P>`` with either: the boost bounded to P % of the
-site's priority range, issue #41 item 2 (:func:`boost_scale`); Protocol B,
-:func:`short_first_of`). In Protocol B the cycle is ``EngineConfig.lever_interval``
-seconds, the service's 60 s.
+``~keep-always``: always; Protocol B, :func:`short_first_of`). Under a priority model
+the boost is capped as ``plugins render`` caps it (issue #41 item 2,
+:mod:`slurm_defrag.planner.queue_order`): at most 10 % of the site's priority range by
+default, ``~cap<P>`` P %, ``~nocap`` the raw boost; without a priority model there is no
+range and the raw boost stands (the simulator before #41). In Protocol B the cycle is
+``EngineConfig.lever_interval`` seconds, the service's 60 s.
 """
 
 from __future__ import annotations
@@ -41,12 +43,12 @@ from slurm_defrag.errors import InputError
 from slurm_defrag.planner.fit_classes import Mix, TaskClass
 from slurm_defrag.planner.levers import (
     LEVERS,
-    SHORT_FIRST_SPAN,
     LeverSettings,
     compute_levers,
     is_ours,
     short_first_entry,
 )
+from slurm_defrag.planner.queue_order import DEFAULT_CAP_SHARE
 from slurm_defrag.planner.workload_mix import MixEstimate
 from slurm_defrag.sim.cluster import ClusterState
 from slurm_defrag.sim.frag import TaskType
@@ -74,9 +76,9 @@ KEEP_ALWAYS = "~keep-always"
 under demand (:data:`KEEP_DEMAND`) or always."""
 BOOST_CAP = re.compile(r"~cap(\d+)")
 """With a queue order: ``~cap<P>``, the boost bounded to P % of the priority range."""
-BOOST_TIERS = 3
-"""The largest boost job_submit.lua's ``short_first`` gives, in spans: tier 2 plus a whole
-span (a limit of 0; slurm-plugins/job_submit.lua, ``D.short_first_nice``)."""
+UNCAPPED = "~nocap"
+"""With a queue order under a priority model: the raw boost, as job_submit.lua set it
+before the cap (issue #41's first measurements)."""
 KEEP_DEMAND = 0.5
 """``~keep``'s ``--keep-scarce``: half the kept nodes' time (between openb ``default``'s
 highest demand, 0.45, and ``multigpu50``'s 5th percentile, 0.57)."""
@@ -107,7 +109,9 @@ class SlurmMode:
     scarce jobs ask for :data:`KEEP_DEMAND` of their time; ``~keep-always``: always (0)."""
     boost_cap: float | None = None
     """``~cap<P>``: the boost bounded to P/100 of the site's priority range
-    (:func:`boost_scale`); None: as job_submit.lua sets it."""
+    (:func:`short_first_of`); None: ``plugins render``'s default share."""
+    uncapped: bool = False
+    """``~nocap``: the raw boost, whatever the priority model."""
 
 
 def parse_mode(policy: str) -> SlurmMode | None:
@@ -121,6 +125,8 @@ def parse_mode(policy: str) -> SlurmMode | None:
     cap_match = BOOST_CAP.search(lever)
     cap = int(cap_match[1]) / 100 if cap_match else None
     lever = BOOST_CAP.sub("", lever)
+    uncapped = UNCAPPED in lever
+    lever = lever.replace(UNCAPPED, "")
     keep = 0.0 if KEEP_ALWAYS in lever else KEEP_DEMAND if KEEP_SCARCE in lever else None
     lever = lever.replace(KEEP_ALWAYS, "").replace(KEEP_SCARCE, "")
     short = "all" if SHORT_FIRST_ALL in lever else "scarce" if SHORT_FIRST in lever else None
@@ -137,10 +143,13 @@ def parse_mode(policy: str) -> SlurmMode | None:
         raise ValueError(
             f"policy {policy!r}: {KEEP_SCARCE} needs {SHORT_FIRST} or {SHORT_FIRST_ALL}"
         )
-    if cap is not None and (short is None or not 0 < cap <= 1):
+    if cap is not None and (short is None or not 0 < cap <= 1 or uncapped):
         raise ValueError(
-            f"policy {policy!r}: ~cap<P> needs {SHORT_FIRST} or {SHORT_FIRST_ALL} and P in 1-100"
+            f"policy {policy!r}: ~cap<P> needs {SHORT_FIRST} or {SHORT_FIRST_ALL} and P in "
+            f"1-100 (and no {UNCAPPED})"
         )
+    if uncapped and short is None:
+        raise ValueError(f"policy {policy!r}: {UNCAPPED} needs {SHORT_FIRST} or {SHORT_FIRST_ALL}")
     if lever not in LEVERS:
         raise ValueError(f"policy {policy!r}: lever {lever!r}; choose from {', '.join(LEVERS)}")
     if seen and not lever.startswith("fgd-"):
@@ -156,32 +165,44 @@ def parse_mode(policy: str) -> SlurmMode | None:
     settings = LeverSettings(
         lever, mix=mix_or_none, min_members=int(members or 1), cpu_buckets=buckets
     )
-    return SlurmMode(settings, n, seen, warm, short, keep, cap)
+    return SlurmMode(settings, n, seen, warm, short, keep, cap, uncapped)
 
 
-def short_first_of(mode: SlurmMode) -> dict[str, object] | None:
+def short_first_of(
+    mode: SlurmMode, priority: MultifactorConfig | None = None
+) -> dict[str, object] | None:
     """The ``short_first`` table entry a mode asks for: scarce jobs (10 % of the GPU nodes
     or fewer hold them) first; with ``~short-all`` also large jobs (4 GPUs per node and
-    more) before the rest, and every job by its time limit."""
+    more) before the rest, and every job by its time limit. Its ``cap``
+    (:func:`boost_cap`) is the one ``plugins render`` would write for ``priority``."""
     if mode.short_first is None:
         return None
+    cap = boost_cap(mode, priority)
     if mode.short_first == "all":
         return short_first_entry(
-            SHORT_FIRST_SHARE, all_jobs=True, large_gpus=SHORT_FIRST_LARGE_GPUS, keep=mode.keep
+            SHORT_FIRST_SHARE,
+            all_jobs=True,
+            large_gpus=SHORT_FIRST_LARGE_GPUS,
+            keep=mode.keep,
+            cap=cap,
         )
-    return short_first_entry(SHORT_FIRST_SHARE, keep=mode.keep)
+    return short_first_entry(SHORT_FIRST_SHARE, keep=mode.keep, cap=cap)
 
 
-def boost_scale(mode: SlurmMode, priority: MultifactorConfig | None) -> float:
-    """What ``~cap<P>`` multiplies job_submit.lua's nice by: the largest boost becomes P %
-    of the site's priority range (the sum of its ``PriorityWeight*``), every other boost
-    in proportion, so the order the script sets among boosted jobs is kept while
-    fair-share and the other factors can outweigh it (issue #41 item 2). 1: uncapped."""
-    if mode.boost_cap is None:
-        return 1.0
-    if priority is None or not priority.weight_sum:
-        raise InputError("~cap<P> bounds the boost by the priority range: it needs a priority")
-    return mode.boost_cap * priority.weight_sum / (BOOST_TIERS * SHORT_FIRST_SPAN)
+def boost_cap(mode: SlurmMode, priority: MultifactorConfig | None) -> int | None:
+    """The ``cap`` of the mode's ``short_first`` entry, in priority points: ``~cap<P>``'s
+    share (else ``plugins render``'s default, 10 %) of the priority model's range (the sum
+    of its ``PriorityWeight*``), so the order the script sets among boosted jobs is kept
+    while fair-share and the other factors can outweigh it (issue #41 item 2). None (the
+    raw boost): ``~nocap``, or no priority model (no range; the simulator before #41)."""
+    if mode.uncapped:
+        return None
+    if priority is None:
+        if mode.boost_cap is not None:
+            raise InputError("~cap<P> bounds the boost by the priority range: it needs a priority")
+        return None
+    share = DEFAULT_CAP_SHARE if mode.boost_cap is None else mode.boost_cap
+    return priority.priority_range().cap(share)
 
 
 def mode_policies(levers: Sequence[str], every: Sequence[int] = (DEFAULT_EVERY,)) -> list[str]:

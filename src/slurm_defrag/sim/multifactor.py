@@ -15,6 +15,10 @@ Written from ``src/plugins/priority/multifactor/priority_multifactor.c``
   subtracted; below 1 the sum is 1 (0 means held), and the job's priority is the sum cut
   to an integer (``(uint32_t)``). sprio prints each weighted factor with ``%.0f``.
 
+The nice job_submit.lua's ``short_first`` sets is capped by the range these weights give
+(:meth:`MultifactorConfig.priority_range`, the computation ``plugins render`` runs on a
+site's slurm.conf): at most 10 % of it by default, so fair-share keeps the rest.
+
 Not modelled (weight 0 in every configuration here): ``PriorityWeightTRES``,
 ``PriorityWeightAssoc``, ``PriorityFlags`` other than the defaults (``SMALL_RELATIVE_TO_TIME``,
 ``NO_NORMAL_*``, ``MAX_TRES``, ``INCR_ONLY``, ``ACCRUE_ALWAYS``).
@@ -24,6 +28,8 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+
+from slurm_defrag.planner.queue_order import MULTIFACTOR, PriorityRange, read_range
 
 DAY = 86400.0
 
@@ -73,6 +79,22 @@ class MultifactorConfig:
             + self.weight_jobsize
             + self.weight_partition
             + self.weight_qos
+        )
+
+    def priority_range(self) -> PriorityRange:
+        """These weights as ``plugins render`` reads a site's
+        (:func:`~slurm_defrag.planner.queue_order.read_range`): what job_submit.lua's
+        queue-order boost is capped by, the same way on both sides."""
+        return read_range(
+            {
+                "PriorityType": MULTIFACTOR,
+                "PriorityWeightAge": self.weight_age,
+                "PriorityWeightFairShare": self.weight_fairshare,
+                "PriorityWeightJobSize": self.weight_jobsize,
+                "PriorityWeightPartition": self.weight_partition,
+                "PriorityWeightQOS": self.weight_qos,
+            },
+            "the simulated site",
         )
 
 

@@ -43,7 +43,6 @@ from slurm_defrag.sim.frag import typical_types
 from slurm_defrag.sim.levers import (
     SLURM_POLICY,
     SimLevers,
-    boost_scale,
     parse_mode,
     short_first_of,
     with_mix,
@@ -154,14 +153,11 @@ def run_b(
                 "none takes ~warm: the warm-up hours fill the estimate)"
             )
         levers = SimLevers(state, mode.lever).apply
-        short = short_first_of(mode)
-        scale = boost_scale(mode, prio_cfg)
+        short = short_first_of(mode, prio_cfg)
         if mode.lever.route:
-            levers, submit = routed(
-                state, mode.lever, seen_mix=mode.seen_mix, short_first=short, nice_scale=scale
-            )
+            levers, submit = routed(state, mode.lever, seen_mix=mode.seen_mix, short_first=short)
         elif mode.lever.features or short:
-            hook = SubmitHook(node_table(state, mode.lever, short_first=short), nice_scale=scale)
+            hook = SubmitHook(node_table(state, mode.lever, short_first=short))
             jobs = [hook.apply(j) for j in jobs]
     chooser = build(SLURM_POLICY if mode else policy, PolicyContext(state, types, rank))
     step = defrag or NoDefrag()

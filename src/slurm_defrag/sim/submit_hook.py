@@ -9,8 +9,8 @@ would write for the simulated cluster (its ``pack`` entry from
 ``--gres=gpu:K`` for whole GPUs, ``--gres=shard:S`` for a share of one GPU, nothing for
 CPU only, one node. The ``--prefer`` it sets is copied to the job, and so is the
 (negative) ``--nice`` of ``short_first`` (as a priority: under priority/multifactor nice
-is subtracted from it). The answer depends only on that request shape, so it is
-computed once per shape.
+is subtracted from it), capped by the table's ``short_first.cap`` as on a site. The
+answer depends only on that request shape, so it is computed once per shape.
 
 With ``short_first.keep`` under a demand the answer also depends on the scarce jobs
 submitted before (the script keeps them in its Lua state, as slurmctld does): every job
@@ -166,11 +166,7 @@ class SubmitHook:
     """job_submit.lua loaded once; :meth:`apply` gives a job the ``--prefer`` and nice it
     sets."""
 
-    def __init__(
-        self, table: Mapping[str, Any], script: Path | None = None, *, nice_scale: float = 1.0
-    ) -> None:
-        """``nice_scale``: the nice the script sets is multiplied by it and rounded (a
-        boost bounded by the simulator, :func:`slurm_defrag.sim.levers.boost_scale`)."""
+    def __init__(self, table: Mapping[str, Any], script: Path | None = None) -> None:
         try:
             from lupa import lua51
         except ImportError as e:  # the sim extra
@@ -198,7 +194,6 @@ class SubmitHook:
         self._history = bool(keep and keep["demand"] > 0)
         self._lua.execute("slurm_defrag.clock = function() return SIM_NOW end")
         self.calls = 0
-        self._nice_scale = nice_scale
 
     def route(self, entry: Mapping[str, Any]) -> None:
         """A new cycle's ``route`` entry (:func:`slurm_defrag.planner.levers.route_table`),
@@ -235,8 +230,6 @@ class SubmitHook:
         self._raise_logged_errors()
         p, nice, exc = jd["prefer"], jd["nice"], jd["exc_nodes"]
         extra = int(nice) - NICE_OFFSET if nice is not None else 0
-        if self._nice_scale != 1.0:
-            extra = round(extra * self._nice_scale)
         return Answer(
             str(p) if p is not None else None,
             extra,
@@ -277,14 +270,13 @@ def routed(
     *,
     seen_mix: bool = False,
     short_first: Mapping[str, object] | None = None,
-    nice_scale: float = 1.0,
 ) -> tuple[Callable[[float], None], Callable[[JobSpec], JobSpec]]:
     """``fgd-route`` with a clock (Protocol B): one service cycle (the levers, then their
     table handed to job_submit.lua, as a rewritten table is reloaded) and the submit step
     (the script's ``--prefer`` for a job when it arrives; with ``seen_mix`` the service
     also counts it into its workload mix)."""
     levers = SimLevers(state, settings, seen_mix=seen_mix)
-    hook = SubmitHook(node_table(state, settings, short_first=short_first), nice_scale=nice_scale)
+    hook = SubmitHook(node_table(state, settings, short_first=short_first))
     arrivals = itertools.count()
 
     def cycle(now: float) -> None:

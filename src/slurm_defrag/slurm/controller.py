@@ -35,7 +35,15 @@ def show_config(cli: CliSlurm) -> dict[str, str]:
     absent when empty); those are joined with commas under the plain key, the way 22.05
     prints them (``EpilogSlurmctld = /etc/...``).
     """
-    out = cli.run("scontrol", "show", "config")
+    conf = parse_show_config(cli.run("scontrol", "show", "config"))
+    if "SLURM_VERSION" not in conf:
+        raise SlurmParseError("scontrol show config: no SLURM_VERSION line")
+    return conf
+
+
+def parse_show_config(out: str) -> dict[str, str]:
+    """The text of ``scontrol show config`` as :func:`show_config` reads it (also what
+    ``plugins render --priority-config`` is given)."""
     conf: dict[str, str] = {}
     for line in out.splitlines():
         key, sep, value = line.partition("=")
@@ -52,8 +60,6 @@ def show_config(cli: CliSlurm) -> dict[str, str]:
             elif not value:
                 value = conf.get(key, "")
         conf[key] = value
-    if "SLURM_VERSION" not in conf:
-        raise SlurmParseError("scontrol show config: no SLURM_VERSION line")
     return conf
 
 

@@ -1,4 +1,5 @@
-"""slurm.conf as slurm-defrag reads it: nodes (GPU GRES, features), partitions, a few options.
+"""slurm.conf as slurm-defrag reads it: nodes (GPU GRES, features), partitions, a few options
+(SlurmUser, SchedulerParameters, the ``Priority*`` settings).
 
 Slurm's own file format, so it lives with the other Slurm adapters: ``plugins render`` reads
 it to write the table ``job_submit.lua`` uses. Follows ``Include`` (relative to the file's
@@ -59,6 +60,10 @@ class SlurmConf:
     partitions: dict[str, PartitionConf] = field(default_factory=dict)
     scheduler_parameters: tuple[str, ...] = ()
     slurm_user: str = "root"
+    priority: dict[str, str] = field(default_factory=dict)
+    """``Priority*`` settings (``PriorityType``, ``PriorityWeight*``), keys lower-cased:
+    what the queue-order lever's cap is read from
+    (:func:`slurm_defrag.planner.queue_order.read_range`)."""
 
     @property
     def default_partition(self) -> str | None:
@@ -219,6 +224,8 @@ class _Reader:
             self.nodesets[attrs["nodeset"]] = (where, kind, attrs.get(kind, ""))
         elif head == "slurmuser":
             conf.slurm_user = attrs["slurmuser"]
+        elif head.startswith("priority") and head in attrs:
+            conf.priority[head] = attrs[head]
         elif head == "schedulerparameters":
             conf.scheduler_parameters = tuple(
                 p.strip() for p in attrs["schedulerparameters"].split(",") if p.strip()

@@ -1,18 +1,26 @@
-"""Live: the packing hint moves a small GPU job onto an already used node.
+"""Live: the packing hint moves a small GPU job onto an already used node, and never
+names a feature no node has.
 
-The same situation twice: one node P runs a 1-GPU job and carries the feature the service
-keeps on partly used nodes (``defrag_partial``; set here by hand, the service is not part
-of this test), every other node is empty. A new 1-GPU job is submitted
+The same situation twice: one node P runs a 1-GPU job and carries the hint's feature
+(``defrag_partial``, set here by hand; the table names it with P's partitions, as
+``plugins render`` does for a feature slurm.conf gives P), every other node is empty. A
+new 1-GPU job is submitted
 
 * without the plugin (JobSubmitPlugins removed, ``scontrol reconfigure``): Slurm opens an
   empty node;
 * with the plugin: it lands on P, while that empty node is still free.
+
+And the rendered table (no node of the compose cluster has the feature) gives no job a
+hint: a small job that waits for resources shows the reason Resources or Priority, never
+BadConstraints (found live on 22.05: with the hint naming a feature no node had, and the
+service not running, pending jobs showed BadConstraints).
 """
 
 from __future__ import annotations
 
 import time
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 
@@ -21,8 +29,10 @@ from plugins.plugins_support import (
     Cluster,
     Installed,
     own_features,
+    pack_entry,
     require,
     set_node_features,
+    table_with,
 )
 
 pytestmark = pytest.mark.slurm
@@ -94,7 +104,7 @@ def occupy(c: Cluster, node: str) -> None:
 
 
 def test_small_job_fills_the_used_node_only_with_the_plugin(
-    installed: Installed, partial_node: str
+    installed: Installed, partial_node: str, tmp_path: Path
 ) -> None:
     c = installed.cluster
     base = features(c, partial_node)[0]
@@ -113,24 +123,49 @@ def test_small_job_fills_the_used_node_only_with_the_plugin(
 
     # -- with the plugin ----------------------------------------------------------------
     toggle_plugin(c, True)
-    occupy(c, partial_node)
-    set_feature(c, partial_node, True, base)
-    rc, job, err = c.sbatch("--gres=gpu:1")
-    assert rc == 0, err
-    assert node_of(c, job) == partial_node
-    # ...although the node Slurm chose before is still empty
-    assert without in idle_nodes(c)
+    with table_with(c, tmp_path, pack_entry(FEATURE)):
+        occupy(c, partial_node)
+        set_feature(c, partial_node, True, base)
+        rc, job, err = c.sbatch("--gres=gpu:1")
+        assert rc == 0, err
+        assert node_of(c, job) == partial_node
+        # ...although the node Slurm chose before is still empty
+        assert without in idle_nodes(c)
 
 
-def test_hint_is_soft_when_no_node_has_the_feature(installed: Installed) -> None:
-    """No partly used node anywhere: the hinted job still starts at once."""
+def wait_reason(c: Cluster, job: str, timeout_s: float = 60) -> str:
+    """The pending job's reason once the scheduler has looked at it (not ``None``)."""
+    deadline = time.monotonic() + timeout_s
+    seen: list[str] = []
+    while time.monotonic() < deadline:
+        seen = c.sh(f"squeue -h -j {job} -o '%T %r'", check=False).split()
+        if len(seen) >= 2 and seen[0] == "PENDING" and seen[1] != "None":
+            return seen[1]
+        assert not seen or seen[0] == "PENDING", f"job {job} is {seen}"
+        time.sleep(1)
+    raise AssertionError(f"job {job} not evaluated within {timeout_s:g} s: {seen}")
+
+
+def test_no_hint_names_a_missing_feature_so_no_job_shows_bad_constraints(
+    installed: Installed,
+) -> None:
+    """The rendered table, the service not running, no node with the feature: a small job
+    that must wait (every node holds a 1-CPU job, it asks for all 32 CPUs of one) gets no
+    --prefer and waits for Resources (or Priority), not with the reason BadConstraints."""
     c = installed.cluster
     out = c.sh(f"sinfo -h -N -o '%N %b' | grep -w {FEATURE} || true")
     assert out.strip() == "", f"feature left on: {out}"
-    # held first: once running, Slurm no longer shows the preference as Prefer=
-    rc, job, err = c.sbatch("-H", "--gres=gpu:1")
-    assert rc == 0, err
-    assert c.job_field(job, "Prefer") == FEATURE
-    c.run("scontrol", "release", job)
-    assert node_of(c, job, timeout_s=30)
-    c.cleanup_jobs()
+    nodes = sorted(set(c.sh("sinfo -h -N -p batch -o '%N'").split()))
+    try:
+        for n in nodes:
+            rc, blocker, err = c.sbatch("-w", n, "-c", "1", "-t", "10")
+            assert rc == 0, err
+            assert node_of(c, blocker) == n
+        rc, job, err = c.sbatch("--gres=gpu:1", "-c", "32", "-t", "10")
+        assert rc == 0, err
+        assert c.job_field(job, "Prefer") in ("", "(null)")
+        reason = wait_reason(c, job)
+        assert reason != "BadConstraints"
+        assert reason in ("Resources", "Priority"), reason
+    finally:
+        c.cleanup_jobs()

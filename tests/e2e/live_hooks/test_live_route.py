@@ -25,6 +25,7 @@ from plugins.plugins_support import (
     Cluster,
     Installed,
     own_features,
+    pack_entry,
     reload_script,
     set_node_features,
     table_with,
@@ -96,7 +97,9 @@ def test_the_script_names_one_node_per_job_and_remembers_it(routed: Cluster) -> 
     assert (prefer, node) == (f"defrag_at_{TARGET}", TARGET)
 
 
-def test_a_preference_is_tried_in_place_of_the_constraint(installed: Installed) -> None:
+def test_a_preference_is_tried_in_place_of_the_constraint(
+    installed: Installed, tmp_path: Path
+) -> None:
     """Recorded (22.05.8, 24.11): a job with ``--constraint=X --prefer=Y`` runs on a free
     node with Y and *without* X, so a hint added to a job with its own constraint would
     override the user's constraint. job_submit.lua therefore gives no hint to a job that
@@ -113,13 +116,15 @@ def test_a_preference_is_tried_in_place_of_the_constraint(installed: Installed) 
         assert rc == 0, err
         assert node_of(c, job) == "node01", "Slurm kept the constraint: record the new behaviour"
         c.cleanup_jobs()
-        # the hook: the packing hint for a plain 1-GPU job, none for a constrained one
-        rc, plain, err = c.sbatch("-H", "--gres=gpu:1")
-        assert rc == 0, err
-        assert c.job_field(plain, "Prefer") not in ("", "(null)")
-        rc, constrained, err = c.sbatch("-H", "--constraint=defrag_rec_x", "--gres=gpu:1")
-        assert rc == 0, err
-        assert c.job_field(constrained, "Prefer") in ("", "(null)")
+        # the hook: the packing hint (here naming node01's defrag_rec_y) for a plain 1-GPU
+        # job, none for a constrained one
+        with table_with(c, tmp_path, pack_entry("defrag_rec_y")):
+            rc, plain, err = c.sbatch("-H", "--gres=gpu:1")
+            assert rc == 0, err
+            assert c.job_field(plain, "Prefer") == "defrag_rec_y"
+            rc, constrained, err = c.sbatch("-H", "--constraint=defrag_rec_x", "--gres=gpu:1")
+            assert rc == 0, err
+            assert c.job_field(constrained, "Prefer") in ("", "(null)")
     finally:
         c.cleanup_jobs()
         for n in pair:

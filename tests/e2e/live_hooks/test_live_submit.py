@@ -11,10 +11,18 @@ from __future__ import annotations
 
 import subprocess
 import time
+from pathlib import Path
 
 import pytest
 
-from plugins.plugins_support import DOCKER, Installed
+from plugins.plugins_support import (
+    DOCKER,
+    Installed,
+    own_features,
+    pack_entry,
+    set_node_features,
+    table_with,
+)
 
 pytestmark = pytest.mark.slurm
 
@@ -52,16 +60,28 @@ def test_records_the_block_need(installed: Installed, opts: list[str], expected:
     assert installed.cluster.job_field(job, "AdminComment") == expected
 
 
-def test_small_jobs_get_the_packing_hint(installed: Installed) -> None:
+def test_small_jobs_get_the_packing_hint(installed: Installed, tmp_path: Path) -> None:
+    """The hint names the feature once a node has it and the table says so; the rendered
+    table (no node of the compose cluster has defrag_partial) names it for no job."""
     c = installed.cluster
-    _, small, _ = c.sbatch("-H", "--gres=gpu:2")
-    _, big, _ = c.sbatch("-H", "--gres=gpu:8")
-    _, multi, _ = c.sbatch("-H", "--gres=gpu:1", "-N2")
-    _, own, _ = c.sbatch("-H", "--gres=gpu:1", "--prefer=nosuchfeature")
-    assert c.job_field(small, "Prefer") == "defrag_partial"
-    assert c.job_field(big, "Prefer") in ("", "(null)")
-    assert c.job_field(multi, "Prefer") in ("", "(null)")
-    assert c.job_field(own, "Prefer") == "nosuchfeature"
+    _, plain, _ = c.sbatch("-H", "--gres=gpu:2")
+    assert c.job_field(plain, "Prefer") in ("", "(null)")
+    own = own_features(
+        c.sh("scontrol -o show node node03").split("AvailableFeatures=")[1].split()[0]
+    )
+    try:
+        set_node_features(c, "node03", [*own, "defrag_partial"])
+        with table_with(c, tmp_path, pack_entry("defrag_partial")):
+            _, small, _ = c.sbatch("-H", "--gres=gpu:2")
+            _, big, _ = c.sbatch("-H", "--gres=gpu:8")
+            _, multi, _ = c.sbatch("-H", "--gres=gpu:1", "-N2")
+            _, mine, _ = c.sbatch("-H", "--gres=gpu:1", "--prefer=nosuchfeature")
+            assert c.job_field(small, "Prefer") == "defrag_partial"
+            assert c.job_field(big, "Prefer") in ("", "(null)")
+            assert c.job_field(multi, "Prefer") in ("", "(null)")
+            assert c.job_field(mine, "Prefer") == "nosuchfeature"
+    finally:
+        set_node_features(c, "node03", own)
 
 
 def test_keeps_existing_admin_comment_text(installed: Installed) -> None:
