@@ -443,9 +443,11 @@ class LiveCluster:
         if priority == 0:
             if job.state != JobState.PENDING:
                 raise Refused("Job is no longer pending execution")
-            job.held = True
+            job.held, job.reason = True, HELD
         else:
-            job.held, job.priority = False, priority
+            if job.held:
+                job.held, job.reason = False, "None"
+            job.priority = priority
         self._dirty = True
 
     def set_begin(self, job_id: str, at: float) -> None:
