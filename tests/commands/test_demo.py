@@ -73,7 +73,8 @@ def test_the_summary(demo_run: tuple[int, str, Path]) -> None:
     assert "122 (4 GPUs)" in summary
     assert "requeues            " in summary
     assert "GPU-hours of work lost" in summary
-    assert "fragmentation       start: 17 of 17 free GPUs unusable, 2 jobs falsely starved" in out
+    assert "fragmentation       free GPUs unusable 17 of 17 -> " in summary
+    assert "jobs falsely starved 2 -> " in summary
     assert "left behind         nothing" in summary
 
 

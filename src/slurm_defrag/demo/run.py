@@ -317,12 +317,13 @@ def summary(
         f"{large_gpus}+ GPUs (the same jobs without the service: {hours(alone_wait[0])})",
     ]
     if b is not None and a is not None:
-        lines.append(
-            f"  fragmentation       start: {b.unusable} of {b.free} free GPUs unusable, "
-            f"{b.falsely_starved} jobs falsely starved; end: {a.unusable} of {a.free}, "
-            f"{a.falsely_starved}; falsely starved jobs over the run: {starved(out.samples)} "
-            f"on average (without the service: {starved(alone)})"
-        )
+        lines += [
+            f"  fragmentation       free GPUs unusable {b.unusable} of {b.free} -> {a.unusable} "
+            f"of {a.free}, jobs falsely starved {b.falsely_starved} -> {a.falsely_starved} "
+            "(start -> end)",
+            f"                      jobs falsely starved on average {starved(out.samples)} "
+            f"(the same jobs without the service: {starved(alone)})",
+        ]
     lines.append(
         "  left behind         "
         + (
