@@ -45,7 +45,7 @@ from __future__ import annotations
 
 import heapq
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from datetime import datetime, timedelta
 
 import numpy as np
@@ -153,8 +153,6 @@ class NodeAdmin:
 class Stats:
     requeues: int = 0
     lost_gpu_h: float = 0.0
-    events: list[tuple[float, str, str]] = field(default_factory=list)
-    """(time, what, job id) of starts, ends and requeues, in order."""
 
 
 class LiveCluster:
@@ -278,7 +276,6 @@ class LiveCluster:
         length = run if limit is None else min(run, limit)
         self._seq += 1
         heapq.heappush(self._ends, (start + length, self._seq, job.id, job.token))
-        self.stats.events.append((start, "start", job.id))
 
     def _release(self, job: LiveJob) -> None:
         assert job.where is not None
@@ -293,7 +290,6 @@ class LiveCluster:
         unfinished = job.done + (self.now - job.start) < job.spec.duration - 1e-6
         job.state = JobState.TIMEOUT if unfinished else JobState.COMPLETED
         job.end = self.now
-        self.stats.events.append((self.now, "end", job.id))
 
     # -- scheduling ---------------------------------------------------------------------
 
@@ -416,7 +412,6 @@ class LiveCluster:
         job.lost_gpu_h += lost
         self.stats.requeues += 1
         self.stats.lost_gpu_h += lost
-        self.stats.events.append((self.now, "requeue", job.id))
 
     def set_reservation(self, job_id: str, name: str) -> None:
         """``ReservationName=``: attach a pending job ("" detaches any job)."""
