@@ -3,8 +3,8 @@
 Seed 0, large-jobs profile (the defaults): at the first cycle job 122 (4 H100 GPUs,
 NVLink) waits while node05 and node06 have 2 free GPUs each; the plan requeues the two
 young 1-GPU jobs 113 and 114 of node05, holds node05 for it, and at the next cycle 122
-runs there. Twenty simulated minutes at 1200x take one wall second of pacing: the run is
-as long as its twenty cycles take to compute, and the same every time (lockstep, seeded).
+runs there. Ten simulated minutes at 600x take one wall second of pacing: the run is as
+long as its ten cycles take to compute, and the same every time (lockstep, seeded).
 """
 
 from __future__ import annotations
@@ -32,7 +32,7 @@ from slurm_defrag.store.repo import Repository
 def demo_run(tmp_path_factory: pytest.TempPathFactory) -> tuple[int, str, Path]:
     db = tmp_path_factory.mktemp("demo") / "demo.db"
     capture: list[str] = []
-    code = _in_process(capture, "demo", "--duration", "1s", "--speed", "1200", "--port", "0",
+    code = _in_process(capture, "demo", "--duration", "1s", "--speed", "600", "--port", "0",
                        "--db", str(db), "--seed", "0")  # fmt: skip
     return code, capture[0], db
 
@@ -65,8 +65,8 @@ def test_the_first_cycle_plans_and_the_second_has_applied_it(
 def test_the_summary(demo_run: tuple[int, str, Path]) -> None:
     _, out, _ = demo_run
     summary = out[out.index("summary:") :]
-    assert "00:20 simulated" in summary
-    assert "20 service cycles, 20 snapshots stored" in summary
+    assert "00:10 simulated" in summary
+    assert "10 service cycles, 10 snapshots stored" in summary
     assert "first plan applied  " in summary
     assert "(simulated 00:01)" in summary
     assert "jobs helped         " in summary
@@ -85,7 +85,7 @@ def test_history_plans_and_commands_are_in_the_database(demo_run: tuple[int, str
             snapshots = conn.execute(text("SELECT count(*) FROM snapshots")).scalar_one()
             commands = [r[0] for r in conn.execute(text("SELECT argv FROM slurm_commands"))]
             metrics = conn.execute(text("SELECT count(*) FROM group_metrics")).scalar_one()
-        assert snapshots == 20
+        assert snapshots == 10
         assert metrics >= snapshots  # the history views: cluster, partition, model per snapshot
         plans = Plans(store.engine)
         done = [p for p in plans.recent(limit=100) if "plan" in p.inputs and p.status == "done"]
@@ -139,7 +139,12 @@ def test_the_web_page_serves_during_the_run_and_sigterm_ends_it_with_the_summary
         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
     )  # fmt: skip
     lines: list[str] = []
-    reader = threading.Thread(target=lambda: lines.extend(iter(proc.stdout.readline, "")))  # type: ignore[union-attr]
+
+    def read() -> None:  # line by line, while the test looks at what came so far
+        for line in proc.stdout:  # type: ignore[union-attr]
+            lines.append(line)
+
+    reader = threading.Thread(target=read)
     reader.start()
     try:
         url = _wait(lambda: next((ln.split()[-1] for ln in lines if "web page" in ln), None), 60)

@@ -31,7 +31,12 @@ def test_the_demo_page_mid_run_in_chromium(tmp_path: Path) -> None:
         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
     )  # fmt: skip
     lines: list[str] = []
-    reader = threading.Thread(target=lambda: lines.extend(iter(proc.stdout.readline, "")))  # type: ignore[union-attr]
+
+    def read() -> None:  # line by line, while the test looks at what came so far
+        for line in proc.stdout:  # type: ignore[union-attr]
+            lines.append(line)
+
+    reader = threading.Thread(target=read)
     reader.start()
     try:
         deadline = time.monotonic() + 90
