@@ -57,6 +57,8 @@ COMMANDS: dict[str, Lazy] = {
                 "Ctrl-C."),
     "top": Lazy("top", "Live view: GPU map, falsely starved jobs, plans in progress; "
                 "refreshed in place."),
+    "demo": Lazy("demo", "Run the whole loop offline: a simulated cluster, the service acting "
+                 "on it, the web page."),
     "doctor": Lazy("doctor", "Check Slurm, the backend, rights, topology, hooks, database, "
                    "clock and switches."),
     "db": Lazy("db", "The database: migrate its schema, show its state, prune old history.",

@@ -7,10 +7,14 @@ the executor.
 
 It sits above :mod:`slurm_defrag.service` and :mod:`slurm_defrag.web` (the web pages are
 served by the service's HTTP server and import its ``Page`` type), so neither of those
-imports the other's composition; only ``slurm-defrag serve`` imports this module.
+imports the other's composition; only ``slurm-defrag serve`` and ``slurm-defrag demo``
+(which hands it the simulated cluster as the backend) import this module.
 """
 
 from __future__ import annotations
+
+from collections.abc import Callable
+from datetime import UTC, datetime
 
 from slurm_defrag.actuator.killswitch import KillSwitch
 from slurm_defrag.actuator.route_file import RouteFile
@@ -22,7 +26,7 @@ from slurm_defrag.service.observer import NO_OBSERVER, ObservedSlurm
 from slurm_defrag.service.prometheus import Exporter
 from slurm_defrag.service.runner import Service, crash_hook
 from slurm_defrag.service.settings import ServiceSettings
-from slurm_defrag.slurm.backends import open_backend
+from slurm_defrag.slurm.backends import SlurmBackend, open_backend
 from slurm_defrag.store.database import Store
 from slurm_defrag.store.lease import Lease
 from slurm_defrag.store.repo import Repository
@@ -32,6 +36,10 @@ ROUTE_VALID_CYCLES = 3
 stopped refreshing it (a late cycle or two still routes)."""
 
 
+def _now() -> datetime:
+    return datetime.now(UTC)
+
+
 def policy_of(settings: ServiceSettings) -> Policy:
     policy = load_policy(settings.policy) if settings.policy else default_policy()
     if settings.solver is not None:
@@ -39,10 +47,22 @@ def policy_of(settings: ServiceSettings) -> Policy:
     return policy
 
 
-def build(settings: ServiceSettings) -> tuple[Service, Store]:
-    """Everything the service needs, opened and checked (schema, policy) before it starts."""
+def build(
+    settings: ServiceSettings,
+    *,
+    backend: SlurmBackend | None = None,
+    clock: Callable[[], datetime] | None = None,
+) -> tuple[Service, Store]:
+    """Everything the service needs, opened and checked (schema, policy) before it starts.
+
+    ``backend``: a Slurm backend built by the caller instead of the one ``settings.slurm``
+    names (``slurm-defrag demo``: the simulated cluster, :mod:`slurm_defrag.demo`), and
+    ``clock``: the time the cycle acts by (the demo's simulated time; default the wall
+    clock). Everything else is built as for ``serve``.
+    """
     store = Store.open(settings.db_url)
-    backend = open_backend(settings.slurm)
+    if backend is None:
+        backend = open_backend(settings.slurm)
     lease = Lease(store, settings.holder_id, ttl_s=settings.lease_ttl_s)
     repo = Repository(store)
     history = StoreHistory(repo.plans)  # the limits' count, also exported by /metrics
@@ -69,6 +89,7 @@ def build(settings: ServiceSettings) -> tuple[Service, Store]:
         ),
         hook=crash_hook(settings.test_crash_after),
         observer=exporter or NO_OBSERVER,
+        clock=clock or _now,
     )
     pages: dict[str, Page] = {}
     if exporter is not None:

@@ -36,7 +36,7 @@ def test_help_lists_every_command_in_order() -> None:
     out = CliRunner().invoke(app, ["--help"], env={"COLUMNS": "200"}).output
     listed = [line.split()[1] for line in out.splitlines() if line.startswith("│ ")]
     names = [n for n in listed if n in COMMANDS or n == "version"]
-    assert names == [*list(COMMANDS)[:9], "version", "db", "plugins", "topology"]
+    assert names == [*list(COMMANDS)[:10], "version", "db", "plugins", "topology"]
 
 
 # Which of the package's command modules a fresh interpreter loads for some arguments.
