@@ -34,6 +34,11 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     """Under xdist, the ``slow`` tests first: each is one long hypothesis run that cannot be
     split, so started last it would be the phase's tail on one worker while the other
     idles; started first, the short tests fill in around it (``--dist worksteal``)."""
+    for item in items:
+        # every test of a *_fuzz.py file: scripts/test.sh runs them in fresh workers,
+        # where tests/fuzzing.py's memory bound is cheap
+        if item.path.name.endswith("_fuzz.py"):
+            item.add_marker(pytest.mark.fuzz)
     if config.pluginmanager.hasplugin("xdist") and config.getoption("numprocesses", None):
         items.sort(key=lambda item: item.get_closest_marker("slow") is None)
 
