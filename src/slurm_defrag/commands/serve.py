@@ -23,14 +23,22 @@ ModeOpt = Annotated[
     str | None,
     typer.Option("--mode", help="off | dry-run | enforce (overrides the config file)."),
 ]
-OnceOpt = Annotated[bool, typer.Option("--once", help="Run one cycle in the foreground and exit.")]
+OnceOpt = Annotated[
+    bool,
+    typer.Option(
+        "--once",
+        help="Run one cycle in the foreground and exit: 0 when it read Slurm, 4 when Slurm "
+        "could not be read, 1 when the cycle failed.",
+    ),
+]
 
 
 def serve(config: ConfigOpt = None, mode: ModeOpt = None, once: OnceOpt = False) -> None:
     """Run the defragmentation service: read, store, plan and (mode=enforce) act."""
     from slurm_defrag import wiring
-    from slurm_defrag.errors import InputError
+    from slurm_defrag.errors import DefragError, InputError
     from slurm_defrag.service import collector, logs, settings
+    from slurm_defrag.slurm.errors import SlurmUnavailableError
 
     if mode is not None and mode not in ("off", "dry-run", "enforce"):
         raise InputError(f"--mode must be off, dry-run or enforce, not {mode!r}")
@@ -43,6 +51,12 @@ def serve(config: ConfigOpt = None, mode: ModeOpt = None, once: OnceOpt = False)
         report = service.cycle.run()
         service.lease.release()
         store.close()
+        # A quickstart's `serve --once` must fail on a host where Slurm cannot be read
+        # (scontrol missing, slurmctld down), not print the outcome and exit 0.
+        if report.outcome == "slurm-unavailable":
+            raise SlurmUnavailableError(report.detail)
+        if report.outcome == "error":
+            raise DefragError(f"the cycle failed: {report.detail}")
         typer.echo(
             f"{report.outcome}: {report.detail}"
             + (f" plans={report.plans}" if report.plans else "")
