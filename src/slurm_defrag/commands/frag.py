@@ -7,10 +7,10 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Annotated
 
 import typer
-from rich.console import Console
 
 from slurm_defrag.commands.common import JsonOpt, SnapshotOpt, load_or_read_snapshot
 from slurm_defrag.errors import InputError
+from slurm_defrag.report.console import output_console
 
 if TYPE_CHECKING:
     from slurm_defrag.metrics.demand import WorkloadMix
@@ -43,7 +43,7 @@ def frag(
         if warning is not None:  # the JSON lists them too (topology_unknown)
             typer.echo(f"slurm-defrag: warning: {warning}", err=True)
         return
-    render(Console(), snap, report, max_nodes)
+    render(output_console(), snap, report, max_nodes)
 
 
 def _load_mix(path: Path) -> WorkloadMix:

@@ -10,6 +10,7 @@ import typer
 from rich.console import Console
 
 from slurm_defrag.commands.common import JsonOpt, SnapshotOpt, load_or_read_snapshot
+from slurm_defrag.report.console import output_console
 
 if TYPE_CHECKING:  # pydantic models: imported when used, to keep startup fast
     from slurm_defrag.domain.cluster import ClusterSnapshot
@@ -52,7 +53,7 @@ def plan(
     if json_out:
         sys.stdout.write(result.model_dump_json(indent=1) + "\n")
         return
-    render(Console(), snap, result, apply_plan(snap, result))
+    render(output_console(), snap, result, apply_plan(snap, result))
 
 
 def bounds_line(s: SolveStats) -> str:

@@ -7,11 +7,11 @@ from pathlib import Path
 from typing import Annotated
 
 import typer
-from rich.console import Console
 
 from slurm_defrag.commands.common import JsonOpt
 from slurm_defrag.errors import InputError
 from slurm_defrag.planner.levers import LEVERS
+from slurm_defrag.report.console import output_console
 
 
 def _csv(text: str) -> list[str]:
@@ -185,7 +185,7 @@ def simulate(
         backfill=backfill,
         priority=priority,
     )
-    console = Console()
+    console = output_console()
     title = f"openb {trace}, overlay {overlay}" + (", NVLink jobs" if nvlink_jobs else "")
     if protocol == "a":
         runs_a = suite.protocol_a(s, traces=traces)

@@ -11,6 +11,7 @@ from rich.console import Console
 from rich.table import Table
 
 from slurm_defrag.commands.common import JsonOpt, command_words
+from slurm_defrag.report.console import output_console
 
 if TYPE_CHECKING:  # pydantic models: imported when used, to keep startup fast
     from slurm_defrag.domain.cluster import ClusterSnapshot, Node
@@ -78,7 +79,7 @@ def snapshot(
     if json_out:
         sys.stdout.write(dump_snapshot(snap) + "\n")
         return
-    Console().print(summary_table(snap))
+    output_console().print(summary_table(snap))
     from slurm_defrag.slurm.topology_sources import unknown_topology_warning
 
     warning = unknown_topology_warning(snap)

@@ -15,6 +15,8 @@ from typing import Annotated
 import typer
 from rich.console import Console
 
+from slurm_defrag.report.console import output_console
+
 app = typer.Typer(
     help="Collect the NVLink topology on a GPU node (AutoDetect=nvml sites).",
     no_args_is_help=True,
@@ -101,7 +103,7 @@ def show(
     files = sorted(path.glob("*.json")) if path.is_dir() else [path]
     if not files:
         raise InputError(f"{path}: no *.json files")
-    out = Console(highlight=False)
+    out = output_console(highlight=False)
     for file in files:
         try:
             data = json.loads(_read(file))
