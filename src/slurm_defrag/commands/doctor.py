@@ -47,6 +47,7 @@ def doctor(
             "--config",
             "-c",
             help="The service's TOML config (default: $SLURM_DEFRAG_CONFIG, else none).",
+            readable=False,
         ),
     ] = None,
     db: Annotated[
@@ -71,6 +72,7 @@ def doctor(
             "--plugins-dir",
             help="This release's slurm-plugins/ to compare the installed hooks with "
             "(default: the installed release's, or the checkout's).",
+            readable=False,
         ),
     ] = None,
     job_submit: Annotated[

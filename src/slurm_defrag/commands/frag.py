@@ -22,7 +22,9 @@ def frag(
     mix: Annotated[
         Path | None,
         typer.Option(
-            "--mix", help="Workload mix JSON to measure against (default: pending queue)."
+            "--mix",
+            help="Workload mix JSON to measure against (default: pending queue).",
+            readable=False,
         ),
     ] = None,
     max_nodes: Annotated[

@@ -40,7 +40,9 @@ def history(
     json_out: JsonOpt = False,
     plot: Annotated[
         Path | None,
-        typer.Option("--plot", help="Also draw the views to FILE.png or FILE.html."),
+        typer.Option(
+            "--plot", help="Also draw the views to FILE.png or FILE.html.", readable=False
+        ),
     ] = None,
     db: DbOpt = None,
     cluster: Annotated[

@@ -23,6 +23,7 @@ PolicyOpt = Annotated[
         "-p",
         help="Policy file (TOML or YAML, version = 1). "
         "Default: built-in defaults (see examples/policy.toml).",
+        readable=False,
     ),
 ]
 TargetOpt = Annotated[

@@ -17,6 +17,7 @@ ConfigOpt = Annotated[
         "-c",
         help="Service settings (TOML). Environment variables "
         "SLURM_DEFRAG_* override it; see docs/service.md for every key.",
+        readable=False,
     ),
 ]
 ModeOpt = Annotated[

@@ -107,7 +107,8 @@ def simulate(
         ),
     ] = "none",
     out: Annotated[
-        Path | None, typer.Option("--out", help="Folder for results JSON and PNG plots.")
+        Path | None,
+        typer.Option("--out", help="Folder for results JSON and PNG plots.", readable=False),
     ] = None,
     json_out: JsonOpt = False,
     traces: Annotated[
@@ -116,6 +117,7 @@ def simulate(
             "--traces",
             envvar="SLURM_DEFRAG_TRACES",
             help="Folder holding alibaba-gpu-v2023/ (the openb trace); env SLURM_DEFRAG_TRACES.",
+            readable=False,
         ),
     ] = None,
 ) -> None:

@@ -24,18 +24,28 @@ def snapshot(
     ] = None,
     json_out: JsonOpt = False,
     out: Annotated[
-        Path | None, typer.Option("--out", "-o", help="Also write the snapshot JSON here.")
+        Path | None,
+        typer.Option("--out", "-o", help="Also write the snapshot JSON here.", readable=False),
     ] = None,
     gres_conf: Annotated[
-        Path | None, typer.Option("--gres-conf", help="gres.conf with Links= (NVLink topology).")
+        Path | None,
+        typer.Option(
+            "--gres-conf", help="gres.conf with Links= (NVLink topology).", readable=False
+        ),
     ] = None,
     topology_map: Annotated[
         Path | None,
-        typer.Option("--topology-map", help="YAML/JSON hostlist -> template or Links rows."),
+        typer.Option(
+            "--topology-map", help="YAML/JSON hostlist -> template or Links rows.", readable=False
+        ),
     ] = None,
     topology_dir: Annotated[
         Path | None,
-        typer.Option("--topology-dir", help="Directory of <node>.json topology collector files."),
+        typer.Option(
+            "--topology-dir",
+            help="Directory of <node>.json topology collector files.",
+            readable=False,
+        ),
     ] = None,
     command_prefix: Annotated[
         str | None,
@@ -47,10 +57,11 @@ def snapshot(
     ] = None,
     rest_url: Annotated[str | None, typer.Option("--rest-url", help="slurmrestd URL.")] = None,
     rest_socket: Annotated[
-        Path | None, typer.Option("--rest-socket", help="slurmrestd unix socket.")
+        Path | None, typer.Option("--rest-socket", help="slurmrestd unix socket.", readable=False)
     ] = None,
     token_file: Annotated[
-        Path | None, typer.Option("--token-file", help="File with the slurmrestd JWT.")
+        Path | None,
+        typer.Option("--token-file", help="File with the slurmrestd JWT.", readable=False),
     ] = None,
     timeout: Annotated[
         float | None, typer.Option("--timeout", min=0.1, help="Seconds per Slurm call.")

@@ -20,7 +20,9 @@ def web(
         typer.Option(
             "--snapshot",
             "-s",
-            help="Snapshot JSON file to show (map and starving jobs; no history or plans).",
+            help="Snapshot JSON file to show, - for standard input (map and starving jobs; "
+            "no history or plans).",
+            readable=False,
         ),
     ] = None,
     db: Annotated[
