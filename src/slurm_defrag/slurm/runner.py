@@ -12,7 +12,7 @@ import subprocess
 from collections.abc import Callable, Sequence
 from typing import Protocol
 
-from slurm_defrag.slurm.errors import SlurmUnavailableError, from_failure
+from slurm_defrag.slurm.errors import SlurmCommandMissing, SlurmUnavailableError, from_failure
 
 
 class CommandResult(Protocol):
@@ -69,9 +69,7 @@ def run_capture(
     try:
         result = runner(argv, timeout_s)
     except FileNotFoundError:
-        raise SlurmUnavailableError(
-            f"Slurm unavailable: {what}: command {argv[0]!r} not found"
-        ) from None
+        raise SlurmCommandMissing(what, argv[0], prefixed=bool(prefix)) from None
     except subprocess.TimeoutExpired:
         raise SlurmUnavailableError(
             f"Slurm unavailable: {what}: no answer within {timeout_s:g} s"
