@@ -13,11 +13,14 @@ from __future__ import annotations
 import importlib
 import sys
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from enum import StrEnum
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
+import typer.completion
 import typer.main
-from typer.core import TyperCommand, TyperGroup
+from typer import _completion_classes
+from typer.core import TyperCommand, TyperGroup, TyperOption
 
 if TYPE_CHECKING:
     # the click typer runs on (its own copy since typer 0.2x): for the annotations only
@@ -76,7 +79,8 @@ def load(name: str) -> Command:
         # get_group, not get_command: a sub-app with one command stays a group
         command: Command = typer.main.get_group(module.app)
     else:
-        single = typer.Typer()
+        # no completion options of its own: the root's --show-completion serves all
+        single = typer.Typer(add_completion=False)
         single.command(name=name)(getattr(module, name))
         command = typer.main.get_command(single)
     command.name = name
@@ -113,16 +117,58 @@ app = typer.Typer(
     name="slurm-defrag",
     help="Measure and repair GPU fragmentation on Slurm clusters.",
     no_args_is_help=True,
-    # --install-completion / --show-completion (bash, zsh, fish) come from typer.
-    add_completion=True,
+    # Ours below: typer's --show-completion took the shell from the parent process and
+    # ignored the one named (--show-completion zsh printed bash's script in bash).
+    add_completion=False,
+    # -h as well as --help, on every command (subcommand contexts inherit it)
+    context_settings={"help_option_names": ["-h", "--help"]},
     pretty_exceptions_enable=False,
 )
+# The shells' completion protocols, which typer registers only with its own options
+# (typer has no public name for this step).
+_completion_classes.completion_init()
+
+
+def _no_flag_placeholder() -> None:
+    """typer (0.29) shows a ``<bool>`` type beside every flag, ``--help`` included, as if
+    it took a value: a flag shows none (what click always did)."""
+    shown = TyperOption.display_type_rich
+
+    def display_type_rich(self: TyperOption, ctx: Context) -> str | None:
+        if self.is_flag and self.metavar is None:
+            return None
+        return shown(self, ctx)
+
+    TyperOption.display_type_rich = display_type_rich  # type: ignore[method-assign]
+
+
+_no_flag_placeholder()
+
+
+class Shell(StrEnum):
+    """Shells whose completion script ``--show-completion`` prints."""
+
+    bash = "bash"
+    zsh = "zsh"
+    fish = "fish"
+    powershell = "powershell"
+    pwsh = "pwsh"
 
 
 def _print_version(value: bool) -> None:
     if value:
         typer.echo(f"slurm-defrag {__version__}")
         raise typer.Exit()
+
+
+def _show_completion(ctx: typer.Context, param: Any, value: Shell | None) -> None:
+    if value is not None:
+        typer.completion.show_callback(ctx, param, value.value)  # prints it and exits
+
+
+def _install_completion(ctx: typer.Context, param: Any, value: bool) -> None:
+    if value:
+        typer.completion.install_callback(ctx, param, value)  # the shell it runs in
 
 
 @app.callback()
@@ -135,6 +181,27 @@ def _root(
         is_eager=True,
         help="Print the version and exit.",
     ),
+    show_completion: Annotated[
+        Shell | None,
+        typer.Option(
+            "--show-completion",
+            metavar="SHELL",
+            callback=_show_completion,
+            is_eager=True,
+            expose_value=False,
+            help="Print the completion script of SHELL (bash, zsh, fish, powershell) and exit.",
+        ),
+    ] = None,
+    install_completion: Annotated[
+        bool,
+        typer.Option(
+            "--install-completion",
+            callback=_install_completion,
+            is_eager=True,
+            expose_value=False,
+            help="Install completion for the shell this runs in (bash, zsh, fish) and exit.",
+        ),
+    ] = False,
 ) -> None:
     """Measure and repair GPU fragmentation on Slurm clusters."""
 

@@ -120,3 +120,51 @@ def test_error_line_shows_controls_escaped(tmp_path) -> None:  # type: ignore[no
     assert "\x1b" not in out.stderr
     assert "\x07" not in out.stderr
     assert out.stderr.count("\n") == 1
+
+
+# -- completion and help (issue #45) ---------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("shell", "marker"),
+    [("bash", "complete -o default -F"), ("zsh", "#compdef slurm-defrag"),
+     ("fish", "complete --command slurm-defrag")],
+)  # fmt: skip
+def test_show_completion_prints_the_named_shells_script(shell: str, marker: str) -> None:
+    """``--show-completion zsh`` printed bash's script when run from bash: typer took the
+    shell from the parent process and ignored the one named."""
+    env = {k: v for k, v in ENV.items() if k != "_TYPER_COMPLETE_TEST_DISABLE_SHELL_DETECTION"}
+    out = subprocess.run([sys.executable, "-m", "slurm_defrag", "--show-completion", shell],
+                         capture_output=True, text=True, timeout=60, env=env)  # fmt: skip
+    assert out.returncode == 0, out.stderr + out.stdout
+    assert marker in out.stdout
+
+
+def _complete(*words: str) -> list[str]:
+    """What bash completion offers after ``slurm-defrag WORDS`` (the last may be partial)."""
+    line = " ".join(("slurm-defrag", *words))
+    env = {**ENV, "_SLURM_DEFRAG_COMPLETE": "complete_bash", "COMP_WORDS": line,
+           "COMP_CWORD": str(len(words))}  # fmt: skip
+    out = subprocess.run([sys.executable, "-m", "slurm_defrag"], capture_output=True,
+                         text=True, timeout=60, env=env)  # fmt: skip
+    assert out.returncode == 0, out.stderr
+    return out.stdout.split()
+
+
+def test_serve_mode_values_complete() -> None:
+    assert _complete("serve", "--mode", "") == ["off", "dry-run", "enforce"]
+    assert _complete("serve", "--mode", "en") == ["enforce"]
+
+
+@pytest.mark.parametrize("args", [[], ["serve"], ["frag"], ["db", "upgrade"], ["doctor"]])
+def test_help_has_no_bool_placeholder_and_dash_h_is_help(args: list[str]) -> None:
+    """Every flag showed ``<bool>`` as if it took a value; ``-h`` was an unknown option."""
+    env = {"COLUMNS": "200"}
+    full = CliRunner().invoke(app, [*args, "--help"], env=env)
+    short = CliRunner().invoke(app, [*args, "-h"], env=env)
+    assert full.exit_code == 0, full.output
+    assert "<bool>" not in full.output
+    assert short.exit_code == 0, short.output
+    assert short.output == full.output
+    if args:  # the completion options are the root's, not every command's
+        assert "--install-completion" not in full.output

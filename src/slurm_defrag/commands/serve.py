@@ -20,9 +20,22 @@ ConfigOpt = Annotated[
         readable=False,
     ),
 ]
+MODES = ("off", "dry-run", "enforce")
+
+
+def _complete_mode(incomplete: str) -> list[str]:
+    return [m for m in MODES if m.startswith(incomplete)]
+
+
+# A str checked in serve(), not a choice type: a wrong mode stays one line, exit 3.
 ModeOpt = Annotated[
     str | None,
-    typer.Option("--mode", help="off | dry-run | enforce (overrides the config file)."),
+    typer.Option(
+        "--mode",
+        metavar="MODE",
+        autocompletion=_complete_mode,
+        help="off | dry-run | enforce (overrides the config file).",
+    ),
 ]
 OnceOpt = Annotated[
     bool,
@@ -41,7 +54,7 @@ def serve(config: ConfigOpt = None, mode: ModeOpt = None, once: OnceOpt = False)
     from slurm_defrag.service import collector, logs, settings
     from slurm_defrag.slurm.errors import SlurmUnavailableError
 
-    if mode is not None and mode not in ("off", "dry-run", "enforce"):
+    if mode is not None and mode not in MODES:
         raise InputError(f"--mode must be off, dry-run or enforce, not {mode!r}")
     s = settings.load(config, mode=mode)
     logs.setup(s.log_level, s.log_json)
