@@ -89,6 +89,12 @@ def render(console: Console, before: ClusterSnapshot, plan: Plan, after: Cluster
         f"{plan.taken_at:%Y-%m-%d %H:%M:%S %Z}   plan [bold]{markup(plan.plan_id)}"
         f"[/bold] ({markup(plan.status)})   DRY RUN: nothing is changed in Slurm"
     )
+    if s.status == "NOT_SOLVED":  # nothing reached the solver: say why, not its status
+        lead = "nothing to plan" if plan.status == "empty" else "no plan"
+        console.print(clean(f"{lead}: {plan.reason}"), markup=False, highlight=False)
+        for target in plan.targets:  # e.g. left out on purpose (spreadable requests)
+            console.print(clean(target.explanation), markup=False, highlight=False)
+        return
     gap = f"{s.gap:.2%}" if s.gap is not None else "-"
     console.print(
         clean(

@@ -52,6 +52,7 @@ def serve(config: ConfigOpt = None, mode: ModeOpt = None, once: OnceOpt = False)
     from slurm_defrag import wiring
     from slurm_defrag.errors import DefragError, InputError
     from slurm_defrag.service import collector, logs, settings
+    from slurm_defrag.service.http import ListenError
     from slurm_defrag.slurm.errors import SlurmUnavailableError
 
     if mode is not None and mode not in MODES:
@@ -83,7 +84,11 @@ def serve(config: ConfigOpt = None, mode: ModeOpt = None, once: OnceOpt = False)
 
     signal.signal(signal.SIGTERM, on_signal)
     signal.signal(signal.SIGINT, on_signal)
-    service.start()
+    try:
+        service.start()
+    except ListenError as exc:  # name where the address came from (no options here)
+        store.close()
+        raise exc.named(settings.origins(s, ("http_host", "http_port"), config)) from None
     # The main thread only waits: cycles run in the scheduler's worker thread.
     service.stopped.wait()
     service.stopped.clear()
