@@ -155,10 +155,53 @@ class Shell(StrEnum):
     pwsh = "pwsh"
 
 
+def version_lines() -> list[str]:
+    """slurm-defrag's version, then OR-Tools' (the solver plans depend on) and the Slurm
+    client's on PATH (``sinfo --version``, through the Slurm adapter: argv, a timeout;
+    none is fine)."""
+    from importlib.metadata import PackageNotFoundError, version
+
+    from slurm_defrag.slurm.runner import client_version
+
+    try:
+        ortools = f"OR-Tools {version('ortools')}"
+    except PackageNotFoundError:
+        ortools = "OR-Tools: not installed"
+    slurm = client_version()
+    return [
+        f"slurm-defrag {__version__}",
+        ortools,
+        f"Slurm {slurm} (sinfo --version)" if slurm else "Slurm: no sinfo on PATH",
+    ]
+
+
 def _print_version(value: bool) -> None:
     if value:
-        typer.echo(f"slurm-defrag {__version__}")
+        typer.echo("\n".join(version_lines()))
         raise typer.Exit()
+
+
+LOG_LEVELS = ("debug", "info", "warning", "error")
+
+
+def _complete_level(incomplete: str) -> list[str]:
+    return [level for level in LOG_LEVELS if level.startswith(incomplete.lower())]
+
+
+def _log_level(level: str | None, verbose: int) -> str | None:
+    """The level asked for (None: leave logging as it is): --log-level wins over -v."""
+    if level is not None:
+        if level.lower() not in LOG_LEVELS:
+            from slurm_defrag.errors import InputError
+
+            raise InputError(
+                f"--log-level (or SLURM_DEFRAG_LOG_LEVEL) {level!r}: choose one of "
+                + ", ".join(LOG_LEVELS)
+            )
+        return level.upper()
+    if verbose:
+        return "DEBUG" if verbose > 1 else "INFO"
+    return None
 
 
 def _show_completion(ctx: typer.Context, param: Any, value: Shell | None) -> None:
@@ -173,6 +216,7 @@ def _install_completion(ctx: typer.Context, param: Any, value: bool) -> None:
 
 @app.callback()
 def _root(
+    ctx: typer.Context,
     version: bool = typer.Option(
         False,
         "--version",
@@ -202,14 +246,43 @@ def _root(
             help="Install completion for the shell this runs in (bash, zsh, fish) and exit.",
         ),
     ] = False,
+    log_level: Annotated[
+        str | None,
+        typer.Option(
+            "--log-level",
+            metavar="LEVEL",
+            envvar="SLURM_DEFRAG_LOG_LEVEL",
+            autocompletion=_complete_level,
+            help="Log on stderr from this level: debug, info, warning, error (serve: "
+            "overrides its log_level). Before the command: slurm-defrag --log-level debug plan",
+            show_default=False,
+        ),
+    ] = None,
+    verbose: Annotated[
+        int,
+        typer.Option(
+            "--verbose",
+            "-v",
+            count=True,
+            metavar="",  # a flag, repeatable: no value to show
+            show_default=False,
+            help="More log on stderr: -v info, -vv debug.",
+        ),
+    ] = 0,
 ) -> None:
     """Measure and repair GPU fragmentation on Slurm clusters."""
+    level = _log_level(log_level, verbose)
+    if level is not None:
+        from slurm_defrag.service import logs
+
+        logs.setup(level, as_json=False)
+        ctx.obj = {**(ctx.obj or {}), "log_level": level}
 
 
 @app.command()
 def version() -> None:
     """Print the version (same as --version)."""
-    typer.echo(f"slurm-defrag {__version__}")
+    typer.echo("\n".join(version_lines()))
 
 
 def main() -> None:

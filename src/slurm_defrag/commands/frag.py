@@ -31,7 +31,15 @@ def frag(
         int, typer.Option("--max-nodes", min=1, help="Nodes shown in the map and per job.")
     ] = 64,
 ) -> None:
-    """Fragmentation per node, partition, GPU model and cluster; falsely starved jobs."""
+    """Fragmentation per node, partition, GPU model and cluster; falsely starved jobs.
+
+    Examples:
+
+      slurm-defrag frag                                  # the live cluster
+      slurm-defrag frag --snapshot examples/course.json  # a saved snapshot
+      slurm-defrag frag --mix examples/mix-a100x3.json   # against a declared mix
+      slurm-defrag snapshot --json | slurm-defrag frag -s - --json
+    """
     from slurm_defrag.metrics.compute import compute
     from slurm_defrag.report.frag_view import render
 

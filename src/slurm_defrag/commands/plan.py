@@ -43,7 +43,15 @@ def plan(
     json_out: JsonOpt = False,
     target: TargetOpt = None,
 ) -> None:
-    """Preview the cheapest requeues/drains that start starved GPU jobs, with before/after maps."""
+    """Preview the cheapest requeues/drains that start starved GPU jobs, with before/after maps.
+
+    Examples:
+
+      slurm-defrag plan                                   # the live cluster, default policy
+      slurm-defrag plan -s examples/course.json           # a saved snapshot
+      slurm-defrag plan -p examples/policy.toml -t 110    # a policy file, one target job
+      slurm-defrag plan -s examples/course.json --json    # the plan as JSON
+    """
     from slurm_defrag.domain.plan import apply_plan
     from slurm_defrag.planner.facade import make_plan
     from slurm_defrag.policy.file import default_policy, load_policy

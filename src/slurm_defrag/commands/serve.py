@@ -47,8 +47,18 @@ OnceOpt = Annotated[
 ]
 
 
-def serve(config: ConfigOpt = None, mode: ModeOpt = None, once: OnceOpt = False) -> None:
-    """Run the defragmentation service: read, store, plan and (mode=enforce) act."""
+def serve(
+    ctx: typer.Context, config: ConfigOpt = None, mode: ModeOpt = None, once: OnceOpt = False
+) -> None:
+    """Run the defragmentation service: read, store, plan and (mode=enforce) act.
+
+    Examples:
+
+      slurm-defrag serve -c /etc/slurm-defrag/service.toml            # every interval_s
+      slurm-defrag serve -c /etc/slurm-defrag/service.toml --once     # one cycle, then exit
+      slurm-defrag serve -c service.toml --mode dry-run --once        # plans, no action
+      slurm-defrag --log-level debug serve -c service.toml            # more log on stderr
+    """
     from slurm_defrag import wiring
     from slurm_defrag.errors import DefragError, InputError
     from slurm_defrag.service import collector, logs, settings
@@ -57,7 +67,9 @@ def serve(config: ConfigOpt = None, mode: ModeOpt = None, once: OnceOpt = False)
 
     if mode is not None and mode not in MODES:
         raise InputError(f"--mode must be off, dry-run or enforce, not {mode!r}")
-    s = settings.load(config, mode=mode)
+    # slurm-defrag --log-level / -v (before the command) beats the config's log_level
+    level = (ctx.find_root().obj or {}).get("log_level")
+    s = settings.load(config, mode=mode, log_level=level)
     logs.setup(s.log_level, s.log_json)
     collector.tune_for_large_heap()
     service, store = wiring.build(s)

@@ -121,7 +121,15 @@ def simulate(
         ),
     ] = None,
 ) -> None:
-    """Replay Alibaba openb against Slurm-like placement policies (see docs/benchmarks.md)."""
+    """Replay Alibaba openb against Slurm-like placement policies (see docs/benchmarks.md).
+
+    Examples:
+
+      slurm-defrag simulate --traces DIR                      # protocol A, 10 seeds
+      slurm-defrag simulate --traces DIR --seeds 1 --policies fgd,best-fit
+      slurm-defrag simulate --traces DIR -p b --loads 1.2 --defrag none,planner
+      slurm-defrag simulate --traces DIR --out results/ --json > results.json
+    """
     from slurm_defrag.traces.openb import folder
 
     folder(traces)  # a missing trace is the first thing said, before minutes of work
