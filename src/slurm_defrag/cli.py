@@ -13,11 +13,14 @@ from __future__ import annotations
 import importlib
 import sys
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from enum import StrEnum
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
+import typer.completion
 import typer.main
-from typer.core import TyperCommand, TyperGroup
+from typer import _completion_classes
+from typer.core import TyperCommand, TyperGroup, TyperOption
 
 if TYPE_CHECKING:
     # the click typer runs on (its own copy since typer 0.2x): for the annotations only
@@ -78,7 +81,8 @@ def load(name: str) -> Command:
         # get_group, not get_command: a sub-app with one command stays a group
         command: Command = typer.main.get_group(module.app)
     else:
-        single = typer.Typer()
+        # no completion options of its own: the root's --show-completion serves all
+        single = typer.Typer(add_completion=False)
         single.command(name=name)(getattr(module, name))
         command = typer.main.get_command(single)
     command.name = name
@@ -115,20 +119,106 @@ app = typer.Typer(
     name="slurm-defrag",
     help="Measure and repair GPU fragmentation on Slurm clusters.",
     no_args_is_help=True,
-    # --install-completion / --show-completion (bash, zsh, fish) come from typer.
-    add_completion=True,
+    # Ours below: typer's --show-completion took the shell from the parent process and
+    # ignored the one named (--show-completion zsh printed bash's script in bash).
+    add_completion=False,
+    # -h as well as --help, on every command (subcommand contexts inherit it)
+    context_settings={"help_option_names": ["-h", "--help"]},
     pretty_exceptions_enable=False,
 )
+# The shells' completion protocols, which typer registers only with its own options
+# (typer has no public name for this step).
+_completion_classes.completion_init()
+
+
+def _no_flag_placeholder() -> None:
+    """typer (0.29) shows a ``<bool>`` type beside every flag, ``--help`` included, as if
+    it took a value: a flag shows none (what click always did)."""
+    shown = TyperOption.display_type_rich
+
+    def display_type_rich(self: TyperOption, ctx: Context) -> str | None:
+        if self.is_flag and self.metavar is None:
+            return None
+        return shown(self, ctx)
+
+    TyperOption.display_type_rich = display_type_rich  # type: ignore[method-assign]
+
+
+_no_flag_placeholder()
+
+
+class Shell(StrEnum):
+    """Shells whose completion script ``--show-completion`` prints."""
+
+    bash = "bash"
+    zsh = "zsh"
+    fish = "fish"
+    powershell = "powershell"
+    pwsh = "pwsh"
+
+
+def version_lines() -> list[str]:
+    """slurm-defrag's version, then OR-Tools' (the solver plans depend on) and the Slurm
+    client's on PATH (``sinfo --version``, through the Slurm adapter: argv, a timeout;
+    none is fine)."""
+    from importlib.metadata import PackageNotFoundError, version
+
+    from slurm_defrag.slurm.runner import client_version
+
+    try:
+        ortools = f"OR-Tools {version('ortools')}"
+    except PackageNotFoundError:
+        ortools = "OR-Tools: not installed"
+    slurm = client_version()
+    return [
+        f"slurm-defrag {__version__}",
+        ortools,
+        f"Slurm {slurm} (sinfo --version)" if slurm else "Slurm: no sinfo on PATH",
+    ]
 
 
 def _print_version(value: bool) -> None:
     if value:
-        typer.echo(f"slurm-defrag {__version__}")
+        typer.echo("\n".join(version_lines()))
         raise typer.Exit()
+
+
+LOG_LEVELS = ("debug", "info", "warning", "error")
+
+
+def _complete_level(incomplete: str) -> list[str]:
+    return [level for level in LOG_LEVELS if level.startswith(incomplete.lower())]
+
+
+def _log_level(level: str | None, verbose: int) -> str | None:
+    """The level asked for (None: leave logging as it is): --log-level wins over -v."""
+    if level is not None:
+        if level.lower() not in LOG_LEVELS:
+            from slurm_defrag.errors import InputError
+
+            raise InputError(
+                f"--log-level (or SLURM_DEFRAG_LOG_LEVEL) {level!r}: choose one of "
+                + ", ".join(LOG_LEVELS)
+            )
+        return level.upper()
+    if verbose:
+        return "DEBUG" if verbose > 1 else "INFO"
+    return None
+
+
+def _show_completion(ctx: typer.Context, param: Any, value: Shell | None) -> None:
+    if value is not None:
+        typer.completion.show_callback(ctx, param, value.value)  # prints it and exits
+
+
+def _install_completion(ctx: typer.Context, param: Any, value: bool) -> None:
+    if value:
+        typer.completion.install_callback(ctx, param, value)  # the shell it runs in
 
 
 @app.callback()
 def _root(
+    ctx: typer.Context,
     version: bool = typer.Option(
         False,
         "--version",
@@ -137,14 +227,64 @@ def _root(
         is_eager=True,
         help="Print the version and exit.",
     ),
+    show_completion: Annotated[
+        Shell | None,
+        typer.Option(
+            "--show-completion",
+            metavar="SHELL",
+            callback=_show_completion,
+            is_eager=True,
+            expose_value=False,
+            help="Print the completion script of SHELL (bash, zsh, fish, powershell) and exit.",
+        ),
+    ] = None,
+    install_completion: Annotated[
+        bool,
+        typer.Option(
+            "--install-completion",
+            callback=_install_completion,
+            is_eager=True,
+            expose_value=False,
+            help="Install completion for the shell this runs in (bash, zsh, fish) and exit.",
+        ),
+    ] = False,
+    log_level: Annotated[
+        str | None,
+        typer.Option(
+            "--log-level",
+            metavar="LEVEL",
+            envvar="SLURM_DEFRAG_LOG_LEVEL",
+            autocompletion=_complete_level,
+            help="Log on stderr from this level: debug, info, warning, error (serve: "
+            "overrides its log_level). Before the command: slurm-defrag --log-level debug plan",
+            show_default=False,
+        ),
+    ] = None,
+    verbose: Annotated[
+        int,
+        typer.Option(
+            "--verbose",
+            "-v",
+            count=True,
+            metavar="",  # a flag, repeatable: no value to show
+            show_default=False,
+            help="More log on stderr: -v info, -vv debug.",
+        ),
+    ] = 0,
 ) -> None:
     """Measure and repair GPU fragmentation on Slurm clusters."""
+    level = _log_level(log_level, verbose)
+    if level is not None:
+        from slurm_defrag.service import logs
+
+        logs.setup(level, as_json=False)
+        ctx.obj = {**(ctx.obj or {}), "log_level": level}
 
 
 @app.command()
 def version() -> None:
     """Print the version (same as --version)."""
-    typer.echo(f"slurm-defrag {__version__}")
+    typer.echo("\n".join(version_lines()))
 
 
 def main() -> None:

@@ -2,12 +2,15 @@
 
 A bad file gives exactly one message naming the file, the JSON path and the problem, e.g.
 ``examples/x.json: nodes[3].gpu_count: Input should be greater than or equal to 0``.
+The path ``-`` is standard input (``slurm-defrag snapshot --json | slurm-defrag frag -s -``),
+named ``<stdin>`` in messages.
 """
 
 from __future__ import annotations
 
 import json
 import re
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -58,27 +61,51 @@ def format_validation_error(source: Path | str, exc: ValidationError) -> str:
     return lines[0]
 
 
+STDIN_NAME = "<stdin>"
+
+
+def is_stdin(path: Path | str) -> bool:
+    """``-``: read standard input instead of a file."""
+    return str(path) == "-"
+
+
+def shown(path: Path | str) -> str:
+    """How messages name ``path``."""
+    return STDIN_NAME if is_stdin(path) else str(path)
+
+
+def _read_text(path: Path) -> str:
+    if is_stdin(path):
+        stream = getattr(sys.stdin, "buffer", None)
+        if stream is None:
+            raise InputError(f"{STDIN_NAME}: no standard input to read")
+        return bytes(stream.read()).decode("utf-8")
+    return path.read_text(encoding="utf-8")
+
+
 def read_json(path: Path) -> dict[str, Any]:
+    """The JSON object in ``path`` (``-``: standard input); any problem is one line."""
+    name = shown(path)
     try:
-        text = path.read_text(encoding="utf-8")
+        text = _read_text(path)
     except FileNotFoundError:
-        raise InputError(f"{path}: no such file") from None
+        raise InputError(f"{name}: no such file") from None
     except OSError as exc:
-        raise InputError(f"{path}: cannot read: {exc.strerror}") from None
+        raise InputError(f"{name}: cannot read: {exc.strerror or exc}") from None
     except UnicodeDecodeError as exc:
-        raise InputError(f"{path}: not UTF-8 text (byte {exc.start}): {exc.reason}") from None
+        raise InputError(f"{name}: not UTF-8 text (byte {exc.start}): {exc.reason}") from None
     try:
         data = json.loads(text)
     except json.JSONDecodeError as exc:
         raise InputError(
-            f"{path}: not valid JSON at line {exc.lineno} column {exc.colno}: {exc.msg}"
+            f"{name}: not valid JSON at line {exc.lineno} column {exc.colno}: {exc.msg}"
         ) from None
     except ValueError as exc:  # an integer beyond Python's int string limit (4300 digits)
-        raise InputError(f"{path}: not valid JSON: {value_error_text(exc)}") from None
+        raise InputError(f"{name}: not valid JSON: {value_error_text(exc)}") from None
     except RecursionError:
-        raise InputError(f"{path}: not valid JSON: nested too deeply") from None
+        raise InputError(f"{name}: not valid JSON: nested too deeply") from None
     if not isinstance(data, dict):
-        raise InputError(f"{path}: (top level): expected a JSON object")
+        raise InputError(f"{name}: (top level): expected a JSON object")
     return data
 
 
@@ -102,7 +129,8 @@ def parse_snapshot(data: dict[str, Any], source: Path | str = "<snapshot>") -> C
 
 
 def load_snapshot(path: Path) -> ClusterSnapshot:
-    return parse_snapshot(read_json(path), path)
+    """The snapshot in ``path`` (``-``: standard input)."""
+    return parse_snapshot(read_json(path), shown(path))
 
 
 def dump_snapshot(snapshot: ClusterSnapshot, indent: int | None = 1) -> str:

@@ -162,7 +162,7 @@ def test_slurm_down_fails_and_skips_what_needs_it(tmp_path: Path) -> None:
     assert r["slurm"].status == "fail"
     assert "unavailable" in r["slurm"].summary.lower()
     for name in ("rights", "topology", "job_submit", "route", "epilog", "clock"):
-        assert r[name].status == "fail", name
+        assert r[name].status == "skip", name  # not a failure of its own (issue #45)
         assert r[name].summary.startswith("not checked"), name
     assert r["database"].status == "ok"
     assert dc.exit_code(list(r.values())) == 1
@@ -344,6 +344,7 @@ def test_epilog_paths(tmp_path: Path) -> None:
 
 
 def test_database_states(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    (tmp_path / "empty.db").touch()  # an empty SQLite database (doctor creates none)
     empty = f"sqlite:///{tmp_path / 'empty.db'}"
     r = dc.check_database(make_env(tmp_path, db_url=empty))
     assert r.status == "fail"
@@ -361,7 +362,7 @@ def test_database_states(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Non
     monkeypatch.undo()
     r = by_name(make_env(tmp_path, db_url=f"sqlite:///{tmp_path}/no/such/dir/x.db"))["database"]
     assert r.status == "fail"
-    assert "does not exist" in r.summary
+    assert "no database there" in r.summary
 
 
 def test_unreachable_database_is_red(tmp_path: Path) -> None:
@@ -416,7 +417,8 @@ def test_cli_unreachable_slurm_is_exit_1_with_json(
     assert doc["exit_code"] == 1
     checks = {c["name"]: c for c in doc["checks"]}
     assert checks["slurm"]["status"] == "fail"
-    assert "not found" in checks["slurm"]["summary"]
+    assert "no-such-cmd does not exist" in checks["slurm"]["summary"]
+    assert checks["rights"]["status"] == "skip"
     assert checks["database"]["status"] == "ok"
 
 
@@ -618,3 +620,82 @@ def test_queue_order_under_basic_and_in_an_uncapped_table(tmp_path: Path) -> Non
     r = _queue_order(tmp_path, old, SITE_WEIGHTS)
     assert r.status == "warn"
     assert "has no cap" in r.summary
+
+
+# -- a host without Slurm, and no side effects (issue #45) -----------------------------
+
+
+def _no_scontrol(argv: Sequence[str], timeout_s: float) -> Done:
+    raise FileNotFoundError(2, "No such file or directory", argv[0])
+
+
+def test_missing_scontrol_is_named_and_skips_count_as_no_failure(tmp_path: Path) -> None:
+    """Was "start slurmctld / check the command prefix, munge and the network" and eight
+    failures: the one fault is that the client commands are not installed."""
+    env = make_env(tmp_path)
+    env.controller = CliSlurm(env.settings.slurm, runner=_no_scontrol)
+    results = dc.run_checks(env)
+    r = {x.name: x for x in results}
+    assert r["slurm"].status == "fail"
+    assert "scontrol is not on PATH" in r["slurm"].summary
+    assert "client commands" in r["slurm"].fix
+    assert "munge" not in r["slurm"].fix
+    skipped = [x.name for x in results if x.status == "skip"]
+    assert skipped == [
+        "backend",
+        "rights",
+        "topology",
+        "job_submit",
+        "route",
+        "queue_order",
+        "epilog",
+        "clock",
+    ]
+    assert all(r[n].summary == "not checked: scontrol is not on PATH" for n in skipped)
+    assert [x.name for x in results if x.status == "fail"] == ["slurm"]
+    assert dc.exit_code(results) == 1
+
+
+def test_text_verdict_counts_failures_not_skips(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    empty = tmp_path / "bin"
+    empty.mkdir()
+    monkeypatch.setenv("PATH", str(empty))
+    cfg = tmp_path / "service.toml"
+    cfg.write_text(
+        f'db_url = "{db_at_head(tmp_path)}"\nkill_switch_file = "{tmp_path / "STOP"}"\n',
+        encoding="utf-8",
+    )
+    capsys.readouterr()
+    assert run_main("doctor", "--config", str(cfg)) == 1
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[0].startswith("FAIL slurm")
+    assert "scontrol is not on PATH" in lines[0]
+    assert sum(line.startswith("skip ") for line in lines) == 8
+    assert lines[-1] == "not ready for enforce: 1 check(s) failed, 8 not checked"
+
+
+@pytest.mark.parametrize("where", ["default", "--db"])
+def test_doctor_creates_no_database(
+    where: str, tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Was: the default database (folder and file) created as a side effect."""
+    import slurm_defrag.store.engine as engine_module
+
+    monkeypatch.delenv("SLURM_DEFRAG_DB_URL", raising=False)
+    monkeypatch.delenv("SLURM_DEFRAG_CONFIG", raising=False)
+    monkeypatch.setattr(engine_module.os, "geteuid", lambda: 1000)  # not root's /var/lib
+    monkeypatch.setenv("XDG_STATE_HOME", str(tmp_path / "state"))
+    args = ["doctor", "--command-prefix", str(tmp_path / "no-such-cmd"), "--json"]
+    db = tmp_path / "here.db"
+    if where == "--db":
+        args += ["--db", f"sqlite:///{db}"]
+    capsys.readouterr()
+    assert run_main(*args) == 1
+    checks = {c["name"]: c for c in json.loads(capsys.readouterr().out)["checks"]}
+    assert checks["database"]["status"] == "fail"
+    assert "no database there" in checks["database"]["summary"]
+    assert "db upgrade" in checks["database"]["fix"]
+    assert not (tmp_path / "state").exists()
+    assert not db.exists()

@@ -137,3 +137,73 @@ def test_a_trigger_during_a_cycle_runs_one_more_cycle(
         assert len(started) == 2  # and one trigger is one extra cycle, not a loop
     finally:
         service.stop()
+
+
+# -- /healthz says whether Slurm was read (issue #45) ----------------------------------
+
+
+class _Down:
+    """A reader whose Slurm is not there (the cli backend without scontrol)."""
+
+    name = "cli"
+
+    def __init__(self, fake: object) -> None:
+        self.fake = fake
+        self.down = True
+
+    def snapshot(self):  # type: ignore[no-untyped-def]
+        from slurm_defrag.slurm.errors import SlurmUnavailableError
+
+        if self.down:
+            raise SlurmUnavailableError(
+                "Slurm unavailable: scontrol --version: 'scontrol' is not on PATH"
+            )
+        return self.fake.snapshot()  # type: ignore[attr-defined]
+
+    def __getattr__(self, name: str) -> object:
+        return getattr(self.fake, name)
+
+
+def test_healthz_is_not_ok_until_slurm_was_read(
+    make_cycle: CycleFactory, fake: object, tmp_path: Path
+) -> None:
+    """Was ``ok: true`` on a host where ``scontrol`` is missing: cycles ran on time, so
+    the service looked healthy while it had never read Slurm."""
+    reader = _Down(fake)
+    cycle = make_cycle("dry-run", reader=reader)
+    settings = ServiceSettings(mode="dry-run", http_port=0, kill_switch_file=tmp_path / "STOP")
+    service = Service(settings, cycle, cycle.lease)
+    service.scheduler.start(paused=True)  # running, as in a started service
+    try:
+        ok, body = service.health()
+        assert (ok, body["reason"]) == (False, "no cycle has read Slurm yet")
+        assert cycle.run().outcome == "slurm-unavailable"
+        ok, body = service.health()
+        assert not ok
+        assert "the last read of Slurm" in str(body["reason"])
+        assert "'scontrol' is not on PATH" in str(body["reason"])
+        # liveness is not Slurm's state: the watchdog and slurm_defrag_up keep going
+        assert service.healthy()
+        reader.down = False
+        assert cycle.run().outcome != "slurm-unavailable"
+        ok, body = service.health()
+        assert (ok, body["ok"], body["reason"]) == (True, True, None)
+    finally:
+        service.scheduler.shutdown(wait=False)
+
+
+def test_healthz_of_a_standby_does_not_wait_for_a_read(
+    make_cycle: CycleFactory, tmp_path: Path
+) -> None:
+    """A standby never reads Slurm (the leader does): it is healthy as a standby."""
+    leader = make_cycle("off")
+    standby = make_cycle("off", holder="test:2")
+    leader.run()
+    assert standby.run().outcome == "read-only"
+    settings = ServiceSettings(mode="off", http_port=0, kill_switch_file=tmp_path / "STOP")
+    service = Service(settings, standby, standby.lease)
+    service.scheduler.start(paused=True)
+    try:
+        assert service.health()[0]
+    finally:
+        service.scheduler.shutdown(wait=False)

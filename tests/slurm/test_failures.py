@@ -49,7 +49,7 @@ def too_slow(argv: Sequence[str], timeout_s: float) -> subprocess.CompletedProce
     ("runner", "expected", "text"),
     [
         (failing(1, CONTROLLER_DOWN), SlurmUnavailableError, "Unable to contact slurm controller"),
-        (missing_binary, SlurmUnavailableError, "'scontrol' not found"),
+        (missing_binary, SlurmUnavailableError, "scontrol is not on PATH"),
         (too_slow, SlurmUnavailableError, "no answer within 30 s"),
         # docker exec into a container without the Slurm client
         (

@@ -160,3 +160,52 @@ def test_history_since_too_long_is_one_clear_error(since: str, sqlite_url: str) 
     assert_one_line_error(
         cli("history", "--since", since, "--db", sqlite_url), ExitCode.BAD_INPUT, "--since", *words
     )
+
+
+# -- the default database's folder cannot be created (issue #45) ----------------------
+
+
+@pytest.fixture(params=["home-is-a-file", "permission-denied"])
+def no_default_folder(
+    request: pytest.FixtureRequest, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> Path:
+    """The default database's folder cannot be created, as for a service account whose
+    home does not exist (``HOME=/nonexistent``): its parent is a file, or mkdir is refused
+    (as root mkdir would succeed, so the refusal is made up). Returns the folder."""
+    import slurm_defrag.store.engine as engine_module
+
+    monkeypatch.delenv("SLURM_DEFRAG_DB_URL", raising=False)
+    monkeypatch.setattr(engine_module.os, "geteuid", lambda: 1000)  # not root's /var/lib
+    blocker = tmp_path / "state"
+    blocker.write_text("not a folder\n")
+    monkeypatch.setenv("XDG_STATE_HOME", str(blocker))
+    if request.param == "permission-denied":
+        monkeypatch.setenv("XDG_STATE_HOME", str(tmp_path / "nonexistent"))
+
+        def refused(self: Path, *args: object, **kwargs: object) -> None:
+            raise PermissionError(13, "Permission denied", str(self))
+
+        monkeypatch.setattr(Path, "mkdir", refused)
+        return tmp_path / "nonexistent" / "slurm-defrag"
+    return blocker / "slurm-defrag"
+
+
+@pytest.mark.parametrize(
+    "args",
+    [("history",), ("web", "--port", "0"), ("db", "upgrade"), ("db", "current"),
+     ("db", "prune"), ("db", "downgrade", "base", "--yes")],
+    ids=lambda a: " ".join(a),
+)  # fmt: skip
+def test_default_folder_not_creatable_is_one_line(
+    args: tuple[str, ...], no_default_folder: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Was a PermissionError traceback (``HOME=/nonexistent``): now one line naming the
+    folder and how to choose another database, exit 7."""
+    from cli_run import assert_one_line_error as one_line_error
+    from cli_run import run_main
+
+    line = one_line_error(
+        capsys, *args, words=(str(no_default_folder), "--db", "SLURM_DEFRAG_DB_URL")
+    )
+    assert "cannot create the default database folder" in line
+    assert run_main(*args) == ExitCode.DB_UNREACHABLE

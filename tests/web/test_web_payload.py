@@ -84,3 +84,18 @@ def test_web_command_rejects_bad_options(tmp_path: Path, args: list[str], messag
     assert result.exit_code != 0
     assert isinstance(result.exception, Exception)
     assert message in str(result.exception)
+
+
+def test_jobs_sharing_a_node_have_different_colours() -> None:
+    """Issue #45: 292 and 429 are two ids the page's old hash coloured exactly alike
+    (hsl(335, 64%, 39%)); on one node they looked like one job."""
+    from builders import node, running, snapshot
+
+    snap = snapshot(
+        [node("n1"), node("n2")],
+        [running("292", {"n1": [0, 1]}), running("429", {"n1": [2, 3]}),
+         running("500", {"n2": [0]})],
+    )  # fmt: skip
+    jobs = snapshot_payload(snap, compute(snap))["jobs"]
+    assert jobs["292"]["colour"] != jobs["429"]["colour"]
+    assert all(j["colour"].startswith("hsl(") for j in jobs.values())

@@ -10,9 +10,17 @@ import typer
 if TYPE_CHECKING:  # pydantic models: imported when used, to keep startup fast
     from slurm_defrag.domain.cluster import ClusterSnapshot
 
+# readable=False on every path option: the command opens the file itself and says what is
+# wrong on one line (exit 3) like for a missing file; typer's own check answered an
+# unreadable file with a usage box and exit 2 (issue #45).
 SnapshotOpt = Annotated[
     Path | None,
-    typer.Option("--snapshot", "-s", help="Snapshot JSON file (default: read the live cluster)."),
+    typer.Option(
+        "--snapshot",
+        "-s",
+        help="Snapshot JSON file, - for standard input (default: read the live cluster).",
+        readable=False,
+    ),
 ]
 JsonOpt = Annotated[bool, typer.Option("--json", help="Machine-readable JSON on stdout.")]
 

@@ -26,6 +26,7 @@ _MARK = {
     "ok": ("ok  ", "bold green"),
     "warn": ("warn", "bold yellow"),
     "fail": ("FAIL", "bold red"),
+    "skip": ("skip", "dim"),
 }
 
 
@@ -47,6 +48,7 @@ def doctor(
             "--config",
             "-c",
             help="The service's TOML config (default: $SLURM_DEFRAG_CONFIG, else none).",
+            readable=False,
         ),
     ] = None,
     db: Annotated[
@@ -71,6 +73,7 @@ def doctor(
             "--plugins-dir",
             help="This release's slurm-plugins/ to compare the installed hooks with "
             "(default: the installed release's, or the checkout's).",
+            readable=False,
         ),
     ] = None,
     job_submit: Annotated[
@@ -144,16 +147,19 @@ def _print(results: list[Result], code: int) -> None:
         line = Text.assemble(
             (mark, style), " ", (r.name.ljust(width), "bold"), "  ", clean(r.summary)
         )
-        if r.fix and r.status != "ok":
+        if r.fix and r.status in ("warn", "fail"):
             line.append_text(Text.assemble(("  fix: ", "cyan"), clean(r.fix)))
         console.print(line, soft_wrap=True)
     fails = sum(r.status == "fail" for r in results)
     warns = sum(r.status == "warn" for r in results)
+    skips = sum(r.status == "skip" for r in results)
     verdict = (
         Text("enforce is safe to turn on", style="bold green")
         if code == 0
         else Text(f"not ready for enforce: {fails} check(s) failed", style="bold red")
     )
+    if skips:
+        verdict.append(f", {skips} not checked")
     if warns:
         verdict.append(f" ({warns} warning(s))")
     console.print(verdict)

@@ -4,7 +4,10 @@ A check returns a :class:`Result` (``ok``, ``warn`` or ``fail``, one line, the f
 not ok) and never raises: whatever Slurm, a file or the database answers — down,
 refused, unreadable, hostile — becomes a ``fail`` line naming what was read. ``fail``
 means "do not turn enforce on yet"; ``warn`` means it is safe but something is missing
-or unverified. Slurm is reached only through the adapters (:mod:`slurm_defrag.slurm`).
+or unverified; ``skip`` ("not checked") means it could not be looked at because an
+earlier check failed (Slurm not reached): that failure is the one to fix, and it is the
+one counted. Slurm is reached only through the adapters (:mod:`slurm_defrag.slurm`).
+Nothing is created or changed: the database is only opened when it exists.
 """
 
 from __future__ import annotations
@@ -20,15 +23,17 @@ from typing import TYPE_CHECKING, Literal
 from slurm_defrag.errors import DefragError
 from slurm_defrag.hooks_location import plugins_dir
 from slurm_defrag.slurm import controller
-from slurm_defrag.slurm.errors import SlurmError, SlurmUnavailableError
+from slurm_defrag.slurm.errors import SlurmCommandMissing, SlurmError, SlurmUnavailableError
 
 if TYPE_CHECKING:
+    from sqlalchemy.engine import URL
+
     from slurm_defrag.domain.cluster import ClusterSnapshot
     from slurm_defrag.service.settings import ServiceSettings
     from slurm_defrag.slurm.cli import CliSlurm
     from slurm_defrag.slurm.port import SlurmReader
 
-Status = Literal["ok", "warn", "fail"]
+Status = Literal["ok", "warn", "fail", "skip"]
 
 TESTED_RELEASES = {
     (22, 5): "every live test",
@@ -582,9 +587,29 @@ def check_epilog(env: Env) -> Result:
 def check_database(env: Env) -> Result:
     """The database opens and its schema is at this version's Alembic head."""
     from slurm_defrag.store import migrate
-    from slurm_defrag.store.engine import check_reachable, display_url, make_engine, resolve_url
+    from slurm_defrag.store.engine import (
+        check_reachable,
+        display_url,
+        make_engine,
+        parse_url,
+        resolve_url,
+    )
 
-    engine = make_engine(resolve_url(env.settings.db_url))
+    # create=False, and a SQLite file that is not there is reported, not opened: SQLite
+    # (and the store's own 0600 pre-creation) would make an empty database of it.
+    url = resolve_url(env.settings.db_url, create=False)
+    parsed = parse_url(url)
+    path = _sqlite_file(parsed) if parsed.get_backend_name() == "sqlite" else None
+    if path is not None and not path.exists():
+        shown = display_url(parsed)
+        return Result(
+            "database",
+            "fail",
+            f"{shown}: no database there (doctor creates none)",
+            f"slurm-defrag db upgrade --db '{shown}' (or set db_url / SLURM_DEFRAG_DB_URL to "
+            "the service's database)",
+        )
+    engine = make_engine(url)
     try:
         shown = display_url(engine.url)
         check_reachable(engine)
@@ -605,6 +630,14 @@ def check_database(env: Env) -> Result:
             "upgrade slurm-defrag to the version that migrated it",
         )
     return Result("database", "fail", f"{shown} is at revision {rev}, head is {head}", upgrade)
+
+
+def _sqlite_file(url: URL) -> Path | None:
+    """The file of a SQLite URL (None: in memory, or a ``file:`` URI left to SQLite)."""
+    db = url.database
+    if not db or db == ":memory:" or db.startswith("file:"):
+        return None
+    return Path(db).expanduser()
 
 
 def check_clock(env: Env) -> Result:
@@ -691,15 +724,17 @@ OTHER_CHECKS: Sequence[tuple[str, Check]] = (
 )
 
 
-def _guarded(name: str, check: Check, env: Env) -> tuple[Result, bool]:
-    """The check's result, and whether Slurm did not answer."""
+def _guarded(name: str, check: Check, env: Env) -> tuple[Result, str | None]:
+    """The check's result, and why Slurm cannot be reached (None: it answered)."""
     try:
-        return check(env), False
+        return check(env), None
     except DefragError as exc:
-        return (
-            Result(name, "fail", _one_line(exc), _fix_for(exc)),
-            isinstance(exc, SlurmUnavailableError),
-        )
+        down = None
+        if isinstance(exc, SlurmCommandMissing):
+            down = _missing(exc)
+        elif isinstance(exc, SlurmUnavailableError):
+            down = "Slurm is unreachable"
+        return Result(name, "fail", _one_line(exc), _fix_for(exc)), down
     except Exception as exc:  # a doctor reports; it must not die on what it reads
         return (
             Result(
@@ -708,13 +743,25 @@ def _guarded(name: str, check: Check, env: Env) -> tuple[Result, bool]:
                 f"could not check: {type(exc).__name__}: {_one_line(exc, 200)}",
                 "report this with the Slurm version",
             ),
-            False,
+            None,
         )
+
+
+def _missing(exc: SlurmCommandMissing) -> str:
+    return f"{exc.command} {'does not exist' if '/' in exc.command else 'is not on PATH'}"
 
 
 def _fix_for(exc: DefragError) -> str:
     from slurm_defrag.slurm.errors import SlurmParseError, SlurmRejectedError
 
+    if isinstance(exc, SlurmCommandMissing):
+        if exc.prefixed:
+            return f"install {exc.command} here or fix [slurm] command_prefix"
+        return (
+            "install Slurm's client commands on this host or add their folder to PATH, or set "
+            "[slurm] command_prefix to run them where they are (e.g. ssh HOST, docker exec "
+            "CONTAINER)"
+        )
     if isinstance(exc, SlurmUnavailableError):
         return "start slurmctld / check the command prefix, munge and the network"
     if isinstance(exc, SlurmRejectedError):
@@ -731,16 +778,17 @@ def run_checks(env: Env) -> list[Result]:
     down: str | None = None
     for name, check in SLURM_CHECKS:
         if down is not None:
-            results.append(Result(name, "fail", f"not checked: {down}", "see the slurm check"))
+            results.append(Result(name, "skip", f"not checked: {down}"))
             continue
-        r, unavailable = _guarded(name, check, env)
-        if unavailable and name in ("slurm", "backend"):
-            down = "Slurm is unreachable"
+        r, why = _guarded(name, check, env)
+        if why is not None and name in ("slurm", "backend"):
+            down = why
         results.append(r)
     results.extend(_guarded(name, check, env)[0] for name, check in OTHER_CHECKS)
     return results
 
 
 def exit_code(results: Sequence[Result]) -> int:
-    """0 when nothing fails (enforce is safe to turn on), 1 otherwise."""
+    """0 when nothing fails (enforce is safe to turn on), 1 otherwise (a ``skip`` is not a
+    failure: the failure that caused it is one)."""
     return 1 if any(r.status == "fail" for r in results) else 0

@@ -7,10 +7,10 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Annotated
 
 import typer
-from rich.console import Console
 
 from slurm_defrag.commands.common import JsonOpt, SnapshotOpt, load_or_read_snapshot
 from slurm_defrag.errors import InputError
+from slurm_defrag.report.console import output_console
 
 if TYPE_CHECKING:
     from slurm_defrag.metrics.demand import WorkloadMix
@@ -22,14 +22,24 @@ def frag(
     mix: Annotated[
         Path | None,
         typer.Option(
-            "--mix", help="Workload mix JSON to measure against (default: pending queue)."
+            "--mix",
+            help="Workload mix JSON to measure against (default: pending queue).",
+            readable=False,
         ),
     ] = None,
     max_nodes: Annotated[
         int, typer.Option("--max-nodes", min=1, help="Nodes shown in the map and per job.")
     ] = 64,
 ) -> None:
-    """Fragmentation per node, partition, GPU model and cluster; falsely starved jobs."""
+    """Fragmentation per node, partition, GPU model and cluster; falsely starved jobs.
+
+    Examples:
+
+      slurm-defrag frag                                  # the live cluster
+      slurm-defrag frag --snapshot examples/course.json  # a saved snapshot
+      slurm-defrag frag --mix examples/mix-a100x3.json   # against a declared mix
+      slurm-defrag snapshot --json | slurm-defrag frag -s - --json
+    """
     from slurm_defrag.metrics.compute import compute
     from slurm_defrag.report.frag_view import render
 
@@ -43,7 +53,7 @@ def frag(
         if warning is not None:  # the JSON lists them too (topology_unknown)
             typer.echo(f"slurm-defrag: warning: {warning}", err=True)
         return
-    render(Console(), snap, report, max_nodes)
+    render(output_console(), snap, report, max_nodes)
 
 
 def _load_mix(path: Path) -> WorkloadMix:

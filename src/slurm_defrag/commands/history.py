@@ -21,6 +21,7 @@ from rich.table import Table
 from slurm_defrag.commands.common import JsonOpt
 from slurm_defrag.commands.db import DbOpt
 from slurm_defrag.errors import InputError
+from slurm_defrag.report.console import output_console
 from slurm_defrag.timespec import parse_duration
 
 if TYPE_CHECKING:
@@ -39,7 +40,9 @@ def history(
     json_out: JsonOpt = False,
     plot: Annotated[
         Path | None,
-        typer.Option("--plot", help="Also draw the views to FILE.png or FILE.html."),
+        typer.Option(
+            "--plot", help="Also draw the views to FILE.png or FILE.html.", readable=False
+        ),
     ] = None,
     db: DbOpt = None,
     cluster: Annotated[
@@ -68,7 +71,7 @@ def history(
     if json_out:
         sys.stdout.write(json.dumps(asdict(h), default=_json_default, indent=1) + "\n")
         return
-    render(Console(), h)
+    render(output_console(), h)
     if plot is not None:
         Console(stderr=True).print(f"plot written to {plot}", markup=False)
 

@@ -10,6 +10,7 @@ import typer
 from rich.console import Console
 
 from slurm_defrag.commands.common import JsonOpt, SnapshotOpt, load_or_read_snapshot
+from slurm_defrag.report.console import output_console
 
 if TYPE_CHECKING:  # pydantic models: imported when used, to keep startup fast
     from slurm_defrag.domain.cluster import ClusterSnapshot
@@ -22,6 +23,7 @@ PolicyOpt = Annotated[
         "-p",
         help="Policy file (TOML or YAML, version = 1). "
         "Default: built-in defaults (see examples/policy.toml).",
+        readable=False,
     ),
 ]
 TargetOpt = Annotated[
@@ -41,7 +43,15 @@ def plan(
     json_out: JsonOpt = False,
     target: TargetOpt = None,
 ) -> None:
-    """Preview the cheapest requeues/drains that start starved GPU jobs, with before/after maps."""
+    """Preview the cheapest requeues/drains that start starved GPU jobs, with before/after maps.
+
+    Examples:
+
+      slurm-defrag plan                                   # the live cluster, default policy
+      slurm-defrag plan -s examples/course.json           # a saved snapshot
+      slurm-defrag plan -p examples/policy.toml -t 110    # a policy file, one target job
+      slurm-defrag plan -s examples/course.json --json    # the plan as JSON
+    """
     from slurm_defrag.domain.plan import apply_plan
     from slurm_defrag.planner.facade import make_plan
     from slurm_defrag.policy.file import default_policy, load_policy
@@ -52,7 +62,7 @@ def plan(
     if json_out:
         sys.stdout.write(result.model_dump_json(indent=1) + "\n")
         return
-    render(Console(), snap, result, apply_plan(snap, result))
+    render(output_console(), snap, result, apply_plan(snap, result))
 
 
 def bounds_line(s: SolveStats) -> str:
@@ -87,6 +97,12 @@ def render(console: Console, before: ClusterSnapshot, plan: Plan, after: Cluster
         f"{plan.taken_at:%Y-%m-%d %H:%M:%S %Z}   plan [bold]{markup(plan.plan_id)}"
         f"[/bold] ({markup(plan.status)})   DRY RUN: nothing is changed in Slurm"
     )
+    if s.status == "NOT_SOLVED":  # nothing reached the solver: say why, not its status
+        lead = "nothing to plan" if plan.status == "empty" else "no plan"
+        console.print(clean(f"{lead}: {plan.reason}"), markup=False, highlight=False)
+        for target in plan.targets:  # e.g. left out on purpose (spreadable requests)
+            console.print(clean(target.explanation), markup=False, highlight=False)
+        return
     gap = f"{s.gap:.2%}" if s.gap is not None else "-"
     console.print(
         clean(

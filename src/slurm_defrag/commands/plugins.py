@@ -471,7 +471,8 @@ def _read_topology_map(path: Path) -> dict[str, str]:
 @app.command()
 def render(
     slurm_conf: Annotated[
-        Path, typer.Option("--slurm-conf", help="slurm.conf: nodes, GRES, partitions.")
+        Path,
+        typer.Option("--slurm-conf", help="slurm.conf: nodes, GRES, partitions.", readable=False),
     ],
     gres_conf: Annotated[
         Path | None,
@@ -479,6 +480,7 @@ def render(
             "--gres-conf",
             help="gres.conf with Links= rows "
             "(default: SLURM_DEFRAG_SLURM_GRES_CONF, else the gres.conf beside --slurm-conf).",
+            readable=False,
         ),
     ] = None,
     topology_map: Annotated[
@@ -488,11 +490,14 @@ def render(
             help='JSON host list -> built-in topology, e.g. {"gpu[001-064]": "nvswitch-8"} '
             "(default: the service's SLURM_DEFRAG_SLURM_TOPOLOGY_TEMPLATES). gres.conf Links= "
             "win over it.",
+            readable=False,
         ),
     ] = None,
     out: Annotated[
         Path | None,
-        typer.Option("--out", "-o", help="Write here (atomically) instead of stdout."),
+        typer.Option(
+            "--out", "-o", help="Write here (atomically) instead of stdout.", readable=False
+        ),
     ] = None,
     pack_feature: Annotated[
         str,
@@ -538,6 +543,7 @@ def render(
             "--route-file",
             help="Where the service writes the per-job route (its route_file setting, for "
             "packing_lever = fgd-route-score); default: defrag_route.lua beside the table.",
+            readable=False,
         ),
     ] = None,
     short_first: Annotated[

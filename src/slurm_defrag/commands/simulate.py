@@ -7,11 +7,11 @@ from pathlib import Path
 from typing import Annotated
 
 import typer
-from rich.console import Console
 
 from slurm_defrag.commands.common import JsonOpt
 from slurm_defrag.errors import InputError
 from slurm_defrag.planner.levers import LEVERS
+from slurm_defrag.report.console import output_console
 
 
 def _csv(text: str) -> list[str]:
@@ -107,7 +107,8 @@ def simulate(
         ),
     ] = "none",
     out: Annotated[
-        Path | None, typer.Option("--out", help="Folder for results JSON and PNG plots.")
+        Path | None,
+        typer.Option("--out", help="Folder for results JSON and PNG plots.", readable=False),
     ] = None,
     json_out: JsonOpt = False,
     traces: Annotated[
@@ -116,10 +117,19 @@ def simulate(
             "--traces",
             envvar="SLURM_DEFRAG_TRACES",
             help="Folder holding alibaba-gpu-v2023/ (the openb trace); env SLURM_DEFRAG_TRACES.",
+            readable=False,
         ),
     ] = None,
 ) -> None:
-    """Replay Alibaba openb against Slurm-like placement policies (see docs/benchmarks.md)."""
+    """Replay Alibaba openb against Slurm-like placement policies (see docs/benchmarks.md).
+
+    Examples:
+
+      slurm-defrag simulate --traces DIR                      # protocol A, 10 seeds
+      slurm-defrag simulate --traces DIR --seeds 1 --policies fgd,best-fit
+      slurm-defrag simulate --traces DIR -p b --loads 1.2 --defrag none,planner
+      slurm-defrag simulate --traces DIR --out results/ --json > results.json
+    """
     from slurm_defrag.traces.openb import folder
 
     folder(traces)  # a missing trace is the first thing said, before minutes of work
@@ -185,7 +195,7 @@ def simulate(
         backfill=backfill,
         priority=priority,
     )
-    console = Console()
+    console = output_console()
     title = f"openb {trace}, overlay {overlay}" + (", NVLink jobs" if nvlink_jobs else "")
     if protocol == "a":
         runs_a = suite.protocol_a(s, traces=traces)

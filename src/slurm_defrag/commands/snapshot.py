@@ -11,6 +11,7 @@ from rich.console import Console
 from rich.table import Table
 
 from slurm_defrag.commands.common import JsonOpt, command_words
+from slurm_defrag.report.console import output_console
 
 if TYPE_CHECKING:  # pydantic models: imported when used, to keep startup fast
     from slurm_defrag.domain.cluster import ClusterSnapshot, Node
@@ -23,18 +24,28 @@ def snapshot(
     ] = None,
     json_out: JsonOpt = False,
     out: Annotated[
-        Path | None, typer.Option("--out", "-o", help="Also write the snapshot JSON here.")
+        Path | None,
+        typer.Option("--out", "-o", help="Also write the snapshot JSON here.", readable=False),
     ] = None,
     gres_conf: Annotated[
-        Path | None, typer.Option("--gres-conf", help="gres.conf with Links= (NVLink topology).")
+        Path | None,
+        typer.Option(
+            "--gres-conf", help="gres.conf with Links= (NVLink topology).", readable=False
+        ),
     ] = None,
     topology_map: Annotated[
         Path | None,
-        typer.Option("--topology-map", help="YAML/JSON hostlist -> template or Links rows."),
+        typer.Option(
+            "--topology-map", help="YAML/JSON hostlist -> template or Links rows.", readable=False
+        ),
     ] = None,
     topology_dir: Annotated[
         Path | None,
-        typer.Option("--topology-dir", help="Directory of <node>.json topology collector files."),
+        typer.Option(
+            "--topology-dir",
+            help="Directory of <node>.json topology collector files.",
+            readable=False,
+        ),
     ] = None,
     command_prefix: Annotated[
         str | None,
@@ -46,10 +57,11 @@ def snapshot(
     ] = None,
     rest_url: Annotated[str | None, typer.Option("--rest-url", help="slurmrestd URL.")] = None,
     rest_socket: Annotated[
-        Path | None, typer.Option("--rest-socket", help="slurmrestd unix socket.")
+        Path | None, typer.Option("--rest-socket", help="slurmrestd unix socket.", readable=False)
     ] = None,
     token_file: Annotated[
-        Path | None, typer.Option("--token-file", help="File with the slurmrestd JWT.")
+        Path | None,
+        typer.Option("--token-file", help="File with the slurmrestd JWT.", readable=False),
     ] = None,
     timeout: Annotated[
         float | None, typer.Option("--timeout", min=0.1, help="Seconds per Slurm call.")
@@ -78,7 +90,7 @@ def snapshot(
     if json_out:
         sys.stdout.write(dump_snapshot(snap) + "\n")
         return
-    Console().print(summary_table(snap))
+    output_console().print(summary_table(snap))
     from slurm_defrag.slurm.topology_sources import unknown_topology_warning
 
     warning = unknown_topology_warning(snap)

@@ -17,10 +17,10 @@ from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Annotated
 
 import typer
-from rich.console import Console
 
 from slurm_defrag.commands.common import SnapshotOpt
 from slurm_defrag.errors import DefragError, InputError
+from slurm_defrag.report.console import output_console
 
 if TYPE_CHECKING:  # the view pulls in the store and pydantic: imported when used
     from slurm_defrag.report.top_view import TopFrame
@@ -102,7 +102,7 @@ def top(
         if once:
             from slurm_defrag.report.top_view import render_frame
 
-            Console().print(render_frame(read(), max_nodes=max_nodes))
+            output_console().print(render_frame(read(), max_nodes=max_nodes))
             return
         with contextlib.suppress(KeyboardInterrupt):  # Ctrl-C is how one leaves: exit 0
             frame = read()  # outside the loop: a first failure is the usual one-line error
@@ -120,7 +120,7 @@ def _refresh(
 
     from slurm_defrag.report.top_view import render_frame
 
-    console = Console()
+    console = output_console()
     footer = f"every {interval:g} s · Ctrl-C quits"
     if not console.is_terminal:  # piped or logged: one full frame after another, like top -b
         while True:

@@ -36,12 +36,18 @@ class FileSource:
 
     def __init__(self, path: Path) -> None:
         self.path = path
-        self.description = f"file {path}"
+        self.description = "standard input" if str(path) == "-" else f"file {path}"
+        self._once: ClusterSnapshot | None = None
+        """Standard input (``-``) is read once, at the first refresh."""
 
     def read(self) -> ClusterSnapshot:
-        from slurm_defrag.snapshot_file import load_snapshot
+        from slurm_defrag.snapshot_file import is_stdin, load_snapshot
 
-        return load_snapshot(self.path)
+        if not is_stdin(self.path):
+            return load_snapshot(self.path)
+        if self._once is None:
+            self._once = load_snapshot(self.path)
+        return self._once
 
 
 class LiveSource:

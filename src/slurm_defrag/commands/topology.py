@@ -15,6 +15,8 @@ from typing import Annotated
 import typer
 from rich.console import Console
 
+from slurm_defrag.report.console import output_console
+
 app = typer.Typer(
     help="Collect the NVLink topology on a GPU node (AutoDetect=nvml sites).",
     no_args_is_help=True,
@@ -25,7 +27,9 @@ app = typer.Typer(
 def collect(
     output: Annotated[
         Path,
-        typer.Option("--output", "-o", help="Directory to write <node>.json into (created)."),
+        typer.Option(
+            "--output", "-o", help="Directory to write <node>.json into (created).", readable=False
+        ),
     ],
     node: Annotated[
         str | None,
@@ -43,6 +47,7 @@ def collect(
         typer.Option(
             "--from-file",
             help="Read a saved 'nvidia-smi topo -m' output instead of running nvidia-smi.",
+            readable=False,
         ),
     ] = None,
     status_file: Annotated[
@@ -50,6 +55,7 @@ def collect(
         typer.Option(
             "--status-file",
             help="With --from-file: a saved 'nvidia-smi nvlink --status' to drop down links.",
+            readable=False,
         ),
     ] = None,
     timeout: Annotated[
@@ -92,7 +98,9 @@ def _read(path: Path) -> str:
 
 @app.command()
 def show(
-    path: Annotated[Path, typer.Argument(help="A collected <node>.json, or the directory.")],
+    path: Annotated[
+        Path, typer.Argument(help="A collected <node>.json, or the directory.", readable=False)
+    ],
 ) -> None:
     """Print what was collected: per node, GPUs, NVLink pairs, when, and the matrix."""
     from slurm_defrag.errors import InputError
@@ -101,7 +109,7 @@ def show(
     files = sorted(path.glob("*.json")) if path.is_dir() else [path]
     if not files:
         raise InputError(f"{path}: no *.json files")
-    out = Console(highlight=False)
+    out = output_console(highlight=False)
     for file in files:
         try:
             data = json.loads(_read(file))

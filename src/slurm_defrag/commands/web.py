@@ -20,7 +20,9 @@ def web(
         typer.Option(
             "--snapshot",
             "-s",
-            help="Snapshot JSON file to show (map and starving jobs; no history or plans).",
+            help="Snapshot JSON file to show, - for standard input (map and starving jobs; "
+            "no history or plans).",
+            readable=False,
         ),
     ] = None,
     db: Annotated[
@@ -52,7 +54,7 @@ def web(
     """Serve the web page (GPU map, starving jobs, history, plans) until Ctrl-C."""
     from pydantic import TypeAdapter, ValidationError
 
-    from slurm_defrag.service.http import ControlServer, Network
+    from slurm_defrag.service.http import ControlServer, ListenError, Network
     from slurm_defrag.web.pages import web_pages
     from slurm_defrag.web.sources import FileSource, Source, StoreSource
 
@@ -75,9 +77,14 @@ def web(
 
         store = Store.open(db)
         source = StoreSource(store)
-    server = ControlServer(
-        host, port, None, None, web_pages(source), allow=networks, names=name or ()
-    )
+    try:
+        server = ControlServer(
+            host, port, None, None, web_pages(source), allow=networks, names=name or ()
+        )
+    except ListenError as exc:
+        if store is not None:
+            store.close()
+        raise exc.named("--host/--port") from None
     stop = threading.Event()
 
     def on_signal(_signum: int, _frame: FrameType | None) -> None:

@@ -83,7 +83,7 @@ def _make_plan(
     specs, skipped = target_specs(snapshot, jobs)
     if not specs:
         why = (
-            "no pending job is falsely starved: nothing to defragment"
+            "no pending job is blocked by fragmentation (none is falsely starved)"
             if not jobs
             else "no target has a fixed per-node shape (spreadable --gpus=N requests are "
             "served by any free GPUs)"

@@ -8,13 +8,12 @@ reads at a glance.
 
 from __future__ import annotations
 
-import zlib
-
 from rich.console import Group
 from rich.table import Table
 from rich.text import Text
 
 from slurm_defrag.domain.cluster import UNKNOWN_OWNER, ClusterSnapshot, Node
+from slurm_defrag.domain.job_colours import colour_slots
 from slurm_defrag.domain.topology import indices_of
 from slurm_defrag.metrics.report import FragReport
 from slurm_defrag.report.safe_text import clean, text
@@ -39,11 +38,17 @@ _PALETTE = (
 )
 
 
-def job_colour(job_id: str) -> str:
-    return _PALETTE[zlib.crc32(job_id.encode()) % len(_PALETTE)]
+def job_colours(snapshot: ClusterSnapshot) -> dict[str, str]:
+    """A colour per job holding GPUs; jobs sharing a node differ (beyond 16 jobs around
+    one, the palette repeats)."""
+    n = len(_PALETTE)
+    return {job: _PALETTE[slot % n] for job, slot in colour_slots(snapshot, n).items()}
 
 
-def node_cells(snapshot: ClusterSnapshot, node: Node) -> Text:
+def node_cells(
+    snapshot: ClusterSnapshot, node: Node, colours: dict[str, str] | None = None
+) -> Text:
+    colours = job_colours(snapshot) if colours is None else colours
     owners = snapshot.gpu_owners[node.name]
     topo = snapshot.topology_of(node)
     free = snapshot.free_masks[node.name]
@@ -63,7 +68,7 @@ def node_cells(snapshot: ClusterSnapshot, node: Node) -> Text:
         elif owner == UNKNOWN_OWNER:
             text.append("▒", style="grey50")
         else:
-            text.append("█", style=job_colour(owner))
+            text.append("█", style=colours[owner])
     return text
 
 
@@ -78,6 +83,7 @@ def gpu_map(
     table.add_column("topology", style="dim")
     table.add_column("GPUs")
     table.add_column("jobs", overflow="fold")
+    colours = job_colours(snapshot)
     for node in nodes:
         if node.gpu_count == 0:
             continue
@@ -85,7 +91,7 @@ def gpu_map(
         jobs = Text()
         for jid in dict.fromkeys(o for o in owners if o not in (None, UNKNOWN_OWNER)):
             assert jid is not None
-            jobs.append(f"{clean(jid)} ", style=job_colour(jid))
+            jobs.append(f"{clean(jid)} ", style=colours[jid])
         name = text(node.name)
         if not node.available:
             name.append(" (" + clean(",".join(sorted(node.state))) + ")", style="dim")
@@ -93,7 +99,7 @@ def gpu_map(
             name,
             text(node.gpu_model or ""),
             text(snapshot.topology_of(node).name),
-            node_cells(snapshot, node),
+            node_cells(snapshot, node, colours),
             jobs,
         )
     return table

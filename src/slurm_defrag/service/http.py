@@ -176,6 +176,20 @@ def host_allowed(host_header: str | None, names: Iterable[str] = ()) -> bool:
     return hostname in ("localhost", *(n.lower().rstrip(".") for n in names))
 
 
+class ListenError(InputError):
+    """The address cannot be listened on (port in use, address not on this host). The
+    message names the settings; a command that took them as options names those
+    (:meth:`named`)."""
+
+    def __init__(self, address: str, reason: str, names: str = "http_host/http_port") -> None:
+        self.address, self.reason = address, reason
+        super().__init__(f"{names}: cannot listen on {address}: {reason}")
+
+    def named(self, names: str) -> ListenError:
+        """The same error, naming where the address came from."""
+        return ListenError(self.address, self.reason, names)
+
+
 class _Server(ThreadingHTTPServer):
     allowed: tuple[Network, ...] = ()
     max_connections = MAX_CONNECTIONS
@@ -403,9 +417,8 @@ class ControlServer:
         try:
             self._server = server_class((host, port), Handler)
         except OSError as exc:
-            raise InputError(
-                f"http_host/http_port: cannot listen on {host}:{port}: {exc.strerror or exc}"
-            ) from None
+            shown = f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
+            raise ListenError(shown, str(exc.strerror or exc)) from None
         self._server.allowed = tuple(allow)
         self._server.max_connections = max_connections
         self._server.slots = threading.BoundedSemaphore(max_connections)

@@ -69,6 +69,14 @@ class CycleReport:
 
 
 @dataclass(frozen=True)
+class SlurmRead:
+    """The last time a cycle read Slurm, and why it failed (None: it succeeded)."""
+
+    at: datetime
+    error: str | None = None
+
+
+@dataclass(frozen=True)
 class CycleDeps:
     """What a cycle talks to: Slurm (``reader`` for the snapshot and fresh reads, ``writer``
     for enforce plans), the database (``repo``), the ``lease`` and ``killswitch`` that gate
@@ -153,6 +161,9 @@ class Cycle:
         self._mix_warm = False
         """The jobs stored before this process started are in :attr:`mix`."""
         self.last: CycleReport | None = None
+        self.last_read: SlurmRead | None = None
+        """The last snapshot read (None: no cycle has tried yet; a standby never does):
+        /healthz is not ok until one succeeded, and while the last one failed."""
 
     def _executor(self, channel: Channel, hook: Hook | None) -> Executor:
         """The executor on ``channel``: the real Slurm, or the dry-run sandbox — the same
@@ -185,8 +196,13 @@ class Cycle:
         try:
             snapshot = self.reader.snapshot()
         except SlurmUnavailableError as exc:
+            self.last_read = SlurmRead(now, str(exc))
             log.warning("cycle: %s; no action this cycle", exc)
             return CycleReport(now, "slurm-unavailable", str(exc))
+        except SlurmError as exc:  # refused or unreadable: the cycle fails (run() logs it)
+            self.last_read = SlurmRead(now, str(exc))
+            raise
+        self.last_read = SlurmRead(now)
         metrics = compute(snapshot, cache=self.metrics_cache)
         self.observer.measured(metrics)
         sid = self.repo.save_snapshot(snapshot, metrics)

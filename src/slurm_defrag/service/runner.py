@@ -169,25 +169,51 @@ class Service:
     def healthy(self) -> bool:
         """Cycles run on time. No database access: ``/metrics`` asks at every scrape and
         must answer while the database is down."""
-        # Unhealthy when cycles stopped happening (hung Slurm command, dead scheduler), not
-        # when they report problems: those are in last_cycle for the operator to read.
+        # Liveness only: cycles stopped happening (hung Slurm command, dead scheduler). A
+        # Slurm that does not answer makes /healthz say so (health()), but must not stop
+        # the watchdog: systemd would restart a service that is only waiting for Slurm.
         age_limit = 3 * self.settings.interval_s + 60
         done = self._last_done
         fresh = done is None or time.monotonic() - done < age_limit
         return bool(self.scheduler.running) and fresh
 
+    def slurm_problem(self) -> str | None:
+        """Why Slurm cannot be counted on, or None: no cycle has read it yet, or the last
+        read failed. A standby (``read-only``: another instance holds the lease) does not
+        read Slurm, by design: nothing to say."""
+        last, read = self.cycle.last, self.cycle.last_read
+        if last is not None and last.outcome == "read-only":
+            return None
+        if read is None:
+            return "no cycle has read Slurm yet"
+        if read.error is not None:
+            return f"the last read of Slurm ({read.at:%Y-%m-%d %H:%M:%S} UTC) failed: {read.error}"
+        return None
+
     def kill_switch(self) -> str | None:
         return KillSwitch(self.settings.kill_switch_file).engaged()
 
     def health(self) -> tuple[bool, dict[str, Any]]:
+        """``/healthz``: ok when cycles run on time and the last one read Slurm (a
+        standby's, which does not read it, counts too); ``reason`` says why not."""
         last = self.cycle.last
-        ok = self.healthy()
+        reason = None
+        if not self.healthy():
+            reason = (
+                f"no cycle ended for over {3 * self.settings.interval_s + 60:g} s"
+                if self.scheduler.running
+                else "the scheduler is not running"
+            )
+        else:
+            reason = self.slurm_problem()
+        ok = reason is None
         try:
             lease = self.lease.describe()
         except SQLAlchemyError as exc:  # a standby asks the database who leads
             lease = f"unknown: database error: {type(exc).__name__}"
         return ok, {
             "ok": ok,
+            "reason": reason,
             "mode": self.settings.mode,
             "lease": lease,
             "started_at": self.started_at.isoformat(),

@@ -241,6 +241,23 @@ class _SlurmOwnEnvironment(PydanticBaseSettingsSource):
         return {"slurm": found} if found else {}
 
 
+def origins(settings: ServiceSettings, keys: Sequence[str], config: Path | None = None) -> str:
+    """Where the values of ``keys`` came from, for a message: their environment variables,
+    the config file (``config``, else ``$SLURM_DEFRAG_CONFIG``), or the defaults."""
+    file = config or (Path(env) if (env := os.environ.get(CONFIG_ENV)) else None)
+    found = []
+    for key in keys:
+        var = f"{ENV_PREFIX}{key.upper()}"
+        if var in os.environ:
+            found.append(var)
+        elif key in settings.model_fields_set and file is not None:
+            found.append(f"{key} in {file}")
+    if found:
+        return ", ".join(found)
+    names = "/".join(f"{ENV_PREFIX}{k.upper()}" for k in keys)
+    return f"{'/'.join(keys)} (defaults; set them in the config file or {names})"
+
+
 def config_file() -> tuple[Path, str] | None:
     """The config file to read and where it was named (``--config`` or the variable)."""
     option = _CONFIG_OPTION.get()

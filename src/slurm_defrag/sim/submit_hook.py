@@ -170,8 +170,10 @@ class SubmitHook:
         try:
             from lupa import lua51
         except ImportError as e:  # the sim extra
+            from slurm_defrag.extras import install_hint
+
             raise InputError(
-                "the slurm mode runs job_submit.lua through lupa: pip install 'slurm-defrag[sim]'"
+                f"the slurm mode runs job_submit.lua through lupa: {install_hint('sim')}"
             ) from e
         self._lua = lua51.LuaRuntime(unpack_returned_tuples=True)
         src = (script or default_script()).read_text(encoding="utf-8")

@@ -15,6 +15,20 @@ class SlurmUnavailableError(SlurmError):
     exit_code = ExitCode.SLURM_UNAVAILABLE
 
 
+class SlurmCommandMissing(SlurmUnavailableError):
+    """The command could not be started: not on PATH, or a path that does not exist.
+
+    ``command`` is what was missing: a Slurm client (``scontrol``) or, with a command
+    prefix, the prefix's program (``docker``, ``sudo``): ``prefixed`` says which.
+    """
+
+    def __init__(self, what: str, command: str, *, prefixed: bool = False) -> None:
+        self.command = command
+        self.prefixed = prefixed
+        where = "does not exist" if "/" in command else "is not on PATH"
+        super().__init__(f"Slurm unavailable: {what}: {command} {where}")
+
+
 class SlurmRejectedError(SlurmError):
     """Slurm answered and refused the request (bad job id, permission, invalid state)."""
 

@@ -8,11 +8,17 @@ UTC (the text carries no zone, see :func:`slurm_defrag.slurm.mapping.text_time`)
 from __future__ import annotations
 
 import os
+import re
 import subprocess
 from collections.abc import Callable, Sequence
 from typing import Protocol
 
-from slurm_defrag.slurm.errors import SlurmUnavailableError, from_failure
+from slurm_defrag.slurm.errors import (
+    SlurmCommandMissing,
+    SlurmError,
+    SlurmUnavailableError,
+    from_failure,
+)
 
 
 class CommandResult(Protocol):
@@ -69,9 +75,7 @@ def run_capture(
     try:
         result = runner(argv, timeout_s)
     except FileNotFoundError:
-        raise SlurmUnavailableError(
-            f"Slurm unavailable: {what}: command {argv[0]!r} not found"
-        ) from None
+        raise SlurmCommandMissing(what, argv[0], prefixed=bool(prefix)) from None
     except subprocess.TimeoutExpired:
         raise SlurmUnavailableError(
             f"Slurm unavailable: {what}: no answer within {timeout_s:g} s"
@@ -87,3 +91,18 @@ def run_capture(
             )
         raise from_failure(what, message or f"exit status {result.returncode}")
     return result.stdout or "", result.stderr or ""
+
+
+_RELEASE = re.compile(r"\b(\d+\.\d+(?:\.\d+)?)\b")
+
+
+def client_version(runner: Runner | None = None, timeout_s: float = 5.0) -> str | None:
+    """The release of the Slurm client on PATH (``sinfo --version``: ``slurm 24.11.5``),
+    None when there is none, it fails or prints no release (``--version`` must not fail
+    on a host without Slurm)."""
+    try:
+        out = run(runner or subprocess_runner, (), ["sinfo", "--version"], timeout_s)
+    except SlurmError:
+        return None
+    m = _RELEASE.search(out)
+    return m[1] if m else None

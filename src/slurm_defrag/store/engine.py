@@ -42,17 +42,36 @@ def default_sqlite_path() -> Path:
     return Path(state) / "slurm-defrag" / "defrag.db"
 
 
-def resolve_url(explicit: str | None = None) -> str:
-    """The database URL to use (see module docstring for the order)."""
+CHOOSE_ANOTHER = (
+    "choose a database with --db URL, SLURM_DEFRAG_DB_URL or db_url in the service config"
+)
+"""How to name another database: every command that opens one takes these."""
+
+
+def resolve_url(explicit: str | None = None, *, create: bool = True) -> str:
+    """The database URL to use (see module docstring for the order).
+
+    ``create=False`` leaves the default folder alone (``doctor`` only looks).
+    Raises :class:`DatabaseUnreachable` when the default folder cannot be created (a
+    service account whose home does not exist, a read-only home).
+    """
     if explicit:
         return explicit
     if env := os.environ.get(ENV_URL):
         return env
     path = default_sqlite_path()
+    if not create:
+        return f"sqlite:///{path}"
     # Only the default location is created for the user; a path they typed must exist, so a
     # typo is reported instead of silently creating a new empty database somewhere.
     # 0700: private to the service's account (an existing directory is left as it is).
-    path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+    except OSError as exc:
+        raise DatabaseUnreachable(
+            f"cannot create the default database folder {path.parent}: "
+            f"{exc.strerror or type(exc).__name__}; {CHOOSE_ANOTHER}"
+        ) from None
     return f"sqlite:///{path}"
 
 

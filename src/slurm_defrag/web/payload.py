@@ -13,6 +13,7 @@ from typing import Any
 from pydantic import ValidationError
 
 from slurm_defrag.domain.cluster import UNKNOWN_OWNER, ClusterSnapshot, Node
+from slurm_defrag.domain.job_colours import colour_slots
 from slurm_defrag.domain.plan import Plan
 from slurm_defrag.domain.topology import indices_of
 from slurm_defrag.domain.unknown_topology import unknown_topology_line
@@ -54,12 +55,31 @@ def gpu_cells(snapshot: ClusterSnapshot, node: Node) -> list[Json]:
     return cells
 
 
+WEB_HUES = 12
+"""Hues of the page's job colours, from cyan over blue, purple and red to orange (170° to
+400°: not the yellow-green of free GPUs); each in two shades, 24 colours."""
+
+
+def web_colour(slot: int) -> str:
+    """The CSS colour of a :func:`~slurm_defrag.domain.job_colours.colour_slots` slot.
+    Slots next to each other (what a job takes when its own is in use beside it) are 5
+    hues, 96°, apart; slots beyond the 24 spread by the golden angle."""
+    if slot < 2 * WEB_HUES:
+        hue = 170 + (slot * 5 % WEB_HUES) * 230 / WEB_HUES
+        light = 36 if slot < WEB_HUES else 50
+    else:
+        hue = 170 + slot * 137.508 % 230
+        light = 30 + slot % 4 * 6
+    return f"hsl({hue % 360:.1f}, 65%, {light}%)"
+
+
 def snapshot_payload(
     snapshot: ClusterSnapshot, report: FragReport, snapshot_id: int | None = None
 ) -> Json:
     """The GPU map, the summary line and the falsely starved jobs of one snapshot."""
     metrics = {m.node: m for m in report.nodes}
     jobs = snapshot.job_by_id
+    slots = colour_slots(snapshot, 2 * WEB_HUES)
     c = report.cluster_metrics.counts
     return {
         "cluster": snapshot.cluster,
@@ -99,7 +119,14 @@ def snapshot_payload(
             "message": unknown_topology_line(report.topology_unknown),
         },
         "jobs": {
-            j.id: {"user": j.user, "name": j.name, "partition": j.partition, "gpus": j.gpu_count}
+            j.id: {
+                "user": j.user,
+                "name": j.name,
+                "partition": j.partition,
+                "gpus": j.gpu_count,
+                # distinct from every job sharing a node with it (domain/job_colours.py)
+                "colour": web_colour(slots.get(j.id, 0)),
+            }
             for j in snapshot.running_gpu_jobs()
         },
         "starving": [

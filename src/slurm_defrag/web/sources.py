@@ -52,7 +52,9 @@ class FileSource:
     """One snapshot file, read and measured once."""
 
     def __init__(self, snapshot: ClusterSnapshot, path: Path) -> None:
-        self.description = f"snapshot file {path}"
+        self.description = (
+            "the snapshot read from standard input" if str(path) == "-" else f"snapshot file {path}"
+        )
         self._payload = payload.snapshot_payload(snapshot, compute(snapshot))
 
     def latest_key(self) -> Hashable | None:

@@ -43,20 +43,23 @@ function table(headers, rows) {
   return el("table", {}, el("thead", {}, head), el("tbody", {}, ...rows));
 }
 
-// A stable colour per job id: a hash (FNV-1a, then murmur3's finaliser so that ids like
-// 101, 102, 103 spread) picks a hue outside the yellow-green band of the free GPUs.
-function jobColour(id) {
-  let h = 0x811c9dc5;
-  for (const ch of String(id)) { h ^= ch.codePointAt(0); h = Math.imul(h, 0x01000193); }
-  h ^= h >>> 16; h = Math.imul(h, 0x85ebca6b); h ^= h >>> 13;
-  h = Math.imul(h, 0xc2b2ae35); h ^= h >>> 16;
-  h >>>= 0;
-  const hue = (170 + h % 230) % 360; // 170..400: cyan, blue, purple, pink, red, orange
-  return `hsl(${hue}, ${55 + (h >>> 8) % 25}%, ${34 + (h >>> 16) % 16}%)`;
+// A job's colour comes with the snapshot (/api/snapshot jobs[id].colour): the server
+// gives jobs that share a node different colours (domain/job_colours.py), which a hash
+// of the id alone cannot promise. A job missing there (none should be) is grey.
+function jobColour(id, jobs) {
+  return ((jobs || {})[id] || {}).colour || "hsl(0, 0%, 45%)";
 }
 
+// ISO 8601 in the reader's time zone, with its offset: 2026-11-29 13:00:00+01:00 (a
+// locale's format was US-style in many browsers, and named no zone).
 function time(iso) {
-  return iso ? new Date(iso).toLocaleString([], {hour12: false}) : "";
+  if (!iso) return "";
+  const d = new Date(iso);
+  const pad = (n) => String(n).padStart(2, "0");
+  const off = -d.getTimezoneOffset();
+  const zone = `${off < 0 ? "-" : "+"}${pad(Math.floor(Math.abs(off) / 60))}:${pad(Math.abs(off) % 60)}`;
+  return `${d.getFullYear()}-${pad(d.getMonth() + 1)}-${pad(d.getDate())} ` +
+    `${pad(d.getHours())}:${pad(d.getMinutes())}:${pad(d.getSeconds())}${zone}`;
 }
 
 async function getJSON(path) {
@@ -100,7 +103,7 @@ function gpuCell(node, cell, jobs) {
                            data: {node: node.name, gpu: cell.gpu, status: cell.status}});
   if (cell.job) {
     span.dataset.job = cell.job;
-    span.style.backgroundColor = jobColour(cell.job);
+    span.style.backgroundColor = jobColour(cell.job, jobs);
   }
   return span;
 }
@@ -119,7 +122,7 @@ function renderMap(s) {
       el("td", {class: "num", text: node.largest_free_block}),
       el("td", {}, ...held.map((id) => {
         const tag = el("span", {class: "job-tag", text: id, data: {job: id}});
-        tag.style.backgroundColor = jobColour(id);
+        tag.style.backgroundColor = jobColour(id, s.jobs);
         return tag;
       })));
   });
