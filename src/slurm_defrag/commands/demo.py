@@ -49,6 +49,7 @@ DbOpt = Annotated[
     Path | None,
     typer.Option(
         "--db",
+        readable=False,  # opened by the store, which says what is wrong in one line
         help="SQLite file to keep the history in (created or upgraded; default: a "
         "temporary file, removed at the end).",
         show_default=False,

@@ -593,6 +593,7 @@ def render(
         Path | None,
         typer.Option(
             "--priority-config",
+            readable=False,  # read by read_range: one line for a bad file
             help="The output of `scontrol show config` ('-': stdin): the live PriorityType "
             "and PriorityWeight* the cap is computed from (default: slurm.conf's).",
         ),
