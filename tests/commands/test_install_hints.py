@@ -24,12 +24,17 @@ def test_history_plot_without_matplotlib_names_both_forms(
         return None if name == "matplotlib" else real(name, *args, **kwargs)  # type: ignore[arg-type]
 
     monkeypatch.setattr(importlib.util, "find_spec", find_spec)
+    # The full run tests the installed wheel, the fast one the tree: place the module in a
+    # checkout so the line is the same under both.
+    root = tmp_path / "checkout"
+    (root / "src" / "slurm_defrag").mkdir(parents=True)
+    (root / "pyproject.toml").write_text("[project]\nname = 'slurm-defrag'\n")
+    monkeypatch.setattr(extras, "__file__", str(root / "src" / "slurm_defrag" / "extras.py"))
     line = assert_one_line_error(
         capsys, "history", "--db", f"sqlite:///{tmp_path / 'h.db'}", "--plot",
         str(tmp_path / "h.png"), words=(WHEEL_HINT, "pip install -e"),
     )  # fmt: skip
-    root = Path(__file__).resolve().parents[2]
-    assert f"pip install -e '{root}[plot]'" in line  # the tests run from the checkout
+    assert f"pip install -e '{root.resolve()}[plot]'" in line
 
 
 def test_an_installed_wheel_names_the_index_form_first(monkeypatch: pytest.MonkeyPatch) -> None:
