@@ -66,7 +66,7 @@ def test_charges_by_hand(store: Store) -> None:
         "ux": (0.6, 0.0, 0.0),  # 1 GPU
         "uy": (1.8, 0.0, 0.0),  # 3 GPUs
         strand.UNKNOWN_OWNER: (0.6, 0.0, 0.0),  # GPU 7
-        strand.IDLE_NODE: (0.0, 0.0, 8.0),  # n2: nothing running
+        strand.CONFIGURATION: (0.0, 0.0, 8.0),  # n2: no pending job can use an a100
     }
     got = _hours(store)
     assert set(got) == {(h, u) for h in (hour0, hour1) for u in expected}  # hours 0 and 1

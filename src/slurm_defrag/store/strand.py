@@ -5,13 +5,18 @@ GPUs of an available node that no pending job's shape could use, split by cause 
 topology, configuration), exactly as the metrics pass stores them per node. They are
 charged to what occupies the node:
 
-* over a stretch of time where a node strands U GPUs and O of its GPUs are occupied, each
-  occupied GPU is charged U / O x the stretch's length: the jobs holding a node whose free
-  GPUs nobody can use are what fragments it, in proportion to what they hold;
+* over a stretch of time where a node strands U GPUs by spatial or topology causes and O
+  of its GPUs are occupied, each occupied GPU is charged U / O x the stretch's length: the
+  jobs holding a node whose free GPUs nobody can use are what fragments it, in proportion
+  to what they hold;
+* GPUs stranded by *configuration* (no pending job can ever use the node: its GPU model,
+  partition or size) are charged to ``(configuration)`` whoever runs there: the jobs on
+  such a node do not strand its other GPUs, the mismatch between the node and the queue
+  does (the node type says which);
 * a node that strands GPUs with nothing running on it is charged to ``(idle node)``
-  (e.g. a GPU model no pending job asks for: configuration); GPUs the node reports busy
-  without a visible job to ``(unknown owner)``; a job whose start no ``job_runs`` row
-  records to ``(job not recorded)``.
+  (an NVLink topology that can never form the block a job waits for); GPUs the node
+  reports busy without a visible job to ``(unknown owner)``; a job whose start no
+  ``job_runs`` row records to ``(job not recorded)``.
 
 The charges of an hour add up to the stranded GPU-seconds of that hour, whatever the
 owners. Each charge carries the occupant's account, user, partition, QOS, request shape
@@ -51,6 +56,7 @@ from slurm_defrag.store.models import (
 
 HOUR = 3600.0
 
+CONFIGURATION = "(configuration)"
 IDLE_NODE = "(idle node)"
 UNKNOWN_OWNER = "(unknown owner)"
 NOT_RECORDED = "(job not recorded)"
@@ -99,6 +105,12 @@ class StrandKey(NamedTuple):
     nodes: int
     lifecycle: str
 
+
+_NO_JOB = {
+    owner: ("", owner, "", "", 0, 0, "-")
+    for owner in (CONFIGURATION, IDLE_NODE, UNKNOWN_OWNER, NOT_RECORDED)
+}
+"""The job part of a key for charges without a job."""
 
 Charges = dict[tuple[float, StrandKey], list[float]]
 """(hour, key) -> GPU-seconds stranded [spatial, topology, configuration]."""
@@ -234,7 +246,7 @@ def _allocations(
         if hi <= lo:
             continue
         if run is None:
-            key = ("", NOT_RECORDED, "", "", 0, 0, "-")
+            key = _NO_JOB[NOT_RECORDED]
         else:
             key = (account, user, part, qos, per_node, n_nodes, lifecycle(limit))
         out[node_id].append(_Alloc(lo, hi, key))
@@ -263,19 +275,22 @@ def _charge_node(
         for h_start, h_end in _hour_pieces(start, end):
             length = h_end - h_start
             hour = math.floor(h_start / HOUR) * HOUR
+            if cf:
+                _add(charges, hour, kind, _NO_JOB[CONFIGURATION], 0, 0, cf, length)
+            if not (sp or tp):
+                continue
             if occupied <= 0:
-                _add(charges, hour, kind, ("", IDLE_NODE, "", "", 0, 0, "-"), sp, tp, cf, length)
+                _add(charges, hour, kind, _NO_JOB[IDLE_NODE], sp, tp, 0, length)
                 continue
             held = 0.0
             for x in active:
                 overlap = min(x.end, h_end) - max(x.start, h_start)
                 if overlap > 0:
                     held += overlap
-                    _add(charges, hour, kind, x.key, sp, tp, cf, overlap / occupied)
+                    _add(charges, hour, kind, x.key, sp, tp, 0, overlap / occupied)
             unknown = occupied * length - held
             if unknown > 1e-9:
-                key = ("", UNKNOWN_OWNER, "", "", 0, 0, "-")
-                _add(charges, hour, kind, key, sp, tp, cf, unknown / occupied)
+                _add(charges, hour, kind, _NO_JOB[UNKNOWN_OWNER], sp, tp, 0, unknown / occupied)
 
 
 def _add(
