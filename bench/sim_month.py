@@ -1,22 +1,23 @@
 """A simulated month stored as the service's history, with a planted cause of fragmentation.
 
 The data of docs/reports.md and of the causes report's test (tests/sim/test_record.py):
-the simulator runs the workload below on a 24-node cluster and
+the simulator runs the workload below on a 20-node cluster and
 :class:`slurm_defrag.sim.record.HistoryRecorder` stores it as the service would, one
 snapshot per ``--every`` simulated seconds, in dry-run for the first half of the month and
 in enforce after. With ``--defrag`` the service's planner (``PlannerStep``, the
 ``planner-large`` setting: targets of 4+ GPUs) runs every hour and its plans are recorded:
 in dry-run they change nothing, in enforce its requeues happen.
 
-Cluster: 16 NVSwitch nodes of 8 h100 (``h01``..``h16``), 8 NVLink-pair nodes of 8 a100
-(``a01``..``a08``). Workload (Poisson arrivals, uniform run times, time limit = run time
-rounded up to the hour, plus one):
+Cluster: 20 NVSwitch nodes of 8 h100 (``n01``..``n20``). Workload (Poisson arrivals,
+uniform run times, time limit = run time rounded up to the hour, plus one; about 88 % of
+the GPUs asked for on average):
 
-* account ``chem`` (users chem1..chem3): 1-GPU h100 jobs of 12 to 48 h, time limit 3 days:
+* account ``chem`` (users chem1..chem3): 1-GPU jobs of 12 to 48 h, time limit 3 days:
   **the planted cause**, small long jobs scattered over 8-GPU NVSwitch nodes;
-* account ``ml`` (ml1, ml2): 8-GPU NVLink h100 jobs of 2 to 10 h, which need a whole node;
-* account ``bio`` (bio1..bio4): 2- and 4-GPU a100 jobs of 1 to 8 h;
-* account ``phys`` (phys1..phys6): 1- and 2-GPU jobs of any model, 30 min to 3 h.
+* account ``ml`` (ml1, ml2): 8-GPU NVLink jobs of 2 to 10 h, which need a whole NVSwitch
+  node;
+* account ``bio`` (bio1..bio4): 2- and 4-GPU jobs of 1 to 8 h;
+* account ``phys`` (phys1..phys6): 1- and 2-GPU jobs of 30 min to 3 h.
 
     .venv/bin/python bench/sim_month.py --db sqlite:////tmp/month.db
     .venv/bin/python bench/sim_month.py --db sqlite:////tmp/month.db --defrag
@@ -66,19 +67,16 @@ class Kind:
 
 
 KINDS = (
-    Kind("chem", 3, 1.2, (1,), (12, 48), frozenset({"h100"}), limit_h=72),
-    Kind("ml", 2, 1.7, (8,), (2, 10), frozenset({"h100"}), nvlink=True),
-    Kind("bio", 4, 4.4, (2, 4), (1, 8), frozenset({"a100"})),
+    Kind("chem", 3, 1.8, (1,), (12, 48), None, limit_h=72),
+    Kind("ml", 2, 1.05, (8,), (2, 10), None, nvlink=True),
+    Kind("bio", 4, 1.5, (2, 4), (1, 8), None),
     Kind("phys", 6, 7.0, (1, 2), (0.5, 3), None),
 )
 
 
 def nodes() -> list[NodeSpec]:
-    h100 = [NodeSpec(f"h{i:02d}", 128_000, 1_000_000, 8, "h100", "nvswitch-8")
-            for i in range(1, 17)]  # fmt: skip
-    a100 = [NodeSpec(f"a{i:02d}", 128_000, 1_000_000, 8, "a100", "nvlink-pairs-8")
-            for i in range(1, 9)]  # fmt: skip
-    return h100 + a100
+    return [NodeSpec(f"n{i:02d}", 128_000, 1_000_000, 8, "h100", "nvswitch-8")
+            for i in range(1, 21)]  # fmt: skip
 
 
 def workload(days: float, seed: int) -> list[JobSpec]:

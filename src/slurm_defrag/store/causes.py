@@ -85,6 +85,16 @@ class WorstHour:
 
 
 @dataclass(frozen=True)
+class HourPoint:
+    """Mean stranded GPUs over one hour, by cause."""
+
+    t: datetime
+    spatial: float
+    topology: float
+    configuration: float
+
+
+@dataclass(frozen=True)
 class Causes:
     cluster: str
     since: datetime
@@ -99,6 +109,7 @@ class Causes:
     accounts: list[Contributor]
     users: list[Contributor]
     worst: list[WorstHour]
+    hourly: list[HourPoint]
     swept_hours: float
     """Hours computed at query time (not stored yet)."""
     notes: list[str] = field(default_factory=list)
@@ -137,18 +148,22 @@ def load_causes(
         live: strand.Charges = {}
         if end > stored_until:
             live = strand.sweep(conn, cluster, stored_until, end, strand.node_types(conn, cluster))
-        for (hour, key), (sp, tp, cf) in live.items():
-            acc = sums.setdefault(key, [0.0, 0.0, 0.0])
-            acc[0] += sp
-            acc[1] += tp
-            acc[2] += cf
-            per_hour[hour] = per_hour.get(hour, 0.0) + sp + tp + cf
-        worst_hours = sorted(per_hour.items(), key=lambda kv: (-kv[1], kv[0]))[:worst]
+        for (hour, key), values in live.items():
+            for acc in (sums.setdefault(key, [0.0, 0.0, 0.0]),
+                        per_hour.setdefault(hour, [0.0, 0.0, 0.0])):  # fmt: skip
+                for i, v in enumerate(values):
+                    acc[i] += v
+        totals = {h: sum(v) for h, v in per_hour.items()}
+        worst_hours = sorted(totals.items(), key=lambda kv: (-kv[1], kv[0]))[:worst]
         worst_keys = _hour_keys(conn, cluster, [h for h, _ in worst_hours], live)
     total_s = sum(sum(v) for v in sums.values())
     hours = max(0.0, end - a) / HOUR
+    hourly = [
+        HourPoint(datetime.fromtimestamp(h, UTC), *(x / HOUR for x in v))
+        for h, v in sorted(per_hour.items())
+    ]
     return _assemble(cluster, a, end, hours, total_s, sums, worst_hours, worst_keys, top,
-                     (end - stored_until) / HOUR)  # fmt: skip
+                     (end - stored_until) / HOUR, hourly)  # fmt: skip
 
 
 def _latest_cluster(conn: Connection) -> str:
@@ -201,17 +216,18 @@ def _stored(conn: Connection, cluster: str, a: float, b: float) -> _Sums:
     return {StrandKey(*row[:n]): [float(x or 0.0) for x in row[n:]] for row in rows}
 
 
-def _stored_hours(conn: Connection, cluster: str, a: float, b: float) -> dict[float, float]:
+def _stored_hours(conn: Connection, cluster: str, a: float, b: float) -> dict[float, list[float]]:
+    """Hour -> stranded GPU-seconds [spatial, topology, configuration]."""
     if b <= a:
         return {}
     s = StrandHourly
-    total = func.sum(s.spatial_gpu_s + s.topology_gpu_s + s.configuration_gpu_s)
     rows = conn.execute(
-        select(s.hour_t, total)
+        select(s.hour_t, func.sum(s.spatial_gpu_s), func.sum(s.topology_gpu_s),
+               func.sum(s.configuration_gpu_s))
         .where(s.cluster == cluster, s.hour_t >= a, s.hour_t < b)
         .group_by(s.hour_t)
-    )
-    return {float(h): float(v or 0.0) for h, v in rows}
+    )  # fmt: skip
+    return {float(h): [float(x or 0.0) for x in v] for h, *v in rows}
 
 
 def _hour_keys(
@@ -350,6 +366,7 @@ def _assemble(
     worst_keys: dict[float, _Sums],
     top: int,
     swept_hours: float,
+    hourly: list[HourPoint],
 ) -> Causes:
     by_cause = {c: sum(v[i] for v in sums.values()) / HOUR for i, c in enumerate(CAUSES)}
 
@@ -402,7 +419,7 @@ def _assemble(
         cluster=cluster, since=datetime.fromtimestamp(a, UTC),
         until=datetime.fromtimestamp(end, UTC), hours=hours, stranded_gpu_hours=total_s / HOUR,
         by_cause=by_cause, reading=_reading_headline(headline), headline=headline,
-        dimensions=dimensions, accounts=accounts, users=users, worst=worst,
+        dimensions=dimensions, accounts=accounts, users=users, worst=worst, hourly=hourly,
         swept_hours=swept_hours, notes=notes,
     )  # fmt: skip
 

@@ -158,6 +158,21 @@ class Comparison:
     high: float | None
 
 
+def verdict(c: Comparison) -> str:
+    """``better`` / ``worse`` when the interval leaves zero out (``lower`` / ``higher`` for
+    a figure without a better direction), else ``no clear change``."""
+    if c.difference is None:
+        return "no data"
+    if c.low is None or c.high is None:
+        return "no interval"
+    if c.low <= 0 <= c.high:
+        return "no clear change"
+    lower = c.high < 0
+    if not c.better:
+        return "lower" if lower else "higher"
+    return "better" if lower == (c.better == "lower") else "worse"
+
+
 @dataclass(frozen=True)
 class ImpactPoint:
     """Means over one bucket of the series (cluster figures)."""
@@ -592,18 +607,18 @@ def _period(
 
 # (key, label, unit, which way is better); how each is made per block: _blocks
 _FIGURES: tuple[tuple[str, str, str, str], ...] = (
-    ("wait_all", "wait, all GPU jobs (mean)", "h", "lower"),
-    ("wait_large", "wait, large jobs (mean)", "h", "lower"),
-    ("falsely_starved", "falsely starved GPU-hours per day", "GPU-h/d", "lower"),
-    ("unusable", "unusable GPUs (mean)", "GPUs", "lower"),
+    ("wait_all", "wait, all jobs", "h", "lower"),
+    ("wait_large", "wait, large jobs", "h", "lower"),
+    ("falsely_starved", "falsely starved GPU-h/day", "GPU-h/d", "lower"),
+    ("unusable", "unusable GPUs", "GPUs", "lower"),
     ("unusable_spatial", "  spatial", "GPUs", "lower"),
     ("unusable_topology", "  topology", "GPUs", "lower"),
     ("unusable_configuration", "  configuration", "GPUs", "lower"),
-    ("fgd", "FGD (mean)", "GPUs", "lower"),
-    ("plans_done", "plans done per day", "/d", ""),
-    ("plans_aborted", "plans aborted per day", "/d", ""),
-    ("requeues", "requeues per day (enforce)", "/d", "lower"),
-    ("gpu_hours_lost", "GPU-hours lost to requeues per day", "GPU-h/d", "lower"),
+    ("fgd", "FGD", "GPUs", "lower"),
+    ("plans_done", "plans done/day", "/d", ""),
+    ("plans_aborted", "plans aborted/day", "/d", ""),
+    ("requeues", "requeues/day (enforce)", "/d", "lower"),
+    ("gpu_hours_lost", "GPU-h lost/day", "GPU-h/d", "lower"),
 )
 
 
@@ -654,7 +669,7 @@ def _comparisons(
         )
         iv: Interval = resampler.compare(before, after).scaled(scale)
         if key == "wait_large":
-            label = f"wait, jobs of {large}+ GPUs (mean)"
+            label = f"wait, jobs of {large}+ GPUs"
         out.append(Comparison(key, label, unit, better, iv.before, iv.after, iv.difference,
                               iv.low, iv.high))  # fmt: skip
     return out
