@@ -43,13 +43,21 @@ def _snap(minute: int) -> ClusterSnapshot:
     )  # fmt: skip
 
 
-def _hours(store: Store) -> dict[tuple[float, str], tuple[float, float, float]]:
+def _rows(
+    store: Store, dimension: str
+) -> dict[tuple[float, tuple[object, ...]], tuple[float, ...]]:
+    """(hour, key) -> GPU-hours by cause, of one dimension's stored rows."""
+    s = StrandHourly
     with store.engine.connect() as conn:
         rows = conn.execute(
-            select(StrandHourly.hour_t, StrandHourly.user, StrandHourly.spatial_gpu_s,
-                   StrandHourly.topology_gpu_s, StrandHourly.configuration_gpu_s)
+            select(s.hour_t, s.key, s.spatial_gpu_s, s.topology_gpu_s, s.configuration_gpu_s)
+            .where(s.dimension == dimension)
         ).all()  # fmt: skip
-    return {(h, u): (sp / 3600, tp / 3600, cf / 3600) for h, u, sp, tp, cf in rows}
+    return {(h, strand.decode(k)): (sp / 3600, tp / 3600, cf / 3600) for h, k, sp, tp, cf in rows}
+
+
+def _hours(store: Store) -> dict[tuple[float, str], tuple[float, ...]]:
+    return {(h, str(key[0])): v for (h, key), v in _rows(store, "user").items()}
 
 
 def test_charges_by_hand(store: Store) -> None:
@@ -72,12 +80,17 @@ def test_charges_by_hand(store: Store) -> None:
     assert set(got) == {(h, u) for h in (hour0, hour1) for u in expected}  # hours 0 and 1
     for (_, user), figures in got.items():
         assert figures == pytest.approx(expected[user])
-    with store.engine.connect() as conn:
-        row = conn.execute(
-            select(StrandHourly).where(StrandHourly.user == "uy").limit(1)
-        ).one()  # fmt: skip
-    assert (row.account, row.gpus_per_node, row.nodes, row.lifecycle) == ("acct-y", 3, 1, "1-3d")
-    assert (row.node_gpus, row.gpu_model, row.topology) == (8, "h100", "nvswitch-8")
+    # the other dimensions: y's account, request and time limit; the node's type
+    assert _rows(store, "headline")[(hour0, ("", "acct-y", 3, 1, 8, "h100", "nvswitch-8"))][0] == (
+        pytest.approx(1.8)
+    )
+    assert _rows(store, "lifecycle")[(hour0, ("", "1-3d"))][0] == pytest.approx(1.8)
+    assert _rows(store, "lifecycle")[(hour0, ("", "1-4h"))][0] == pytest.approx(0.6)  # x: 2 h
+    assert _rows(store, "shape")[(hour0, ("", 3, 1))][0] == pytest.approx(1.8)
+    assert _rows(store, "account")[(hour0, (strand.CONFIGURATION, ""))][2] == pytest.approx(8.0)
+    types = _rows(store, "node_type")
+    assert types[(hour0, (8, "h100", "nvswitch-8"))] == pytest.approx((3.0, 0.0, 0.0))
+    assert types[(hour0, (8, "a100", "nvswitch-8"))] == pytest.approx((0.0, 0.0, 8.0))
 
 
 def test_the_sweep_of_any_stretch_adds_up_to_the_stored_hours(store: Store) -> None:
@@ -111,6 +124,7 @@ def test_charges_equal_the_node_metrics_total(store: Store, churn_module: Module
         charged = conn.scalar(
             select(func.sum(StrandHourly.spatial_gpu_s + StrandHourly.topology_gpu_s
                             + StrandHourly.configuration_gpu_s))
+            .where(StrandHourly.dimension == "node_type")
         )  # fmt: skip
         total = 0.0
         for f, t, u in conn.execute(

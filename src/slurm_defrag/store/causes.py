@@ -38,17 +38,10 @@ from slurm_defrag.store import strand
 from slurm_defrag.store.database import Store
 from slurm_defrag.store.errors import NotFound
 from slurm_defrag.store.models import GroupMetricHourly, Snapshot, StrandHourly
-from slurm_defrag.store.strand import (
-    CONFIGURATION,
-    IDLE_NODE,
-    NOT_RECORDED,
-    UNKNOWN_OWNER,
-    StrandKey,
-)
+from slurm_defrag.store.strand import CONFIGURATION, IDLE_NODE
 
 HOUR = 3600.0
 CAUSES = ("spatial", "topology", "configuration")
-NO_JOB = frozenset({CONFIGURATION, IDLE_NODE, UNKNOWN_OWNER, NOT_RECORDED})
 
 
 @dataclass(frozen=True)
@@ -115,7 +108,8 @@ class Causes:
     notes: list[str] = field(default_factory=list)
 
 
-_Sums = dict[StrandKey, list[float]]
+Sums = dict[str, dict[tuple[Any, ...], list[float]]]
+"""dimension -> key -> GPU-seconds [spatial, topology, configuration]."""
 
 
 def load_causes(
@@ -145,18 +139,18 @@ def load_causes(
         stored_until = a if done is None else max(a, min(done, math.floor(end / HOUR) * HOUR))
         sums = _stored(conn, cluster, a, stored_until)
         per_hour = _stored_hours(conn, cluster, a, stored_until)
-        live: strand.Charges = {}
+        live: strand.Projected = {}
         if end > stored_until:
-            live = strand.sweep(conn, cluster, stored_until, end, strand.node_types(conn, cluster))
-        for (hour, key), values in live.items():
-            for acc in (sums.setdefault(key, [0.0, 0.0, 0.0]),
-                        per_hour.setdefault(hour, [0.0, 0.0, 0.0])):  # fmt: skip
-                for i, v in enumerate(values):
-                    acc[i] += v
+            types = strand.node_types(conn, cluster)
+            live = strand.project(strand.sweep(conn, cluster, stored_until, end, types))
+        for (hour, name, key), values in live.items():
+            _add(sums.setdefault(name, {}).setdefault(key, [0.0, 0.0, 0.0]), values)
+            if name == _EVERY:
+                _add(per_hour.setdefault(hour, [0.0, 0.0, 0.0]), values)
         totals = {h: sum(v) for h, v in per_hour.items()}
         worst_hours = sorted(totals.items(), key=lambda kv: (-kv[1], kv[0]))[:worst]
         worst_keys = _hour_keys(conn, cluster, [h for h, _ in worst_hours], live)
-    total_s = sum(sum(v) for v in sums.values())
+    total_s = sum(sum(v) for v in sums.get(_EVERY, {}).values())
     hours = max(0.0, end - a) / HOUR
     hourly = [
         HourPoint(datetime.fromtimestamp(h, UTC), *(x / HOUR for x in v))
@@ -164,6 +158,15 @@ def load_causes(
     ]
     return _assemble(cluster, a, end, hours, total_s, sums, worst_hours, worst_keys, top,
                      (end - stored_until) / HOUR, hourly)  # fmt: skip
+
+
+_EVERY = "node_type"
+"""A dimension every charge is under with its node only: totals and the hourly series."""
+
+
+def _add(acc: list[float], values: list[float]) -> None:
+    for i, v in enumerate(values):
+        acc[i] += v
 
 
 def _latest_cluster(conn: Connection) -> str:
@@ -199,21 +202,21 @@ def _utc(t: float) -> str:
     return f"{datetime.fromtimestamp(t, UTC):%Y-%m-%d %H:%M} UTC"
 
 
-_KEY_COLUMNS = tuple(getattr(StrandHourly, f) for f in StrandKey._fields)
-
-
-def _stored(conn: Connection, cluster: str, a: float, b: float) -> _Sums:
+def _stored(conn: Connection, cluster: str, a: float, b: float) -> Sums:
+    out: Sums = {}
     if b <= a:
-        return {}
+        return out
     s = StrandHourly
     rows = conn.execute(
-        select(*_KEY_COLUMNS, func.sum(s.spatial_gpu_s), func.sum(s.topology_gpu_s),
+        select(s.dimension, s.key, func.sum(s.spatial_gpu_s), func.sum(s.topology_gpu_s),
                func.sum(s.configuration_gpu_s))
-        .where(s.cluster == cluster, s.hour_t >= a, s.hour_t < b)
-        .group_by(*_KEY_COLUMNS)
+        .where(s.cluster == cluster, s.dimension.in_(list(strand.DIMENSIONS)),
+               s.hour_t >= a, s.hour_t < b)
+        .group_by(s.dimension, s.key)
     )  # fmt: skip
-    n = len(StrandKey._fields)
-    return {StrandKey(*row[:n]): [float(x or 0.0) for x in row[n:]] for row in rows}
+    for name, key, *values in rows:
+        out.setdefault(name, {})[strand.decode(key)] = [float(x or 0.0) for x in values]
+    return out
 
 
 def _stored_hours(conn: Connection, cluster: str, a: float, b: float) -> dict[float, list[float]]:
@@ -224,34 +227,29 @@ def _stored_hours(conn: Connection, cluster: str, a: float, b: float) -> dict[fl
     rows = conn.execute(
         select(s.hour_t, func.sum(s.spatial_gpu_s), func.sum(s.topology_gpu_s),
                func.sum(s.configuration_gpu_s))
-        .where(s.cluster == cluster, s.hour_t >= a, s.hour_t < b)
+        .where(s.cluster == cluster, s.dimension == _EVERY, s.hour_t >= a, s.hour_t < b)
         .group_by(s.hour_t)
     )  # fmt: skip
     return {float(h): [float(x or 0.0) for x in v] for h, *v in rows}
 
 
 def _hour_keys(
-    conn: Connection, cluster: str, hours: list[float], live: strand.Charges
-) -> dict[float, _Sums]:
-    """The charges of a few hours, by key (for the worst hours' top contributor)."""
-    out: dict[float, _Sums] = defaultdict(dict)
+    conn: Connection, cluster: str, hours: list[float], live: strand.Projected
+) -> dict[float, dict[tuple[Any, ...], list[float]]]:
+    """The headline charges of a few hours (the worst hours' top contributor)."""
+    out: dict[float, dict[tuple[Any, ...], list[float]]] = defaultdict(dict)
     if hours:
         s = StrandHourly
-        n = len(StrandKey._fields)
-        for row in conn.execute(
-            select(s.hour_t, *_KEY_COLUMNS, s.spatial_gpu_s, s.topology_gpu_s,
-                   s.configuration_gpu_s)
-            .where(s.cluster == cluster, s.hour_t.in_(hours))
+        for hour, key, *values in conn.execute(
+            select(s.hour_t, s.key, s.spatial_gpu_s, s.topology_gpu_s, s.configuration_gpu_s)
+            .where(s.cluster == cluster, s.dimension == "headline", s.hour_t.in_(hours))
         ):  # fmt: skip
-            acc = out[float(row[0])].setdefault(StrandKey(*row[1 : n + 1]), [0.0, 0.0, 0.0])
-            for i, v in enumerate(row[n + 1 :]):
-                acc[i] += float(v or 0.0)
+            acc = out[float(hour)].setdefault(strand.decode(key), [0.0, 0.0, 0.0])
+            _add(acc, [float(v or 0.0) for v in values])
     wanted = set(hours)
-    for (hour, key), values in live.items():
-        if hour in wanted:
-            acc = out[hour].setdefault(key, [0.0, 0.0, 0.0])
-            for i, v in enumerate(values):
-                acc[i] += v
+    for (hour, name, parts), values in live.items():
+        if name == "headline" and hour in wanted:
+            _add(out[hour].setdefault(parts, [0.0, 0.0, 0.0]), values)
     return out
 
 
@@ -279,14 +277,8 @@ def type_name(gpus: int, model: str, topology: str) -> str:
     return f"{gpus}-GPU {model} {topology_words(topology)}"
 
 
-def node_type(k: StrandKey) -> str:
-    return type_name(k.node_gpus, k.gpu_model, k.topology)
-
-
-def shape(k: StrandKey) -> str:
-    if k.user in NO_JOB or not k.gpus_per_node:
-        return k.user
-    return f"{k.gpus_per_node}-GPU" if k.nodes == 1 else f"{k.nodes}x{k.gpus_per_node}-GPU"
+def _shape_words(per_node: int, nodes: int) -> str:
+    return f"{per_node}-GPU" if nodes == 1 else f"{nodes}x{per_node}-GPU"
 
 
 _LIFECYCLE_WORDS = {
@@ -299,23 +291,8 @@ _LIFECYCLE_WORDS = {
 }
 
 
-def _policy_name(g: tuple[Any, ...]) -> str:
-    return f"partition {g[0] or '(none)'}" + (f", QOS {g[1]}" if g[1] else "")
-
-
 def _pct(x: float) -> str:
     return f"{x * 100:.0f} %"
-
-
-_HEADLINE_FIELDS = ("owner", "account", "gpus_per_node", "nodes", "node_gpus", "gpu_model",
-                    "topology")  # fmt: skip
-
-
-def _headline_of(k: StrandKey) -> tuple[Any, ...]:
-    """What the headline groups by: the account and request shape of the jobs, the type of
-    the nodes (``owner`` names a charge without a job)."""
-    owner = k.user if k.user in NO_JOB else ""
-    return (owner, k.account, k.gpus_per_node, k.nodes, k.node_gpus, k.gpu_model, k.topology)
 
 
 def _headline_name(g: tuple[Any, ...]) -> str:
@@ -327,22 +304,37 @@ def _headline_name(g: tuple[Any, ...]) -> str:
         return f"idle {where}"
     if owner:
         return f"{owner} on {where}"
-    size = f"{per_node}-GPU" if nodes == 1 else f"{nodes}x{per_node}-GPU"
-    return f"{size} jobs of account {account or '(none)'} on {where}"
+    return f"{_shape_words(per_node, nodes)} jobs of account {account or '(none)'} on {where}"
 
 
-# Each view: (key, title, grouping of a StrandKey, name of a group, what its values are)
-_Group = Callable[[StrandKey], tuple[Any, ...]]
+def _owned(text: Callable[[tuple[Any, ...]], str]) -> Callable[[tuple[Any, ...]], str]:
+    """A charge without a job is named by its owner (first in the key), a job's by ``text``
+    of the rest of the key."""
+    return lambda g: g[0] if g[0] else text(g[1:])
 
 
-def _group(sums: _Sums, by: _Group, total_s: float, name: Callable[[tuple[Any, ...]], str],
-           fields: tuple[str, ...], top: int | None) -> list[Contributor]:  # fmt: skip
-    acc: dict[tuple[Any, ...], list[float]] = defaultdict(lambda: [0.0, 0.0, 0.0])
-    for key, values in sums.items():
-        row = acc[by(key)]
-        for i, v in enumerate(values):
-            row[i] += v
-    ranked = sorted(acc.items(), key=lambda kv: (-sum(kv[1]), str(kv[0])))
+# dimension -> (the key's field names, how a key is named)
+_VIEWS: dict[str, tuple[tuple[str, ...], Callable[[tuple[Any, ...]], str]]] = {
+    "headline": (("owner", "account", "gpus_per_node", "nodes", "node_gpus", "gpu_model",
+                  "topology"), _headline_name),
+    "lifecycle": (("owner", "lifecycle"),
+                  _owned(lambda g: f"time limit {_LIFECYCLE_WORDS.get(g[0], g[0])}")),
+    "shape": (("owner", "gpus_per_node", "nodes"),
+              _owned(lambda g: f"{_shape_words(*g)} jobs")),
+    "policy": (("owner", "partition", "qos"),
+               _owned(lambda g: f"partition {g[0] or '(none)'}"
+                      + (f", QOS {g[1]}" if g[1] else ""))),
+    "node_type": (("node_gpus", "gpu_model", "topology"), lambda g: f"{type_name(*g)} nodes"),
+    "account": (("owner", "account"), _owned(lambda g: f"account {g[0] or '(none)'}")),
+    "user": (("user",), lambda g: str(g[0])),
+}  # fmt: skip
+
+
+def _group(
+    sums: dict[tuple[Any, ...], list[float]], dimension: str, total_s: float, top: int | None
+) -> list[Contributor]:
+    fields, name = _VIEWS[dimension]
+    ranked = sorted(sums.items(), key=lambda kv: (-sum(kv[1]), str(kv[0])))
     if top is not None:
         ranked = ranked[:top]
     return [
@@ -361,38 +353,21 @@ def _assemble(
     end: float,
     hours: float,
     total_s: float,
-    sums: _Sums,
+    sums: Sums,
     worst_hours: list[tuple[float, float]],
-    worst_keys: dict[float, _Sums],
+    worst_keys: dict[float, dict[tuple[Any, ...], list[float]]],
     top: int,
     swept_hours: float,
     hourly: list[HourPoint],
 ) -> Causes:
-    by_cause = {c: sum(v[i] for v in sums.values()) / HOUR for i, c in enumerate(CAUSES)}
+    every = sums.get(_EVERY, {})
+    by_cause = {c: sum(v[i] for v in every.values()) / HOUR for i, c in enumerate(CAUSES)}
 
-    def jobs_only(g: _Group, width: int) -> _Group:
-        # Views of the jobs' own attributes: the no-job charges keep their own name.
-        return lambda k: (k.user, *[""] * (width - 1)) if k.user in NO_JOB else g(k)
+    def view(dimension: str) -> list[Contributor]:
+        return _group(sums.get(dimension, {}), dimension, total_s, top)
 
-    def named(text: Callable[[tuple[Any, ...]], str]) -> Callable[[tuple[Any, ...]], str]:
-        return lambda g: g[0] if g[0] in NO_JOB else text(g)
-
-    headline = _group(sums, _headline_of, total_s, _headline_name, _HEADLINE_FIELDS, top)
-    life = _group(sums, jobs_only(lambda k: (k.lifecycle,), 1), total_s,
-                  named(lambda g: f"time limit {_LIFECYCLE_WORDS.get(g[0], g[0])}"),
-                  ("lifecycle",), top)  # fmt: skip
-    gran = _group(sums, jobs_only(lambda k: (shape(k),), 1), total_s,
-                  named(lambda g: f"{g[0]} jobs"), ("shape",), top)  # fmt: skip
-    policy = _group(sums, jobs_only(lambda k: (k.partition, k.qos), 2), total_s,
-                    named(_policy_name),
-                    ("partition", "qos"), top)  # fmt: skip
-    topo = _group(sums, lambda k: (k.node_gpus, k.gpu_model, k.topology), total_s,
-                  lambda g: f"{type_name(*g)} nodes", ("node_gpus", "gpu_model", "topology"),
-                  top)  # fmt: skip
-    accounts = _group(sums, jobs_only(lambda k: (k.account,), 1), total_s,
-                      named(lambda g: f"account {g[0] or '(none)'}"), ("account",),
-                      top)  # fmt: skip
-    users = _group(sums, lambda k: (k.user,), total_s, lambda g: g[0], ("user",), top)
+    headline = view("headline")
+    life, gran, policy, topo = view("lifecycle"), view("shape"), view("policy"), view("node_type")
     dimensions = [
         Dimension("lifecycles", "Job lifecycles: time limits of the jobs holding the nodes",
                   _reading_life(life), life),
@@ -403,10 +378,10 @@ def _assemble(
         Dimension("topology", "Topology constraints: node types",
                   _reading_topology(topo, by_cause, total_s), topo),
     ]  # fmt: skip
+    accounts, users = view("account"), view("user")
     worst = []
     for hour, gpu_s in worst_hours:
-        best = _group(worst_keys.get(hour, {}), _headline_of, gpu_s, _headline_name,
-                      _HEADLINE_FIELDS, 1)  # fmt: skip
+        best = _group(worst_keys.get(hour, {}), "headline", gpu_s, 1)
         worst.append(WorstHour(
             start=datetime.fromtimestamp(hour, UTC), stranded_gpus=gpu_s / HOUR,
             top=best[0].name if best else "", top_share=best[0].share if best else 0.0,
@@ -426,7 +401,7 @@ def _assemble(
 
 def _jobs(rows: list[Contributor]) -> list[Contributor]:
     """The rows that are jobs (readings speak of what jobs do; the tables show all)."""
-    return [r for r in rows if r.gpu_hours and next(iter(r.key.values()), "") not in NO_JOB]
+    return [r for r in rows if r.gpu_hours and not r.key.get("owner")]
 
 
 def _reading_headline(rows: list[Contributor]) -> str:

@@ -27,7 +27,6 @@ from __future__ import annotations
 
 import math
 import re
-import statistics
 import time
 from collections import Counter, defaultdict
 from collections.abc import Sequence
@@ -35,7 +34,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
-from sqlalchemy import Connection, Integer, cast, func, select
+from sqlalchemy import Connection, Integer, case, cast, func, select
 
 from slurm_defrag.domain.accounting import AccountedJob
 from slurm_defrag.errors import InputError
@@ -276,15 +275,12 @@ def load_impact(
         block = block_seconds(shortest, step)
         spans = [_Span("before", first, at, block), _Span("after", at, end, block)]
         gauges = [_gauge_blocks(conn, cluster, s) for s in spans]
-        waits, straddling, waits_from = _waits(conn, cluster, spans, sacct)
+        waits, straddling, waits_from = _waits(conn, cluster, spans, sacct, large_gpus)
         plans = [_plans(conn, cluster, s) for s in spans]
         resolution = _resolution(end - first, step)
         series = _series(conn, cluster, first, end, resolution)
     resampler = Resampler(resamples, seed)
-    periods = [
-        _period(s, g, w, p, large_gpus)
-        for s, g, w, p in zip(spans, gauges, waits, plans, strict=True)
-    ]
+    periods = [_period(s, g, w, p) for s, g, w, p in zip(spans, gauges, waits, plans, strict=True)]
     comparisons = _comparisons(spans, gauges, waits, plans, large_gpus, resampler)
     notes = _notes(gauges, spans)
     return Impact(
@@ -414,21 +410,104 @@ def _gauge_blocks(conn: Connection, cluster: str, span: _Span) -> dict[str, Any]
 
 
 def _block_expr(conn: Connection, t: Any, span: _Span) -> Any:
-    offset = (t - span.a) / span.block_s
-    if conn.dialect.name == "postgresql":
-        return func.floor(offset).label("block")
-    return cast(offset, Integer).label("block")  # t >= a: truncation is the floor
+    return _floor(conn, (t - span.a) / span.block_s).label("block")  # t >= a
 
 
-Wait = tuple[float, float, int]
-"""(start, wait in hours, GPUs) of one job counted."""
+@dataclass
+class _Waits:
+    """The waits of one period, per class (``all``, ``large``): per block the sum of waits
+    (hours) and the number of jobs (by start time), and how many jobs waited each whole
+    minute (the quantiles)."""
+
+    n_blocks: int
+    sums: dict[str, list[float]] = field(default_factory=dict)
+    counts: dict[str, list[float]] = field(default_factory=dict)
+    minutes: dict[str, Counter[int]] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        for c in ("all", "large"):
+            self.sums[c] = [0.0] * self.n_blocks
+            self.counts[c] = [0.0] * self.n_blocks
+            self.minutes[c] = Counter()
+
+    def add(self, block: int, large: bool, n: float, wait_h: float) -> None:
+        for c in ("all", "large") if large else ("all",):
+            self.sums[c][block] += wait_h
+            self.counts[c][block] += n
+
+    def jobs(self, c: str) -> int:
+        return int(sum(self.counts[c]))
+
+    def mean(self, c: str) -> float | None:
+        n = sum(self.counts[c])
+        return sum(self.sums[c]) / n if n else None
+
+    def quantile(self, c: str, q: float) -> float | None:
+        """Nearest rank, to the minute (rounded down), in hours."""
+        hist = self.minutes[c]
+        n = sum(hist.values())
+        if not n:
+            return None
+        rank, seen = max(1, math.ceil(q * n)), 0
+        for minute in sorted(hist):
+            seen += hist[minute]
+            if seen >= rank:
+                return minute / 60
+        return None  # pragma: no cover
 
 
 def _waits(
-    conn: Connection, cluster: str, spans: list[_Span], sacct: Sequence[AccountedJob] | None
-) -> tuple[list[list[Wait]], int, str]:
+    conn: Connection,
+    cluster: str,
+    spans: list[_Span],
+    sacct: Sequence[AccountedJob] | None,
+    large: int,
+) -> tuple[list[_Waits], int, str]:
     """Per period, the waits of the jobs submitted and started in it; the jobs waiting
     across the change; where the times came from."""
+    if sacct is not None:
+        return _waits_with_sacct(conn, cluster, spans, sacct, large)
+    out = []
+    r = JobRun
+    wait = r.start_t - r.submit_t
+    big = case((r.gpus >= large, 1), else_=0)
+    for span in spans:
+        w = _Waits(span.n_blocks)
+        # submitted and started in the period: its start in it, its submit not before it
+        where = (r.cluster == cluster, r.run == 0, r.start_t >= span.a, r.start_t < span.b,
+                 r.submit_t >= span.a, r.submit_t <= r.start_t)  # fmt: skip
+        block = _block_expr(conn, r.start_t, span)
+        minute = _floor(conn, wait / 60).label("minute")
+        # One pass: per block, class and whole minute of wait (a few thousand groups).
+        for k, is_large, m, n, total in conn.execute(
+            select(block, big, minute, func.count(), func.sum(wait))
+            .where(*where)
+            .group_by(block, big, minute)
+        ):
+            w.add(min(span.n_blocks - 1, max(0, int(k))), bool(is_large), n, total / HOUR)
+            w.minutes["all"][int(m)] += n
+            if is_large:
+                w.minutes["large"][int(m)] += n
+        out.append(w)
+    cut = spans[0].b
+    straddling = conn.scalar(
+        select(func.count()).where(
+            r.cluster == cluster, r.run == 0, r.start_t >= cut, r.start_t < spans[-1].b,
+            r.submit_t >= spans[0].a, r.submit_t < cut,
+        )
+    )  # fmt: skip
+    return out, int(straddling or 0), "snapshots (pending-to-running transitions)"
+
+
+def _waits_with_sacct(
+    conn: Connection,
+    cluster: str,
+    spans: list[_Span],
+    sacct: Sequence[AccountedJob],
+    large: int,
+) -> tuple[list[_Waits], int, str]:
+    """As :func:`_waits`, job by job: sacct's times replace the snapshots' for the jobs it
+    names, and its GPU jobs the snapshots never saw are added."""
     a, b = spans[0].a, spans[-1].b
     r = JobRun
     rows = conn.execute(
@@ -440,36 +519,44 @@ def _waits(
     jobs: dict[str, tuple[float, float, int]] = {
         jid: (float(sub or 0.0), float(st), int(g)) for jid, sub, st, g in rows
     }
-    waits_from = "snapshots (pending-to-running transitions)"
-    if sacct is not None:
-        matched = added = 0
-        for acc in sacct:
-            if acc.start_t is None or not a <= acc.start_t < b:
-                continue
-            known = jobs.get(acc.job_id)
-            if known is not None:
-                jobs[acc.job_id] = (acc.submit_t, acc.start_t, known[2])
-                matched += 1
-            elif acc.gpus:
-                jobs[acc.job_id] = (acc.submit_t, acc.start_t, acc.gpus)
-                added += 1
-        waits_from = (
-            f"snapshots refined by sacct ({matched} jobs' times replaced, {added} GPU jobs "
-            "the snapshots missed added)"
-        )
-    out: list[list[Wait]] = [[] for _ in spans]
+    matched = added = 0
+    for acc in sacct:
+        if acc.start_t is None or not a <= acc.start_t < b:
+            continue
+        known = jobs.get(acc.job_id)
+        if known is not None:
+            jobs[acc.job_id] = (acc.submit_t, acc.start_t, known[2])
+            matched += 1
+        elif acc.gpus:
+            jobs[acc.job_id] = (acc.submit_t, acc.start_t, acc.gpus)
+            added += 1
+    out = [_Waits(s.n_blocks) for s in spans]
     straddling = 0
     cut = spans[0].b
     for submit, start, gpus in jobs.values():
-        if submit < a:
-            continue  # submitted before the window: its wait is not the window's
+        if submit < a or start < submit:
+            continue  # before the window; or clock skew, no wait to speak of
         if submit < cut <= start:
             straddling += 1
             continue
-        if start < submit:
-            continue  # clock skew between Slurm and the reader: no wait to speak of
-        out[0 if start < cut else 1].append((start, (start - submit) / HOUR, gpus))
+        i = 0 if start < cut else 1
+        wait_h = (start - submit) / HOUR
+        out[i].add(spans[i].block_of(start), gpus >= large, 1, wait_h)
+        minute = int((start - submit) // 60)
+        out[i].minutes["all"][minute] += 1
+        if gpus >= large:
+            out[i].minutes["large"][minute] += 1
+    waits_from = (
+        f"snapshots refined by sacct ({matched} jobs' times replaced, {added} GPU jobs "
+        "the snapshots missed added)"
+    )
     return out, straddling, waits_from
+
+
+def _floor(conn: Connection, value: Any) -> Any:
+    if conn.dialect.name == "postgresql":
+        return func.floor(value)
+    return cast(value, Integer)  # value >= 0: truncation is the floor
 
 
 @dataclass
@@ -565,20 +652,7 @@ def _series(
     return out
 
 
-def _mean(values: Sequence[float]) -> float | None:
-    return statistics.fmean(values) if values else None
-
-
-def _quantile(values: Sequence[float], q: float) -> float | None:
-    if not values:
-        return None
-    ordered = sorted(values)
-    return ordered[min(len(ordered) - 1, max(0, math.ceil(q * len(ordered)) - 1))]
-
-
-def _period(
-    span: _Span, gauges: dict[str, Any], waits: list[Wait], plans: _Plans, large_gpus: int
-) -> Period:
+def _period(span: _Span, gauges: dict[str, Any], waits: _Waits, plans: _Plans) -> Period:
     snapshots = int(sum(gauges["samples"]))
     hours = (span.b - span.a) / HOUR
 
@@ -586,15 +660,13 @@ def _period(
         n = sum(gauges["counts"][name])
         return sum(gauges["sums"][name]) / n if n else None
 
-    everything = [w for _, w, _ in waits]
-    large = [w for _, w, g in waits if g >= large_gpus]
     starved = gauge_mean("falsely_starved_gpus")
     return Period(
         name=span.name, start=_dt(span.a), end=_dt(span.b), hours=hours, snapshots=snapshots,
-        jobs=len(everything), wait_mean_h=_mean(everything),
-        wait_median_h=_quantile(everything, 0.5), wait_p90_h=_quantile(everything, 0.9),
-        large_jobs=len(large), large_wait_mean_h=_mean(large),
-        large_wait_median_h=_quantile(large, 0.5),
+        jobs=waits.jobs("all"), wait_mean_h=waits.mean("all"),
+        wait_median_h=waits.quantile("all", 0.5), wait_p90_h=waits.quantile("all", 0.9),
+        large_jobs=waits.jobs("large"), large_wait_mean_h=waits.mean("large"),
+        large_wait_median_h=waits.quantile("large", 0.5),
         falsely_starved_gpu_hours=None if starved is None else starved * hours,
         unusable=gauge_mean("unusable"), unusable_spatial=gauge_mean("unusable_spatial"),
         unusable_topology=gauge_mean("unusable_topology"),
@@ -623,18 +695,13 @@ _FIGURES: tuple[tuple[str, str, str, str], ...] = (
 
 
 def _blocks(
-    key: str, span: _Span, gauges: dict[str, Any], waits: list[Wait], plans: _Plans, large: int
+    key: str, span: _Span, gauges: dict[str, Any], waits: _Waits, plans: _Plans
 ) -> tuple[Blocks, float]:
     """The per-block (sums, weights) of one figure, and its scale to the shown unit."""
     n = span.n_blocks
     if key in ("wait_all", "wait_large"):
-        sums, weights = [0.0] * n, [0.0] * n
-        for start, wait, gpus in waits:
-            if key == "wait_all" or gpus >= large:
-                k = span.block_of(start)
-                sums[k] += wait
-                weights[k] += 1
-        return Blocks(tuple(sums), tuple(weights)), 1.0
+        c = key.removeprefix("wait_")
+        return Blocks(tuple(waits.sums[c]), tuple(waits.counts[c])), 1.0
     if key == "falsely_starved":
         name = "falsely_starved_gpus"
         return Blocks(tuple(gauges["sums"][name]), tuple(gauges["counts"][name])), 24.0
@@ -656,7 +723,7 @@ def _blocks(
 def _comparisons(
     spans: list[_Span],
     gauges: list[dict[str, Any]],
-    waits: list[list[Wait]],
+    waits: list[_Waits],
     plans: list[_Plans],
     large: int,
     resampler: Resampler,
@@ -664,8 +731,7 @@ def _comparisons(
     out = []
     for key, label, unit, better in _FIGURES:
         (before, scale), (after, _) = (
-            _blocks(key, s, g, w, p, large)
-            for s, g, w, p in zip(spans, gauges, waits, plans, strict=True)
+            _blocks(key, s, g, w, p) for s, g, w, p in zip(spans, gauges, waits, plans, strict=True)
         )
         iv: Interval = resampler.compare(before, after).scaled(scale)
         if key == "wait_large":

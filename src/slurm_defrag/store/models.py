@@ -232,7 +232,8 @@ class JobRun(Base):
 
     __tablename__ = "job_runs"
     __table_args__ = (
-        Index("ix_job_runs_cluster_start_t", "cluster", "start_t"),
+        # covers the impact report's waits: what it reads of a month of starts, in order
+        Index("ix_job_runs_waits", "cluster", "run", "start_t", "submit_t", "gpus"),
         Index("ix_job_runs_job_ref", "job_ref"),
     )
 
@@ -386,30 +387,23 @@ class NodeMetricHourly(Base):
 class StrandHourly(Base):
     """Stranded GPU-seconds of one hour, by cause, charged to what held the nodes (0003).
 
-    One row per hour and distinct (node type, job account, user, partition, QOS, request
-    shape, time-limit class) of the jobs occupying nodes whose free GPUs no pending job
-    could use; see :mod:`slurm_defrag.store.strand` for the rule. Written by the snapshot
+    One row per hour, dimension (``headline``, ``lifecycle``, ``shape``, ``policy``,
+    ``node_type``, ``account``, ``user``) and key (that dimension's values, as JSON): each
+    hour's charges are stored once under every dimension; see
+    :mod:`slurm_defrag.store.strand` for the rule and the keys. Written by the snapshot
     writer for each complete hour, kept as long as the hourly rollups.
     """
 
     __tablename__ = "strand_hourly"
-    __table_args__ = (Index("ix_strand_hourly_cluster_hour_t", "cluster", "hour_t"),)
+    __table_args__ = (
+        Index("ix_strand_hourly_cluster_dimension_hour_t", "cluster", "dimension", "hour_t"),
+    )
 
     id: Mapped[int] = mapped_column(Integer, primary_key=True)
     cluster: Mapped[str] = mapped_column(String(128))
     hour_t: Mapped[float] = mapped_column(Double)
-    node_gpus: Mapped[int] = mapped_column(SmallInteger)
-    gpu_model: Mapped[str] = mapped_column(String(64))
-    topology: Mapped[str] = mapped_column(String(64))
-    account: Mapped[str] = mapped_column(String(128))
-    user: Mapped[str] = mapped_column(
-        String(128), comment="or (idle node), (unknown owner), (job not recorded)"
-    )
-    partition: Mapped[str] = mapped_column(String(256))
-    qos: Mapped[str] = mapped_column(String(128))
-    gpus_per_node: Mapped[int] = mapped_column(SmallInteger, comment="0: no job")
-    nodes: Mapped[int] = mapped_column(Integer)
-    lifecycle: Mapped[str] = mapped_column(String(16), comment="time-limit class")
+    dimension: Mapped[str] = mapped_column(String(16))
+    key: Mapped[str] = mapped_column(Text, comment="the dimension's values, a JSON list")
     spatial_gpu_s: Mapped[float] = mapped_column(Double)
     topology_gpu_s: Mapped[float] = mapped_column(Double)
     configuration_gpu_s: Mapped[float] = mapped_column(Double)

@@ -35,7 +35,7 @@ from __future__ import annotations
 import json
 import math
 from collections import defaultdict
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any, NamedTuple
 
@@ -114,6 +114,50 @@ _NO_JOB = {
 
 Charges = dict[tuple[float, StrandKey], list[float]]
 """(hour, key) -> GPU-seconds stranded [spatial, topology, configuration]."""
+
+NO_JOB_OWNERS = frozenset(_NO_JOB)
+
+
+def _owner(k: StrandKey) -> str:
+    """The charge's owner when it is not a job (``(configuration)``, ...), else ``""``."""
+    return k.user if k.user in NO_JOB_OWNERS else ""
+
+
+DIMENSIONS: dict[str, Callable[[StrandKey], tuple[Any, ...]]] = {
+    "headline": lambda k: (_owner(k), k.account, k.gpus_per_node, k.nodes, k.node_gpus,
+                           k.gpu_model, k.topology),
+    "lifecycle": lambda k: (_owner(k), k.lifecycle),
+    "shape": lambda k: (_owner(k), k.gpus_per_node, k.nodes),
+    "policy": lambda k: (_owner(k), k.partition, k.qos),
+    "node_type": lambda k: (k.node_gpus, k.gpu_model, k.topology),
+    "account": lambda k: (_owner(k), k.account),
+    "user": lambda k: (k.user,),
+}  # fmt: skip
+"""What is stored per hour: each charge once under every dimension, keyed by what that
+dimension groups (a job's attributes are blank, and ``owner`` names the charge, when no job
+held the GPUs). Storing dimensions apart keeps an hour's rows to the sum of their sizes
+(a few hundred), not their product (users x accounts x shapes x limits x node types)."""
+
+Projected = dict[tuple[float, str, tuple[Any, ...]], list[float]]
+"""(hour, dimension, key) -> GPU-seconds [spatial, topology, configuration]."""
+
+
+def project(charges: Charges) -> Projected:
+    out: Projected = defaultdict(lambda: [0.0, 0.0, 0.0])
+    for (hour, key), values in charges.items():
+        for name, of in DIMENSIONS.items():
+            acc = out[(hour, name, of(key))]
+            for i, v in enumerate(values):
+                acc[i] += v
+    return out
+
+
+def encode(key: tuple[Any, ...]) -> str:
+    return json.dumps(key, separators=(",", ":"), ensure_ascii=False)
+
+
+def decode(text: str) -> tuple[Any, ...]:
+    return tuple(json.loads(text))
 
 
 def _topology_name(topology: str | None, gpus: int, source: str) -> str:
@@ -317,11 +361,11 @@ def _hour_pieces(a: float, b: float) -> Iterable[tuple[float, float]]:
 
 
 def rows(cluster: str, charges: Charges) -> list[dict[str, Any]]:
-    """``strand_hourly`` rows of ``charges``."""
+    """``strand_hourly`` rows of ``charges``: one per hour, dimension and key."""
     return [
-        {"cluster": cluster, "hour_t": hour, **key._asdict(), "spatial_gpu_s": sp,
-         "topology_gpu_s": tp, "configuration_gpu_s": cf}
-        for (hour, key), (sp, tp, cf) in charges.items()
+        {"cluster": cluster, "hour_t": hour, "dimension": name, "key": encode(key),
+         "spatial_gpu_s": sp, "topology_gpu_s": tp, "configuration_gpu_s": cf}
+        for (hour, name, key), (sp, tp, cf) in project(charges).items()
     ]  # fmt: skip
 
 

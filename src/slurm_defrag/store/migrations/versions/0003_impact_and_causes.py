@@ -131,35 +131,30 @@ def upgrade() -> None:
         ),
         sa.PrimaryKeyConstraint("id", name=op.f("pk_job_runs")),
     )
-    op.create_index("ix_job_runs_cluster_start_t", "job_runs", ["cluster", "start_t"], unique=False)
+    op.create_index(
+        "ix_job_runs_waits",
+        "job_runs",
+        ["cluster", "run", "start_t", "submit_t", "gpus"],
+        unique=False,
+    )
     op.create_index("ix_job_runs_job_ref", "job_runs", ["job_ref"], unique=False)
     op.create_table(
         "strand_hourly",
         sa.Column("id", sa.Integer(), nullable=False),
         sa.Column("cluster", sa.String(length=128), nullable=False),
         sa.Column("hour_t", sa.Double(), nullable=False),
-        sa.Column("node_gpus", sa.SmallInteger(), nullable=False),
-        sa.Column("gpu_model", sa.String(length=64), nullable=False),
-        sa.Column("topology", sa.String(length=64), nullable=False),
-        sa.Column("account", sa.String(length=128), nullable=False),
-        sa.Column(
-            "user",
-            sa.String(length=128),
-            nullable=False,
-            comment="or (idle node), (unknown owner), (job not recorded)",
-        ),
-        sa.Column("partition", sa.String(length=256), nullable=False),
-        sa.Column("qos", sa.String(length=128), nullable=False),
-        sa.Column("gpus_per_node", sa.SmallInteger(), nullable=False, comment="0: no job"),
-        sa.Column("nodes", sa.Integer(), nullable=False),
-        sa.Column("lifecycle", sa.String(length=16), nullable=False, comment="time-limit class"),
+        sa.Column("dimension", sa.String(length=16), nullable=False),
+        sa.Column("key", sa.Text(), nullable=False, comment="the dimension's values, a JSON list"),
         sa.Column("spatial_gpu_s", sa.Double(), nullable=False),
         sa.Column("topology_gpu_s", sa.Double(), nullable=False),
         sa.Column("configuration_gpu_s", sa.Double(), nullable=False),
         sa.PrimaryKeyConstraint("id", name=op.f("pk_strand_hourly")),
     )
     op.create_index(
-        "ix_strand_hourly_cluster_hour_t", "strand_hourly", ["cluster", "hour_t"], unique=False
+        "ix_strand_hourly_cluster_dimension_hour_t",
+        "strand_hourly",
+        ["cluster", "dimension", "hour_t"],
+        unique=False,
     )
     op.create_table(
         "strand_progress",
@@ -178,10 +173,10 @@ def downgrade() -> None:
     op.drop_index("ix_gpu_allocations_to_snapshot", table_name="gpu_allocations")
     op.drop_index("ix_node_metrics_to_t", table_name="node_metrics")
     op.drop_table("strand_progress")
-    op.drop_index("ix_strand_hourly_cluster_hour_t", table_name="strand_hourly")
+    op.drop_index("ix_strand_hourly_cluster_dimension_hour_t", table_name="strand_hourly")
     op.drop_table("strand_hourly")
     op.drop_index("ix_job_runs_job_ref", table_name="job_runs")
-    op.drop_index("ix_job_runs_cluster_start_t", table_name="job_runs")
+    op.drop_index("ix_job_runs_waits", table_name="job_runs")
     op.drop_table("job_runs")
     with op.batch_alter_table("group_metrics_hourly") as batch:
         for name in (*_GROUP_COLUMNS, "falsely_starved_gpus"):
