@@ -60,9 +60,10 @@ def impact_figure(r: Impact) -> Figure:
     )
     fig.suptitle(
         f"What slurm-defrag did — cluster {r.cluster}\n{r.since:%Y-%m-%d %H:%M} to "
-        f"{r.until:%Y-%m-%d %H:%M} UTC, change at {r.change_at:%Y-%m-%d %H:%M} UTC "
-        f"({r.change})",
-        fontsize=13,
+        f"{r.until:%Y-%m-%d %H:%M} UTC, change at {r.change_at:%Y-%m-%d %H:%M} UTC\n"
+        f"({r.change}); after: {r.after.requeues:,} requeues, "
+        f"{r.after.gpu_hours_lost:,.1f} GPU-hours lost",
+        fontsize=12,
     )
     t = [_num(p.t) for p in r.series]
     causes = [
@@ -91,8 +92,9 @@ def impact_figure(r: Impact) -> Figure:
 
 
 def _comparison_panel(ax: Axes, r: Impact) -> None:
-    keys = ("wait_all", "wait_large", "falsely_starved", "unusable", "fgd", "requeues")
-    rows = [c for c in r.comparisons if c.key in keys and c.before is not None]
+    # The figures fragmentation moves; requeues (0 before enforce) are in the title.
+    keys = ("wait_all", "wait_large", "falsely_starved", "unusable", "fgd")
+    rows = [c for c in r.comparisons if c.key in keys and c.before]
     if not rows:
         ax.set_axis_off()
         return

@@ -152,9 +152,11 @@ def load_causes(
         worst_keys = _hour_keys(conn, cluster, [h for h, _ in worst_hours], live)
     total_s = sum(sum(v) for v in sums.get(_EVERY, {}).values())
     hours = max(0.0, end - a) / HOUR
+    # every hour of the window: an hour without stranded GPUs has no row, and is a 0
+    zero = [0.0, 0.0, 0.0]
     hourly = [
-        HourPoint(datetime.fromtimestamp(h, UTC), *(x / HOUR for x in v))
-        for h, v in sorted(per_hour.items())
+        HourPoint(datetime.fromtimestamp(h, UTC), *(x / HOUR for x in per_hour.get(h, zero)))
+        for h in (a + i * HOUR for i in range(math.ceil((end - a) / HOUR)))
     ]
     return _assemble(cluster, a, end, hours, total_s, sums, worst_hours, worst_keys, top,
                      (end - stored_until) / HOUR, hourly)  # fmt: skip
