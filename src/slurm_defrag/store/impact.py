@@ -18,9 +18,9 @@ dry-run plan). For each period, from what is stored:
   cost (the plans' own price), and the requeues dry-run plans would have done.
 
 Each figure is compared after minus before with a bootstrap confidence interval
-(:mod:`slurm_defrag.metrics.bootstrap`). Snapshot figures are summed per block in SQL
-(portable: epoch-second arithmetic, no date functions); job waits and plans are few enough
-to read row by row.
+(:mod:`slurm_defrag.metrics.bootstrap`). Snapshot figures and job waits are summed per
+block in SQL (portable: epoch-second arithmetic, no date functions; the waits also per
+whole minute, for the quantiles), a month's plans are few enough to read row by row.
 """
 
 from __future__ import annotations
