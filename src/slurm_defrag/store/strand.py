@@ -39,7 +39,7 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any, NamedTuple
 
-from sqlalchemy import Connection, and_, func, insert, or_, select, update
+from sqlalchemy import Connection, and_, func, insert, select, union_all, update
 from sqlalchemy.orm import aliased
 
 from slurm_defrag.domain.cluster import LIVE_SOURCES, ClusterSnapshot
@@ -237,20 +237,30 @@ def _metric_pieces(
     """Per node: (start, end, spatial, topology, configuration, free) of its intervals
     with stranded GPUs, clipped to ``[a, b)``, in time order."""
     m = NodeMetric
-    rows = conn.execute(
-        select(m.node_id, m.from_t, m.to_t, m.unusable_spatial, m.unusable_topology,
-               m.unusable_configuration, m.free)
-        .join(NodeRef, NodeRef.id == m.node_id)
-        .where(NodeRef.cluster == cluster, m.unusable > 0, m.from_t < b,
-               or_(m.to_t.is_(None), m.to_t > a))
-        .order_by(m.node_id, m.from_t)
-    )  # fmt: skip
+    cols = (m.node_id, m.from_t, m.to_t, m.unusable_spatial, m.unusable_topology,
+            m.unusable_configuration, m.free)  # fmt: skip
+    rows = conn.execute(_still_open_or_after(select(*cols).where(m.unusable > 0, m.from_t < b),
+                                             m.to_t, a))  # fmt: skip
+    ours = _nodes_of(conn, cluster)
     out: dict[int, list[tuple[float, float, int, int, int, int]]] = defaultdict(list)
-    for node_id, f, t, sp, tp, cf, free in rows:
+    for node_id, f, t, sp, tp, cf, free in sorted(rows, key=lambda r: (r[0], r[1])):
         lo, hi = max(f, a), min(b if t is None else t, b)
-        if hi > lo:
+        if hi > lo and node_id in ours:
             out[node_id].append((lo, hi, sp, tp, cf, free))
     return out
+
+
+def _nodes_of(conn: Connection, cluster: str) -> set[int]:
+    return set(conn.scalars(select(NodeRef.id).where(NodeRef.cluster == cluster)))
+
+
+def _still_open_or_after(query: Any, end: Any, after: float | None) -> Any:
+    """``query`` of the intervals whose ``end`` is NULL (open) or later than ``after``, as
+    two indexed selects (``UNION ALL``): with an ``OR``, or joined to the cluster's nodes,
+    a database walks every interval ever stored of each node (a month: 0.6 s an hour)."""
+    if after is None:
+        return query
+    return union_all(query.where(end.is_(None)), query.where(end > after))
 
 
 def _allocations(
@@ -272,18 +282,15 @@ def _allocations(
         select(al.node_id, first.t, last.t, JobRun.account, JobRun.user, JobRun.partition,
                JobRun.qos, JobRun.gpus_per_node, JobRun.nodes, JobRun.time_limit_s,
                JobRun.id)
-        .join(NodeRef, NodeRef.id == al.node_id)
         .outerjoin(first, first.id == al.from_snapshot)
         .outerjoin(last, last.id == al.to_snapshot)
         .outerjoin(JobRun, and_(JobRun.job_ref == al.job_ref, JobRun.run == 0))
-        .where(NodeRef.cluster == cluster)
     )  # fmt: skip
-    if before is not None:
-        q = q.where(or_(al.to_snapshot.is_(None), al.to_snapshot > before))
     if upto is not None:
         q = q.where(al.from_snapshot < upto)
     out: dict[int, list[_Alloc]] = defaultdict(list)
-    for node_id, f, t, account, user, part, qos, per_node, n_nodes, limit, run in conn.execute(q):
+    rows = conn.execute(_still_open_or_after(q, al.to_snapshot, before))
+    for node_id, f, t, account, user, part, qos, per_node, n_nodes, limit, run in rows:
         if node_id not in nodes:
             continue
         lo, hi = max(a if f is None else f, a), min(b if t is None else t, b)
