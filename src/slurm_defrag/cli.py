@@ -66,6 +66,8 @@ COMMANDS: dict[str, Lazy] = {
                    "clock and switches."),
     "db": Lazy("db", "The database: migrate its schema, show its state, prune old history.",
                group=True),
+    "report": Lazy("report", "Reports from the stored history: what the service did (impact), "
+                   "why the cluster fragments (causes).", group=True),
     "plugins": Lazy("plugins", "Slurm-side hooks (slurm-plugins/): generate what "
                     "job_submit.lua reads.", group=True),
     "topology": Lazy("topology", "Collect the NVLink topology on a GPU node (AutoDetect=nvml "

@@ -51,3 +51,18 @@ def test_history_loads_the_database_layer_only(tmp_path: Path) -> None:
     migrate.upgrade(engine)
     engine.dispose()
     assert loaded("history", "--since", "1d", "--db", url, "--json") == {"sqlalchemy"}
+
+
+def test_report_help_loads_no_heavy_library() -> None:
+    assert loaded("report", "impact", "--help") == set()
+    assert loaded("report", "causes", "--help") == set()
+
+
+def test_reports_load_the_database_layer_only(tmp_path: Path) -> None:
+    """No numpy (the bootstrap is pure Python), no matplotlib without --plot."""
+    url = f"sqlite:///{tmp_path / 'r.db'}"
+    engine = make_engine(url)
+    migrate.upgrade(engine)
+    engine.dispose()
+    assert loaded("report", "causes", "--db", url, "--json") == {"sqlalchemy"}
+    assert loaded("report", "impact", "--db", url, "--json") == {"sqlalchemy"}

@@ -9,7 +9,7 @@ from __future__ import annotations
 import json
 import re
 import urllib.request
-from datetime import datetime
+from datetime import datetime, timedelta
 from pathlib import Path
 
 import pytest
@@ -478,3 +478,14 @@ def test_unreadable_job_records_are_counted_by_reason(
         frozenset({("reason", p.value)}): float(p in (RecordPart.TIME, RecordPart.STATE))
         for p in RecordPart
     }
+
+
+def test_falsely_starved_gpu_seconds_accumulate_between_snapshots(store: Store) -> None:
+    """Job 110 of the course (3 GPUs) is falsely starved: each snapshot's 3 GPUs count
+    until the next snapshot, a gap of an hour for 10 minutes only."""
+    exporter = Exporter(StoreHistory(Plans(store.engine)))
+    course = course_scenario()
+    for minutes in (0, 1, 2, 62):
+        snap = course.model_copy(update={"taken_at": course.taken_at + timedelta(minutes=minutes)})
+        exporter.measured(compute(snap))
+    assert value(scrape(exporter), "falsely_starved_gpu_seconds_total") == 3 * (60 + 60 + 600)

@@ -50,6 +50,27 @@ def test_recorded_shard_use_is_read(release: str, how: str) -> None:
     check_shard_snapshot(cli(scene, runner).snapshot(), scene.jobs)
 
 
+@pytest.mark.parametrize("release", RELEASES)
+def test_who_and_where_each_job_runs_reads_alike_from_json_and_text(release: str) -> None:
+    """What the reports group jobs by (issue #44: account, user, partition, QOS, time
+    limit) is read from both forms, the same: the recorded jobs ran as account
+    ``research``, QOS ``normal``, in partition ``batch``."""
+    scene = Scene(release)
+    snaps = {
+        how: cli(scene, Replay(scene, how, TEXT_ONLY if how == "text" else {})).snapshot()  # type: ignore[arg-type]
+        for how in ("json", "text")
+    }
+    who = {
+        how: {j.id: (j.user, j.account, j.partition, j.qos, j.time_limit_s) for j in snap.jobs}
+        for how, snap in snaps.items()
+    }
+    assert who["json"] == who["text"]
+    assert who["json"]
+    assert {(a, p, q) for _, a, p, q, _ in who["json"].values()} == {
+        ("research", "batch", "normal")
+    }
+
+
 @pytest.mark.parametrize(
     ("text", "per_job", "gpus", "counts"),
     [

@@ -205,7 +205,7 @@ class Cycle:
         self.last_read = SlurmRead(now)
         metrics = compute(snapshot, cache=self.metrics_cache)
         self.observer.measured(metrics)
-        sid = self.repo.save_snapshot(snapshot, metrics)
+        sid = self.repo.save_snapshot(snapshot, metrics, self.mode)
         if self.mode == "off" or (why := self.killswitch.engaged()):
             why = "mode=off" if self.mode == "off" else why
             self.packer.stop_routing()  # job_submit.lua stops naming nodes at once

@@ -66,6 +66,10 @@ PLAN_OUTCOMES: tuple[PlanOutcome, ...] = ("done", "refused", "rolled-back", "fai
 SLURM_ERROR_KINDS: tuple[SlurmErrorKind, ...] = ("unavailable", "rejected", "parse")
 MODES = ("dry-run", "enforce")
 
+STARVED_GAP_S = 600.0
+"""``falsely_starved_gpu_seconds_total``: a snapshot's figure counts until the next one, at
+most this long (a service stopped for an hour did not watch those jobs starve)."""
+
 # Cycles take seconds (a few Slurm commands, one solve); the solver is capped by
 # max_time_in_seconds (default 30 s). Buckets cover 10 ms .. 5 min.
 _SECONDS = (0.01, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300)
@@ -306,6 +310,14 @@ class Exporter:
             ["reason"],
             registry=r,
         )
+        self.starved = Counter(
+            PREFIX + "falsely_starved_gpu_seconds",
+            "GPU-seconds falsely starved jobs waited: the GPUs they ask for, held from one "
+            "snapshot to the next (at most 10 minutes).",
+            registry=r,
+        )
+        self._starved_at: tuple[datetime, int] | None = None
+        """(when, GPUs falsely starved jobs asked for) of the previous snapshot measured."""
         self.preemptions = GaugeSeries(
             PREFIX + "preemptions_last_hour",
             "Jobs requeued by enforce plans in the last hour, from the database (all instances).",
@@ -336,6 +348,13 @@ class Exporter:
 
     def measured(self, report: FragReport) -> None:
         self.snapshot.update(report)
+        gpus = sum(p.gpus for p in report.falsely_starved)
+        if self._starved_at is not None:
+            then, starved = self._starved_at
+            gap = (report.taken_at - then).total_seconds()
+            if gap > 0 and starved:
+                self.starved.inc(starved * min(gap, STARVED_GAP_S))
+        self._starved_at = (report.taken_at, gpus)
 
     def planned(self, plan: Plan) -> None:
         if plan.solver.status != "NOT_SOLVED":
@@ -357,6 +376,7 @@ class Exporter:
             # only go stale (and be counted twice by sum()). The preemption count is the
             # leader's to read: a standby spares the database.
             self.snapshot.update(None)
+            self._starved_at = None  # the leader counts meanwhile
             return
         try:
             since = datetime.now(UTC) - timedelta(hours=1)

@@ -135,6 +135,7 @@ def group_rows(report: FragReport, snapshot_id: int, t: float) -> list[dict[str,
         else:
             pending = [p for p in report.pending if p.gpu_model == g.name]
         c = g.counts
+        starved = [p for p in pending if p.status == "falsely-starved"]
         rows.append(
             {
                 "snapshot_id": snapshot_id,
@@ -153,8 +154,12 @@ def group_rows(report: FragReport, snapshot_id: int, t: float) -> list[dict[str,
                 "fgd": c.fgd,
                 "largest_free_block": g.largest_free_block,
                 "pending": len(pending),
-                "falsely_starved": sum(p.status == "falsely-starved" for p in pending),
+                "falsely_starved": len(starved),
                 "short": sum(p.status == "short" for p in pending),
+                "unusable_spatial": c.unusable.spatial,
+                "unusable_topology": c.unusable.topology,
+                "unusable_configuration": c.unusable.configuration,
+                "falsely_starved_gpus": sum(p.gpus for p in starved),
             }
         )
     return rows

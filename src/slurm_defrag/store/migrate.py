@@ -25,7 +25,7 @@ if TYPE_CHECKING:
 
 SCRIPT_LOCATION = "slurm_defrag.store:migrations"
 
-REVISIONS = ("0001", "0002")
+REVISIONS = ("0001", "0002", "0003")
 """Every revision shipped, oldest first. Add each new revision here (a test checks it)."""
 
 

@@ -136,6 +136,11 @@ class Snapshot(Base):
     nodes: Mapped[int] = mapped_column(Integer)
     jobs: Mapped[int] = mapped_column(Integer)
     saved_at: Mapped[datetime] = mapped_column(default=lambda: datetime.now(UTC))
+    mode: Mapped[str | None] = mapped_column(
+        String(16),
+        comment="the service's mode when it stored this snapshot (off, dry-run, enforce); "
+        "NULL: stored by a command, or before revision 0003",
+    )
 
 
 class NodeRef(Base):
@@ -201,7 +206,11 @@ class GpuAllocation(Base):
     """
 
     __tablename__ = "gpu_allocations"
-    __table_args__ = (Index("ix_gpu_allocations_open", "node_id", "gpu_index", "to_snapshot"),)
+    __table_args__ = (
+        Index("ix_gpu_allocations_open", "node_id", "gpu_index", "to_snapshot"),
+        # Revision 0003: "valid after snapshot N" for a slice of time (strand.sweep).
+        Index("ix_gpu_allocations_to_snapshot", "to_snapshot"),
+    )
 
     id: Mapped[int] = mapped_column(Integer, primary_key=True)
     node_id: Mapped[int] = mapped_column(ForeignKey("nodes.id"))
@@ -209,6 +218,51 @@ class GpuAllocation(Base):
     job_ref: Mapped[int] = mapped_column(ForeignKey("jobs.id"), index=True)
     from_snapshot: Mapped[int] = mapped_column(Integer, index=True)
     to_snapshot: Mapped[int | None] = mapped_column(Integer)
+
+
+class JobRun(Base):
+    """One start of a GPU job: who ran what, asked when, started when (revision 0003).
+
+    Written by the snapshot writer when a job is first seen holding GPUs, and again each
+    time it starts after a requeue. A few dozen bytes per start, kept as long as the hourly
+    rollups (not the snapshots), so waits and the jobs that occupied a node are still known
+    when the job's states are pruned. ``job_ref`` is a plain integer: the identity row it
+    names may be pruned first.
+    """
+
+    __tablename__ = "job_runs"
+    __table_args__ = (
+        # covers the impact report's waits: what it reads of a month of starts, in order
+        Index("ix_job_runs_waits", "cluster", "run", "start_t", "submit_t", "gpus"),
+        Index("ix_job_runs_job_ref", "job_ref"),
+    )
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    cluster: Mapped[str] = mapped_column(String(128))
+    job_id: Mapped[str] = mapped_column(String(64))
+    job_ref: Mapped[int] = mapped_column(Integer, comment="jobs.id while that row is kept")
+    run: Mapped[int] = mapped_column(
+        SmallInteger, comment="0: the first start this database saw; 1, 2, ...: after requeues"
+    )
+    user: Mapped[str] = mapped_column(String(128))
+    account: Mapped[str] = mapped_column(String(128))
+    partition: Mapped[str] = mapped_column(String(256))
+    qos: Mapped[str] = mapped_column(String(128))
+    gpus: Mapped[int] = mapped_column(Integer)
+    nodes: Mapped[int] = mapped_column(Integer)
+    gpus_per_node: Mapped[int] = mapped_column(SmallInteger, comment="the most on one node")
+    time_limit_s: Mapped[int | None] = mapped_column(Integer, comment="NULL: unlimited")
+    submit_t: Mapped[float | None] = mapped_column(Double, comment="Slurm's SubmitTime")
+    start_t: Mapped[float] = mapped_column(
+        Double, comment="Slurm's StartTime; the snapshot's time when Slurm gave none"
+    )
+    seen_t: Mapped[float] = mapped_column(Double, comment="first snapshot showing it running")
+    seen_pending: Mapped[bool] = mapped_column(
+        Boolean, comment="a snapshot saw it pending before this start"
+    )
+    requeued_t: Mapped[float | None] = mapped_column(
+        Double, comment="run > 0: when a snapshot first saw it back in the queue"
+    )
 
 
 # -- metrics -----------------------------------------------------------------------------
@@ -226,6 +280,7 @@ class NodeMetric(Base):
     __table_args__ = (
         Index("ix_node_metrics_open", "node_id", "to_snapshot"),
         Index("ix_node_metrics_from_t", "from_t"),
+        Index("ix_node_metrics_to_t", "to_t"),  # revision 0003, as above
     )
 
     id: Mapped[int] = mapped_column(Integer, primary_key=True)
@@ -272,6 +327,14 @@ class GroupMetric(Base):
     pending: Mapped[int] = mapped_column(Integer)
     falsely_starved: Mapped[int] = mapped_column(Integer)
     short: Mapped[int] = mapped_column(Integer)
+    # Revision 0003: the cause split of ``unusable`` and the GPUs the falsely starved jobs
+    # ask for, so the impact report reads them per snapshot (NULL in older rows).
+    unusable_spatial: Mapped[int | None] = mapped_column(Integer)
+    unusable_topology: Mapped[int | None] = mapped_column(Integer)
+    unusable_configuration: Mapped[int | None] = mapped_column(Integer)
+    falsely_starved_gpus: Mapped[int | None] = mapped_column(
+        Integer, comment="GPUs the falsely starved jobs ask for; NULL: before revision 0003"
+    )
 
 
 class GroupMetricHourly(Base):
@@ -294,6 +357,12 @@ class GroupMetricHourly(Base):
     falsely_starved: Mapped[float] = mapped_column(Double)
     max_unusable: Mapped[int] = mapped_column(Integer)
     max_falsely_starved: Mapped[int] = mapped_column(Integer)
+    unusable_spatial: Mapped[float | None] = mapped_column(Double)
+    unusable_topology: Mapped[float | None] = mapped_column(Double)
+    unusable_configuration: Mapped[float | None] = mapped_column(Double)
+    falsely_starved_gpus: Mapped[float | None] = mapped_column(
+        Double, comment="NULL: an hour with samples stored before revision 0003"
+    )
 
 
 class NodeMetricHourly(Base):
@@ -313,6 +382,40 @@ class NodeMetricHourly(Base):
     unusable_memory_gb_seconds: Mapped[float] = mapped_column(Double)
     free_gpu_seconds: Mapped[float] = mapped_column(Double)
     max_unusable: Mapped[int] = mapped_column(SmallInteger)
+
+
+class StrandHourly(Base):
+    """Stranded GPU-seconds of one hour, by cause, charged to what held the nodes (0003).
+
+    One row per hour, dimension (``headline``, ``lifecycle``, ``shape``, ``policy``,
+    ``node_type``, ``account``, ``user``) and key (that dimension's values, as JSON): each
+    hour's charges are stored once under every dimension; see
+    :mod:`slurm_defrag.store.strand` for the rule and the keys. Written by the snapshot
+    writer for each complete hour, kept as long as the hourly rollups.
+    """
+
+    __tablename__ = "strand_hourly"
+    __table_args__ = (
+        Index("ix_strand_hourly_cluster_dimension_hour_t", "cluster", "dimension", "hour_t"),
+    )
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    cluster: Mapped[str] = mapped_column(String(128))
+    hour_t: Mapped[float] = mapped_column(Double)
+    dimension: Mapped[str] = mapped_column(String(16))
+    key: Mapped[str] = mapped_column(Text, comment="the dimension's values, a JSON list")
+    spatial_gpu_s: Mapped[float] = mapped_column(Double)
+    topology_gpu_s: Mapped[float] = mapped_column(Double)
+    configuration_gpu_s: Mapped[float] = mapped_column(Double)
+
+
+class StrandProgress(Base):
+    """Per cluster: every hour before ``until_t`` is in ``strand_hourly``."""
+
+    __tablename__ = "strand_progress"
+
+    cluster: Mapped[str] = mapped_column(String(128), primary_key=True)
+    until_t: Mapped[float] = mapped_column(Double)
 
 
 class RollupProgress(Base):

@@ -162,6 +162,38 @@ class Plans:
                 s.add(_new_step(plan.id, i, step))
             return plan.id
 
+    def record_past(
+        self,
+        cluster: str,
+        mode: str,
+        status: str,
+        *,
+        created_at: datetime,
+        closed_at: datetime | None,
+        steps: Sequence[tuple[NewStep, str, datetime | None]] = (),
+        inputs: dict[str, Any] | None = None,
+        snapshot_id: int | None = None,
+        note: str = "",
+    ) -> int:
+        """Record a plan that ran elsewhere, with its own times: each step as (step, final
+        state, finished at). For the simulator's history and imports; the service records
+        its plans as they go (:meth:`create`, :meth:`set_step_state`)."""
+        _one_of("mode", mode, PLAN_MODES)
+        _one_of("status", status, PLAN_STATUSES)
+        with Session(self._engine) as s, s.begin():
+            plan = Plan(
+                cluster=cluster, mode=mode, inputs=inputs or {}, snapshot_id=snapshot_id,
+                status=status, created_at=created_at, closed_at=closed_at, note=note,
+            )  # fmt: skip
+            s.add(plan)
+            s.flush()
+            for i, (step, state, finished) in enumerate(steps):
+                _one_of("state", state, STEP_STATES)
+                row = _new_step(plan.id, i, step)
+                row.state, row.started_at, row.finished_at = state, finished, finished
+                s.add(row)
+            return plan.id
+
     def get(self, plan_id: int) -> PlanRecord:
         with Session(self._engine) as s:
             return _plan(_get(s, Plan, plan_id))

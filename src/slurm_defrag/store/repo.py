@@ -34,12 +34,16 @@ class Repository:
         self.plans = Plans(store.engine)
         """Plans, steps and Slurm commands: see :class:`~.plans.Plans`."""
 
-    def save_snapshot(self, snapshot: ClusterSnapshot, report: FragReport) -> int:
+    def save_snapshot(
+        self, snapshot: ClusterSnapshot, report: FragReport, mode: str | None = None
+    ) -> int:
         """Store a snapshot and its metrics in one transaction; returns its id.
 
         Only what changed since the previous snapshot of the same cluster is written.
+        ``mode``: the service's mode as it stores the snapshot (None: not the service); the
+        impact report finds the switch from dry-run to enforce by it.
         """
-        return self._writer.save(snapshot, report)
+        return self._writer.save(snapshot, report, mode)
 
     def load_snapshot(self, snapshot_id: int) -> ClusterSnapshot:
         """The snapshot as saved (equal to the original). Raises NotFound."""

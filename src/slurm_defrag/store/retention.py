@@ -1,4 +1,5 @@
-"""Retention: full snapshots for a few days, hourly rollups for long, plans for their audit.
+"""Retention: full snapshots for a few days, hourly rollups (and job runs) for long, plans for
+their audit.
 
 :func:`prune` is what ``slurm-defrag db prune`` runs and what the service's scheduler calls
 (daily is enough; it is idempotent and cheap when there is nothing to do). Per cluster, in
@@ -33,6 +34,7 @@ from slurm_defrag.store.models import (
     GroupMetric,
     GroupMetricHourly,
     JobRef,
+    JobRun,
     JobState,
     NodeMetric,
     NodeMetricHourly,
@@ -156,6 +158,10 @@ def _prune_global(
     result.rollup_rows_deleted += conn.execute(
         delete(NodeMetricHourly).where(NodeMetricHourly.hour_t < horizon)
     ).rowcount
+    # Job runs are what the rollups' hours are explained with: kept as long as they are.
+    result.rollup_rows_deleted += conn.execute(
+        delete(JobRun).where(JobRun.start_t < horizon)
+    ).rowcount
     plan_horizon = datetime.fromtimestamp(now - policy.plan_days * DAY, UTC)
     closed = select(Plan.id).where(
         Plan.status.not_in(OPEN_PLAN_STATUSES), Plan.closed_at < plan_horizon
@@ -209,12 +215,16 @@ def _roll_up(conn: Connection, cluster: str, until: float) -> int:
 
 _AVERAGED = ("gpus", "free", "free_memory_gb", "unusable", "unusable_memory_gb", "fgd",
              "pending", "falsely_starved")  # fmt: skip
+_AVERAGED_IF_KNOWN = ("unusable_spatial", "unusable_topology", "unusable_configuration",
+                      "falsely_starved_gpus")  # fmt: skip
+"""Columns NULL in rows stored before revision 0003: an hour's mean only when every sample
+has them (a mean of part of the hour would read as the whole hour's)."""
 
 
 def _group_hours(
     conn: Connection, cluster: str, start: float, until: float
 ) -> list[dict[str, Any]]:
-    cols = [getattr(GroupMetric, c) for c in _AVERAGED]
+    cols = [getattr(GroupMetric, c) for c in (*_AVERAGED, *_AVERAGED_IF_KNOWN)]
     rows = conn.execute(
         select(GroupMetric.scope, GroupMetric.name, GroupMetric.t, *cols).where(
             GroupMetric.cluster == cluster, GroupMetric.t >= start, GroupMetric.t < until
@@ -226,7 +236,12 @@ def _group_hours(
     out = []
     for (scope, name, hour), samples in acc.items():
         n = len(samples)
-        means = {c: sum(s[i] for s in samples) / n for i, c in enumerate(_AVERAGED)}
+        means: dict[str, float | None] = {
+            c: sum(s[i] for s in samples) / n for i, c in enumerate(_AVERAGED)
+        }
+        for i, c in enumerate(_AVERAGED_IF_KNOWN, len(_AVERAGED)):
+            known = [s[i] for s in samples if s[i] is not None]
+            means[c] = sum(known) / n if len(known) == n else None
         out.append({
             "cluster": cluster, "scope": scope, "name": name, "hour_t": hour, "samples": n,
             **means,

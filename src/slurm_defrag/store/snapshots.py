@@ -21,12 +21,13 @@ from sqlalchemy import Connection, Engine, func, insert, or_, select, tuple_, up
 
 from slurm_defrag.domain.cluster import ClusterSnapshot, Job, Node
 from slurm_defrag.metrics.report import FragReport
-from slurm_defrag.store import codec
+from slurm_defrag.store import codec, strand
 from slurm_defrag.store.errors import NotFound
 from slurm_defrag.store.models import (
     GpuAllocation,
     GroupMetric,
     JobRef,
+    JobRun,
     JobState,
     NodeMetric,
     NodeRef,
@@ -48,6 +49,12 @@ class _Current:
     jobs: dict[str, Job] = field(default_factory=dict)
     allocs: dict[tuple[str, int], str] = field(default_factory=dict)
     metrics: dict[str, codec.MetricKey] = field(default_factory=dict)
+    runs: dict[str, int] = field(default_factory=dict)
+    """Job id -> starts recorded in ``job_runs`` (of the jobs in the snapshot)."""
+    back_at: dict[str, float] = field(default_factory=dict)
+    """Job id -> when a snapshot first saw it waiting, since it last held GPUs (or ever)."""
+    strand_until: float | None = None
+    """Hours before this are in ``strand_hourly`` (None: not read from the database yet)."""
 
 
 class SnapshotWriter:
@@ -57,8 +64,11 @@ class SnapshotWriter:
         self._engine = engine
         self._current: dict[str, _Current] = {}
 
-    def save(self, snapshot: ClusterSnapshot, report: FragReport) -> int:
-        """Store ``snapshot`` and its metrics in one transaction; returns the snapshot id."""
+    def save(self, snapshot: ClusterSnapshot, report: FragReport, mode: str | None = None) -> int:
+        """Store ``snapshot`` and its metrics in one transaction; returns the snapshot id.
+
+        ``mode``: the service's mode (``off``, ``dry-run``, ``enforce``) as it stores the
+        snapshot; None when a command or a test stores one."""
         if report.cluster != snapshot.cluster or report.taken_at != snapshot.taken_at:
             raise ValueError("report was not computed from this snapshot")
         try:
@@ -68,7 +78,7 @@ class SnapshotWriter:
                     # snapshots (never corrupt them), and commits stop waiting for fsync.
                     conn.exec_driver_sql("SET LOCAL synchronous_commit = off")
                 cur = self._load_current(conn, snapshot.cluster)
-                sid = self._write(conn, cur, snapshot, report)
+                sid = self._write(conn, cur, snapshot, report, mode)
         except BaseException:
             # The transaction rolled back but memory may be half-updated: forget it.
             self._current.pop(snapshot.cluster, None)
@@ -101,7 +111,12 @@ class SnapshotWriter:
     # -- one save --------------------------------------------------------------------
 
     def _write(
-        self, conn: Connection, cur: _Current, snap: ClusterSnapshot, report: FragReport
+        self,
+        conn: Connection,
+        cur: _Current,
+        snap: ClusterSnapshot,
+        report: FragReport,
+        mode: str | None,
     ) -> int:
         config_hash, body = codec.config_body(snap)
         if config_hash != cur.config_hash:
@@ -127,15 +142,29 @@ class SnapshotWriter:
                 job_order=codec.order_exception([j.id for j in snap.jobs]),
                 nodes=len(snap.nodes),
                 jobs=len(snap.jobs),
+                mode=mode,
             )
             .returning(Snapshot.id)
         ).scalar_one()
         self._write_nodes(conn, cur, snap, sid)
-        before, after = self._write_jobs(conn, cur, snap, sid)
+        before, after = self._write_jobs(conn, cur, snap, sid, t)
         self._write_allocations(conn, cur, before, after, sid)
         self._write_node_metrics(conn, cur, report, sid, t)
         conn.execute(insert(GroupMetric), codec.group_rows(report, sid, t))
+        self._write_strand(conn, cur, snap, t)
         return sid
+
+    def _write_strand(
+        self, conn: Connection, cur: _Current, snap: ClusterSnapshot, t: float
+    ) -> None:
+        """Charge the hours this snapshot completes to what held the nodes (strand.py):
+        one sweep over an hour of intervals, once an hour, in the same transaction."""
+        if cur.strand_until is None:
+            cur.strand_until = strand.progress(conn, snap.cluster)
+        if cur.strand_until is not None and t < cur.strand_until + strand.HOUR:
+            return
+        types = strand.node_types_of(snap, cur.node_ids)
+        cur.strand_until = strand.fill_hours(conn, snap.cluster, t, types)
 
     def _write_nodes(
         self, conn: Connection, cur: _Current, snap: ClusterSnapshot, sid: int
@@ -169,13 +198,14 @@ class SnapshotWriter:
         cur.nodes.update((n.name, n) for n in changed)
 
     def _write_jobs(
-        self, conn: Connection, cur: _Current, snap: ClusterSnapshot, sid: int
+        self, conn: Connection, cur: _Current, snap: ClusterSnapshot, sid: int, t: float
     ) -> tuple[list[Job], list[Job]]:
         """Store changed jobs; returns (old versions replaced or gone, new versions)."""
         changed = [j for j in snap.jobs if not _same(cur.jobs.get(j.id), j)]
         gone = cur.jobs.keys() - {j.id for j in snap.jobs}
         before = [cur.jobs[x] for x in (*gone, *(j.id for j in changed)) if x in cur.jobs]
         self._ensure_jobs(conn, cur, snap, [j for j in changed if j.id not in cur.job_refs], sid)
+        self._write_runs(conn, cur, snap.cluster, changed, t)
         _close(
             conn,
             JobState,
@@ -201,8 +231,43 @@ class SnapshotWriter:
             # A finished job leaves the cache; if its id ever shows up again the database
             # lookup in _ensure_jobs finds its identity row.
             cur.job_refs.pop(jid, None)
+            cur.runs.pop(jid, None)
+            cur.back_at.pop(jid, None)
         cur.jobs.update((j.id, j) for j in changed)
         return before, changed
+
+    def _write_runs(
+        self, conn: Connection, cur: _Current, cluster: str, changed: list[Job], t: float
+    ) -> None:
+        """A ``job_runs`` row for each changed job that holds GPUs now and did not in the
+        previous snapshot (or was not in it): a start, first or after a requeue. Called
+        before the cache takes the new versions: ``cur.jobs`` still holds the old ones."""
+        rows = []
+        for job in changed:
+            old = cur.jobs.get(job.id)
+            if not job.holds_gpus:
+                if old is None or old.holds_gpus:
+                    cur.back_at[job.id] = t  # waiting, first or again
+                continue
+            if old is not None and old.holds_gpus:
+                continue
+            run = cur.runs.get(job.id, 0)
+            per_node = [len(idx) for idx in job.gpus.values()]
+            rows.append({
+                "cluster": cluster, "job_id": job.id, "job_ref": cur.job_refs[job.id],
+                "run": run, "user": job.user, "account": job.account,
+                "partition": job.partition, "qos": job.qos, "gpus": sum(per_node),
+                "nodes": len(per_node), "gpus_per_node": max(per_node),
+                "time_limit_s": job.time_limit_s,
+                "submit_t": None if job.submit_time is None else codec.epoch(job.submit_time),
+                "start_t": t if job.start_time is None else codec.epoch(job.start_time),
+                "seen_t": t, "seen_pending": old is not None,
+                "requeued_t": cur.back_at.get(job.id) if run else None,
+            })  # fmt: skip
+            cur.runs[job.id] = run + 1
+            cur.back_at.pop(job.id, None)
+        if rows:
+            conn.execute(insert(JobRun), rows)
 
     def _write_allocations(
         self, conn: Connection, cur: _Current, before: list[Job], after: list[Job], sid: int
@@ -383,6 +448,19 @@ def _read_current(conn: Connection, cluster: str, last_id: int | None) -> _Curre
     ):
         cur.job_refs[job_id] = ref
         cur.jobs[job_id] = Job.model_validate_json(body)
+    # Starts already recorded of the jobs still there: a restarted writer numbers the
+    # next run on. When they went back to the queue is not kept (requeued_t stays NULL).
+    open_refs = (
+        select(JobState.job_ref)
+        .join(JobRef, JobRef.id == JobState.job_ref)
+        .where(JobRef.cluster == cluster, JobState.to_snapshot.is_(None))
+    )
+    for job_id, runs in conn.execute(
+        select(JobRun.job_id, func.max(JobRun.run) + 1)
+        .where(JobRun.job_ref.in_(open_refs))
+        .group_by(JobRun.job_id)
+    ):
+        cur.runs[job_id] = int(runs)
     for node_id, g, job_id in conn.execute(
         select(GpuAllocation.node_id, GpuAllocation.gpu_index, JobRef.job_id)
         .join(JobRef, JobRef.id == GpuAllocation.job_ref)

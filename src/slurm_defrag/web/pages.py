@@ -4,7 +4,9 @@
 
 * ``/api/snapshot`` — GPU map, summary and falsely starved jobs of the latest snapshot;
 * ``/api/history?since=7d`` — fragmentation over time (``30m``, ``12h``, ``7d``, ``2w``);
-* ``/api/plans?limit=20`` — the newest plans with their steps and Slurm commands.
+* ``/api/plans?limit=20`` — the newest plans with their steps and Slurm commands;
+* ``/api/impact?since=14d&change_at=mode`` — what the service did: before and after the
+  switch from dry-run to enforce (or a time), with intervals (``report impact --json``).
 
 Errors are JSON ``{"error": ...}``: 400 for a bad parameter, 404 when there is no snapshot
 yet, 503 when the database cannot be read.
@@ -23,6 +25,7 @@ from slurm_defrag.timespec import parse_duration
 from slurm_defrag.web.sources import Source
 
 DEFAULT_SINCE = "7d"
+DEFAULT_IMPACT_SINCE = "14d"
 DEFAULT_PLANS = 20
 MAX_PLANS = 200
 
@@ -95,8 +98,21 @@ def web_pages(source: Source) -> dict[str, Page]:
             return {"plans": [], "note": f"no plans in a {source.description}"}
         return {"plans": found}
 
+    def impact(query: Query) -> object:
+        since = _one(query, "since", DEFAULT_IMPACT_SINCE)
+        change = _one(query, "change_at", "mode")[:64]
+        window = parse_duration(since)
+        try:
+            found = source.impact(window, change)
+        except NotFound as exc:  # nothing to compare yet: the section says why
+            return {"note": str(exc), "since_text": since}
+        if found is None:
+            return {"note": f"no history in a {source.description}", "since_text": since}
+        return {**found, "since_text": since}
+
     routes = {path: _static(name, ctype) for path, (name, ctype) in _STATIC.items()}
     routes["/api/snapshot"] = _json_api(snapshot)
     routes["/api/history"] = _json_api(history)
     routes["/api/plans"] = _json_api(plans)
+    routes["/api/impact"] = _json_api(impact)
     return routes

@@ -19,6 +19,7 @@ from slurm_defrag.domain.topology import indices_of
 from slurm_defrag.domain.unknown_topology import unknown_topology_line
 from slurm_defrag.metrics.report import FragReport, request_text
 from slurm_defrag.store.history import History
+from slurm_defrag.store.impact import Impact, verdict
 from slurm_defrag.store.plans import CommandRecord, PlanRecord, StepRecord
 
 Json = dict[str, Any]
@@ -146,6 +147,15 @@ def snapshot_payload(
 
 def history_payload(history: History) -> Json:
     return asdict(history)
+
+
+def impact_payload(impact: Impact) -> Json:
+    """The impact report as ``report impact --json`` gives it, each comparison with its
+    verdict (better, worse, no clear change)."""
+    out = asdict(impact)
+    for row, c in zip(out["comparisons"], impact.comparisons, strict=True):
+        row["verdict"] = verdict(c)
+    return out
 
 
 def plan_payload(plan: PlanRecord, steps: list[StepRecord], commands: list[CommandRecord]) -> Json:

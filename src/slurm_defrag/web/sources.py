@@ -47,6 +47,11 @@ class Source(Protocol):
     def plans(self, limit: int) -> list[Json] | None:
         """The newest ``limit`` plans, newest first; None = no plans here."""
 
+    def impact(self, since_s: float, change: str) -> Json | None:
+        """The impact report over the last ``since_s`` seconds cut at ``change`` (``mode``
+        or a time); None = no history here. Raises NotFound with the reason when there
+        is nothing to compare."""
+
 
 class FileSource:
     """One snapshot file, read and measured once."""
@@ -67,6 +72,9 @@ class FileSource:
         return None
 
     def plans(self, limit: int) -> list[Json] | None:
+        return None
+
+    def impact(self, since_s: float, change: str) -> Json | None:
         return None
 
 
@@ -139,6 +147,7 @@ class StoreSource:
         self._snapshots = _PerSnapshot()
         self._histories = _PerSnapshot()
         self._plan_lists = _PerSnapshot(max_age_s=plans_max_age_s)
+        self._impacts = _PerSnapshot()
 
     @contextmanager
     def _reading(self) -> Iterator[None]:
@@ -178,6 +187,18 @@ class StoreSource:
                 return _no_history()
 
         return self._histories.get(latest, since_s, build)
+
+    def impact(self, since_s: float, change: str) -> Json | None:
+        from slurm_defrag.store.impact import ChangePoint, load_impact
+
+        now = self._clock()
+        point = ChangePoint.parse(change, now)  # a bad value is the request's error, at once
+
+        def build() -> Json:
+            with self._reading():
+                return payload.impact_payload(load_impact(self._store, since_s, point, now=now))
+
+        return self._impacts.get(self.latest_key(), (since_s, change), build)
 
     def plans(self, limit: int) -> list[Json] | None:
         def build() -> list[Json]:

@@ -1,7 +1,8 @@
 // slurm-defrag web page: plain JavaScript, no framework, no build step, no CDN.
-// Reads /api/snapshot, /api/history and /api/plans (relative URLs, so the page also works
-// behind a reverse proxy's path prefix) and redraws every REFRESH_MS. Every text from
-// Slurm (job names, reasons, command output) goes through textContent, never innerHTML.
+// Reads /api/snapshot, /api/history, /api/impact and /api/plans (relative URLs, so the
+// page also works behind a reverse proxy's path prefix) and redraws every REFRESH_MS.
+// Every text from Slurm (job names, reasons, command output) goes through textContent,
+// never innerHTML.
 "use strict";
 
 const REFRESH_MS = 5000;
@@ -208,6 +209,76 @@ function renderHistory(h) {
     worst.length ? table(["node", "unusable GPU·h#", "hours with unusable GPUs#", "mean free#"], worst) : "");
 }
 
+// ---- impact: before and after ----------------------------------------------------------
+
+function fmt(v, unit) {
+  if (v === null || v === undefined) return "–";
+  const digits = Math.abs(v) < 10 ? 2 : Math.abs(v) < 1000 ? 1 : 0;
+  return v.toFixed(digits) + (unit === "h" ? " h" : "");
+}
+
+function signed(v, unit) {
+  return v === null || v === undefined ? "–" : (v > 0 ? "+" : "") + fmt(v, unit);
+}
+
+function impactChart(r) {
+  const W = 960, H = 180, L = 44, R = 12, T = 10, B = 28;
+  const pts = r.series;
+  const t0 = Date.parse(pts[0].t), t1 = Date.parse(r.until);
+  const peak = Math.max(1, ...pts.map((p) => Math.max(p.unusable, p.falsely_starved_gpus || 0)));
+  const top = 4 * niceStep(peak / 4);
+  const x = (iso) => L + Math.max(0, Date.parse(iso) - t0) / Math.max(1, t1 - t0) * (W - L - R);
+  const y = (v) => T + (1 - v / top) * (H - T - B);
+  const chart = svg("svg", {class: "chart", viewBox: `0 0 ${W} ${H}`, role: "img",
+                            "aria-label": "unusable GPUs before and after the change"});
+  for (let i = 0; i <= 4; i++) {
+    const v = top * i / 4;
+    chart.append(svg("line", {class: "axis", x1: L, x2: W - R, y1: y(v), y2: y(v)}));
+    chart.append(svg("text", {x: L - 6, y: y(v) + 4, "text-anchor": "end"},
+                     Number.isInteger(v) ? v : v.toFixed(1)));
+  }
+  for (const [key, colour] of [["unusable", "#d6452f"], ["falsely_starved_gpus", "#6a3d9a"]]) {
+    chart.append(svg("polyline", {fill: "none", stroke: colour, "stroke-width": 2,
+      points: pts.map((p) => `${x(p.t)},${y(p[key] || 0)}`).join(" "), "data-series": key}));
+  }
+  const cx = x(r.change_at);
+  chart.append(svg("line", {class: "change", x1: cx, x2: cx, y1: T, y2: H - B}));
+  chart.append(svg("text", {x: cx + 4, y: T + 12}, "change"));
+  chart.append(svg("text", {x: L, y: H - 8, "text-anchor": "start"}, time(pts[0].t)));
+  chart.append(svg("text", {x: W - R, y: H - 8, "text-anchor": "end"}, time(r.until)));
+  return chart;
+}
+
+function periodLine(p) {
+  const plans = Object.entries(p.plans).map(([k, n]) => `${n} ${k}`).join(", ") || "none";
+  return `${p.name}: ${p.jobs} jobs started (median wait ${fmt(p.wait_median_h, "h")}), ` +
+    `plans ${plans}, ${p.requeues} requeues (${p.gpu_hours_lost.toFixed(1)} GPU-h lost)`;
+}
+
+function renderImpact(r) {
+  const box = $("impact");
+  if (r.note) {
+    box.replaceChildren(el("p", {class: "empty", text: r.note}));
+    return;
+  }
+  const rows = r.comparisons.map((c) => el("tr", {},
+    el("td", {text: c.label}), el("td", {class: "num", text: fmt(c.before, c.unit)}),
+    el("td", {class: "num", text: fmt(c.after, c.unit)}),
+    el("td", {class: "num", text: signed(c.difference, c.unit)}),
+    el("td", {class: "num", text: c.low === null ? "–" : `${signed(c.low)} … ${signed(c.high)}`}),
+    el("td", {class: `verdict ${c.verdict.replace(/ /g, "-")}`, text: c.verdict})));
+  box.replaceChildren(
+    el("p", {text: `change at ${time(r.change_at)} (${r.change})`}),
+    r.series.length ? impactChart(r) : "",
+    el("div", {class: "chart-legend"},
+      el("span", {}, el("span", {class: "swatch unusable"}), "unusable GPUs"),
+      el("span", {}, el("span", {class: "swatch starved"}), "falsely starved GPUs")),
+    table(["", "before#", "after#", "change#", "95 % interval#", ""], rows),
+    el("p", {class: "note", text: periodLine(r.before)}),
+    el("p", {class: "note", text: periodLine(r.after)}),
+    ...r.notes.map((n) => el("p", {class: "note", text: n})));
+}
+
 // ---- plans -----------------------------------------------------------------------------
 
 function planSummary(p) {
@@ -289,8 +360,10 @@ function renderPlans(body) {
 
 async function refresh() {
   const since = encodeURIComponent($("since").value);
-  const [snap, hist, plans] = await Promise.allSettled([
-    getJSON("api/snapshot"), getJSON(`api/history?since=${since}`), getJSON("api/plans")]);
+  const impactSince = encodeURIComponent($("impact-since").value);
+  const [snap, hist, plans, impact] = await Promise.allSettled([
+    getJSON("api/snapshot"), getJSON(`api/history?since=${since}`), getJSON("api/plans"),
+    getJSON(`api/impact?since=${impactSince}`)]);
   const errors = [];
   if (snap.status === "fulfilled") {
     renderSummary(snap.value); renderMap(snap.value); renderStarving(snap.value);
@@ -299,6 +372,8 @@ async function refresh() {
   else errors.push(`history: ${hist.reason.message}`);
   if (plans.status === "fulfilled") renderPlans(plans.value);
   else errors.push(`plans: ${plans.reason.message}`);
+  if (impact.status === "fulfilled") renderImpact(impact.value);
+  else errors.push(`impact: ${impact.reason.message}`);
   const status = $("status");
   status.className = errors.length ? "status error" : "status";
   status.textContent = errors.length ? errors.join(" · ")
@@ -307,5 +382,6 @@ async function refresh() {
 }
 
 $("since").addEventListener("change", refresh);
+$("impact-since").addEventListener("change", refresh);
 refresh();
 setInterval(refresh, REFRESH_MS);
