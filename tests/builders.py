@@ -13,7 +13,7 @@ from typing import Any
 from slurm_defrag.domain.cluster import ClusterSnapshot, GpuRequest, Job, JobState, Node
 from slurm_defrag.domain.topology import BUILTIN_TOPOLOGIES
 from slurm_defrag.metrics.demand import DemandItem, MixSource, WorkloadMix
-from slurm_defrag.synth import EPOCH
+from slurm_defrag.synth import EPOCH, course_scenario
 
 MEMORY_GB = {"a100": 40.0, "a100-80g": 80.0, "h100": 80.0, "v100": 32.0}
 
@@ -128,3 +128,48 @@ def one_gpu_jobs(node_name: str, index: int, gpus: Iterable[int], at: datetime) 
         )
         for g in gpus
     ]
+
+
+def course_small_victims() -> ClusterSnapshot:
+    """The course scenario (``synth.course_scenario``) with the jobs the planner may requeue
+    for 110 instead of 104 holding fewer GPUs than its 3-GPU share, at the costs they had.
+    A job holding 3 or more GPUs of a node is never requeued for 3 GPUs there (the swap
+    rule), so in the course itself 104 is 110's only way; here, as the course's tests
+    describe it, 101 (node01) and 106 (node03) tie at 12 GPU-h and 105 (node02) costs 30:
+
+    * node01: 101 holds GPUs 0-1 for 6 h (was 0-3 for 3 h); 111 holds 2-3 for 8 h;
+    * node02: 105 holds 2-3 for 15 h (was 2-7 for 5 h); 112 and 114 hold 4-5 and 6-7
+      for 20 h;
+    * node03: 106 holds 1-2 for 6 h (was 1-6 for 2 h); 113 and 115 hold 3-4 and 5-6
+      for 8 h.
+
+    111-115 (oscar's, 2 GPUs each) cost more than the job they sit beside on every node.
+    """
+    course = course_scenario()
+    moved = {"101": ("node01", (0, 1), 6.0), "105": ("node02", (2, 3), 15.0)}
+    moved["106"] = ("node03", (1, 2), 6.0)
+    moved |= {
+        "111": ("node01", (2, 3), 8.0),
+        "112": ("node02", (4, 5), 20.0),
+        "113": ("node03", (3, 4), 8.0),
+        "114": ("node02", (6, 7), 20.0),
+        "115": ("node03", (5, 6), 8.0),
+    }
+    template = course.job_by_id["101"].model_copy(update={"name": "service", "user": "oscar"})
+    jobs = list(course.jobs)
+    jobs += [template.model_copy(update={"id": jid}) for jid in ("111", "112", "113", "114", "115")]
+    out = []
+    for j in jobs:
+        if j.id in moved:
+            name, gpus, hours = moved[j.id]
+            j = j.model_copy(
+                update={
+                    "gpus": {name: frozenset(gpus)},
+                    "start_time": EPOCH - timedelta(hours=hours),
+                    "submit_time": EPOCH - timedelta(hours=hours + 0.1),
+                }
+            )
+        out.append(j)
+    return ClusterSnapshot.model_validate(
+        {**course.model_dump(), "jobs": [j.model_dump() for j in out]}
+    )

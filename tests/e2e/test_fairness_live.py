@@ -47,11 +47,13 @@ enabled = false
 """
 # The site setting for large jobs (examples/policy-large-jobs.toml, as in the simulated
 # day of tests/service/test_fairness.py): a started 8-GPU job is never the next one's
-# victim. Without it the service swaps Alice's own 8-GPU jobs, one for the other, every
+# victim. Without it the service swapped Alice's own 8-GPU jobs, one for the other, every
 # cycle (seen here live; her own jobs are not others' work, so no beneficiary limit
-# counts them). Drains requeue nothing, so they serve a user whatever her budget (by
-# design): off here, so that only requeues can free a block (they would also need Slurm
-# Admin rights; the service runs as the compose Operator account).
+# counts them); the planner's swap rule now refuses that under any policy
+# (docs/planner.md, "The swap rule"). Drains requeue nothing, so they serve a user
+# whatever her budget (by design): off here, so that only requeues can free a block
+# (they would also need Slurm Admin rights; the service runs as the compose Operator
+# account).
 
 
 @pytest.fixture

@@ -7,6 +7,8 @@ It shares only the *specification* with the planner: which jobs policy protects
 re-implemented here in the plainest way: enumerate every set of victims, then every way to
 place the targets on the GPUs that set frees. The beneficiary limits (per target user) are
 checked while placing: a block counts the holders of its GPUs against its target's user.
+The swap rule is checked on each complete placement: per node, every holder of a placed
+block's GPUs holds fewer GPUs there than the blocks placed on that node take together.
 """
 
 from __future__ import annotations
@@ -231,11 +233,20 @@ def _pack(snapshot, specs, eligible, avail, drain, served):  # type: ignore[no-u
     used: dict[str, set[int]] = {n: set() for n in avail}
     drained: set[str] = set()
     hosting: dict[str, int] = dict.fromkeys(avail, 0)
+    # the swap rule: per node, the holders of placed (requeue) blocks' GPUs, with how
+    # many blocks free each, and the GPUs those blocks take together
+    freed_on: dict[str, dict[str, int]] = {n: {} for n in avail}
+    held = {(n, o): owners[n].count(o) for n in avail for o in set(owners[n]) if o is not None}
+
+    def no_swap() -> bool:
+        return all(held[(n, j)] < len(used[n]) for n, js in freed_on.items() for j in js)
 
     def rec(t: int, value: int, dcost: int) -> None:
         if value + sum(s.value for s in specs[t:]) < best[0]:
             return  # cannot reach the best value any more
         if t == len(specs):
+            if not no_swap():
+                return
             if (value, -dcost) > (best[0], -best[1]):
                 best[0], best[1] = value, dcost
             return
@@ -262,7 +273,13 @@ def _pack(snapshot, specs, eligible, avail, drain, served):  # type: ignore[no-u
                     continue
                 used[name] |= b
                 hosting[name] += 1
+                for j in freed:
+                    freed_on[name][j] = freed_on[name].get(j, 0) + 1
                 place(t, group, i + 1, value, dcost)
+                for j in freed:
+                    freed_on[name][j] -= 1
+                    if not freed_on[name][j]:
+                        del freed_on[name][j]
                 hosting[name] -= 1
                 used[name] -= b
                 served.remove(s.job.user, freed)

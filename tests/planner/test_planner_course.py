@@ -8,12 +8,18 @@ since start) plus the policy's restart cost (0.1 per victim by default):
   is requeueing 105 (6 x 5 h = 30).
 * node03 (A100 80GB): eligible since 110 names no GPU model; requeue 106 (6 x 2 h = 12).
 * node04: NVLink pairs can never form a 3-GPU block.
+
+105, 106 and 101 (4 GPUs) hold 3 GPUs or more of their node: none is ever requeued for
+110's 3-GPU share (the swap rule), so in the course itself 104 is the only way. The tests
+of the other ways run on ``builders.course_small_victims``: the same costs, held by
+2-GPU jobs (101: 2 x 6 h = 12; 105: 2 x 15 h = 30; 106: 2 x 6 h = 12).
 """
 
 from __future__ import annotations
 
 import pytest
 
+from builders import course_small_victims
 from slurm_defrag.domain.cluster import ClusterSnapshot
 from slurm_defrag.domain.plan import ActionKind, Plan, apply_plan
 from slurm_defrag.domain.topology import BUILTIN_TOPOLOGIES
@@ -32,6 +38,11 @@ def course() -> ClusterSnapshot:
 @pytest.fixture(scope="module")
 def plan(course: ClusterSnapshot) -> Plan:
     return make_plan(course, default_policy())
+
+
+@pytest.fixture(scope="module")
+def small() -> ClusterSnapshot:
+    return course_small_victims()
 
 
 def test_requeues_only_104_and_gives_an_nvlink_block_on_node01(plan: Plan) -> None:
@@ -59,7 +70,8 @@ def test_cost_is_hand_computed(plan: Plan) -> None:
     assert plan.solver.gap == 0
 
 
-def test_explains_node03_and_node04(plan: Plan) -> None:
+def test_explains_node03_and_node04(small: ClusterSnapshot) -> None:
+    plan = make_plan(small, default_policy())
     notes = {n.node: n for n in plan.targets[0].node_notes}
     assert notes["node01"].verdict == "chosen"
     n3 = notes["node03"]
@@ -103,12 +115,16 @@ def test_apply_plan_frees_victims_and_starts_target(course: ClusterSnapshot, pla
     assert course.job_by_id["104"].state == "RUNNING"  # the input is untouched
 
 
-def test_protecting_104_moves_the_plan_to_node03(course: ClusterSnapshot) -> None:
+def test_protecting_104_moves_the_plan_to_node03(
+    course: ClusterSnapshot, small: ClusterSnapshot
+) -> None:
     """With 104 protected, requeueing 101 on node01 and 106 on node03 tie exactly (12.10
     GPU-h, one busy GPU each): either is optimal. The answer used to be whichever CP-SAT
-    worker finished first; now it is the same every run (see test_planner_determinism)."""
+    worker finished first; now it is the same every run (see test_planner_determinism).
+    In the course itself no other way is left (101 and 106 are larger than the share)."""
     policy = parse_policy({"version": 1, "protections": {"users": ["erin"]}})
-    p = make_plan(course, policy)
+    assert not make_plan(course, policy).victims
+    p = make_plan(small, policy)
     tied = {("101", "node01"), ("106", "node03")}
     assert next((v.job_id, p.targets[0].placements[0].node) for v in p.victims) in tied
     assert len(p.victims) == 1
@@ -133,16 +149,16 @@ def test_victim_limit_is_explained(course: ClusterSnapshot) -> None:
     assert "max_victims_per_plan allows 0" in p.targets[0].explanation
 
 
-def test_checkpoint_lowers_the_cost(course: ClusterSnapshot) -> None:
+def test_checkpoint_lowers_the_cost(small: ClusterSnapshot) -> None:
     jobs = []
-    for j in course.jobs:
-        if j.id == "106":  # checkpointed 6 minutes ago: 6 GPUs x 0.1 h = 0.6 GPU-h lost
-            j = j.model_copy(update={"comment": "defrag:ckpt=2026-11-29T11:54:00Z"})
+    for j in small.jobs:
+        if j.id == "106":  # checkpointed 18 minutes ago: 2 GPUs x 0.3 h = 0.6 GPU-h lost
+            j = j.model_copy(update={"comment": "defrag:ckpt=2026-11-29T11:42:00Z"})
         if j.id == "104":
             j = j.model_copy(update={"requeue": False})
         jobs.append(j)
     snap = ClusterSnapshot.model_validate(
-        {**course.model_dump(), "jobs": [j.model_dump() for j in jobs]}
+        {**small.model_dump(), "jobs": [j.model_dump() for j in jobs]}
     )
     p = make_plan(snap, default_policy())
     (v,) = p.victims
@@ -169,11 +185,11 @@ def _with(course: ClusterSnapshot, **updates: dict[str, object]) -> ClusterSnaps
 
 
 def test_the_plan_names_the_protection_that_excluded_a_cheaper_set(
-    course: ClusterSnapshot,
+    small: ClusterSnapshot,
 ) -> None:
     """104 opts out (defrag:protect): the plan costs 12.10 (requeue 101 or 106), and it
     says that requeueing 104 on node01 would have cost 0.70, and which protection stopped it."""
-    snap = _with(course, **{"104": {"admin_comment": "defrag:protect"}})
+    snap = _with(small, **{"104": {"admin_comment": "defrag:protect"}})
     p = make_plan(snap, default_policy())
     (v,) = p.victims
     assert v.cost_gpu_hours == pytest.approx(12.1)

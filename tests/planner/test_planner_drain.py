@@ -21,7 +21,8 @@ def _snapshot(limit_left_h: float) -> ClusterSnapshot:
         gpu_count=8,
         topology="nvswitch-8",
     )
-    # 6 GPUs held by a job that ran 10 h (60 GPU-h to lose) and ends soon.
+    # 6 GPUs held by a job that ran 10 h (60 GPU-h to lose) and ends soon; the target takes
+    # the whole 8 GPUs (a 6-GPU job is never requeued for fewer: the swap rule).
     blocker = Job(
         id="1",
         user="u",
@@ -37,7 +38,7 @@ def _snapshot(limit_left_h: float) -> ClusterSnapshot:
         partition="batch",
         state=JobState.PENDING,
         reason="Resources",
-        request=GpuRequest(gpus_per_node=4, nvlink=True),
+        request=GpuRequest(gpus_per_node=8, nvlink=True),
     )
     return ClusterSnapshot(taken_at=t, nodes=(node,), jobs=(blocker, target))
 

@@ -21,16 +21,21 @@ GAIN = {"version": 1, "cost": {"target_wait_weight": 1.0}}
 
 
 def _snapshot(limit_left_h: float, planned_in_h: float | None) -> ClusterSnapshot:
-    # g1: 6 GPUs held for 1 h, 6 GPU-h lost (+ 0.1 restart) if requeued; target: 4 NVLinked
-    blocker = running("1", {"g1": range(6)}).model_copy(
+    # g1: 3 GPUs held for 2 h, 6 GPU-h lost (+ 0.1 restart) if requeued; 3 more held for
+    # 5 h by a dearer job that does not end soon; 2 free; target: 4 NVLinked (the free 2
+    # and 2 of the cheap job's: a job holding 4 or more is never requeued for it)
+    blocker = running("1", {"g1": range(3)}).model_copy(
         update={
-            "start_time": EPOCH - timedelta(hours=1),
-            "time_limit_s": int((1 + limit_left_h) * 3600),
+            "start_time": EPOCH - timedelta(hours=2),
+            "time_limit_s": int((2 + limit_left_h) * 3600),
         }
+    )
+    dearer = running("3", {"g1": range(3, 6)}).model_copy(
+        update={"start_time": EPOCH - timedelta(hours=5), "time_limit_s": 48 * 3600}
     )
     planned = None if planned_in_h is None else EPOCH + timedelta(hours=planned_in_h)
     target = pending("2", 4, nvlink=True).model_copy(update={"planned_start": planned})
-    return snapshot([node("g1")], [blocker, target])
+    return snapshot([node("g1")], [blocker, dearer, target])
 
 
 @pytest.mark.parametrize(

@@ -1,8 +1,9 @@
 """CPUs and memory: a block of GPUs is only useful where the target's CPUs and memory fit.
 
-Two 8-GPU nodes. On each, one job holds 4 GPUs; the other 4 are free. A pending 4-GPU job
-needs 16 CPUs. Without CPU data the planner needs no requeue (4 free GPUs on either node);
-with CPU data, what the nodes' CPUs allow decides.
+Two 8-GPU nodes. On each, one job holds 2 GPUs (fewer than the target's 4: the swap rule
+would never requeue a 4-GPU job for it); the other 6 are free. A pending 4-GPU job needs 16
+CPUs. Without CPU data the planner needs no requeue (free GPUs on either node); with CPU
+data, what the nodes' CPUs allow decides.
 """
 
 from __future__ import annotations
@@ -42,7 +43,7 @@ def _holder(job_id: str, node: str, hours: float, cpus: int, memory: int = 0) ->
         state=JobState.RUNNING,
         start_time=EPOCH - timedelta(hours=hours),
         time_limit_s=48 * 3600,
-        gpus={node: frozenset(range(4))},
+        gpus={node: frozenset(range(2))},
         cpus_per_node=cpus,
         memory_mb_per_node=memory,
     )
@@ -137,13 +138,13 @@ def test_shares_on_one_node_share_its_cpus(targets: int) -> None:
 
 
 def test_a_job_holding_only_cpus_is_requeued_for_them() -> None:
-    # One node: 4 GPUs free, but the 4-GPU holder took 28 of 32 CPUs. The free block is of
+    # One node: 6 GPUs free, but the 2-GPU holder took 28 of 32 CPUs. The free block is of
     # no use until the holder goes, although it holds none of the block's GPUs.
     snap = _snapshot((_node("g1", 28),), (_holder("1", "g1", 1, 28),))
     node, victims = _served_on(snap)
     assert (node, victims) == ("g1", ("1",))
     plan = make_plan(snap, POLICY, ["T"])
-    assert plan.targets[0].placements[0].gpus == (4, 5, 6, 7)
+    assert plan.targets[0].placements[0].gpus == (2, 3, 4, 5)
 
 
 def test_no_node_with_the_cpus_is_explained() -> None:

@@ -1,7 +1,8 @@
 """Properties every plan has, on random instances (hypothesis draws the seeds).
 
 Never a protected victim, never a broken limit, every share a valid block (NVLink-connected
-where asked), no GPU given twice or taken from a job that keeps running, victims whole.
+where asked), no GPU given twice or taken from a job that keeps running, victims whole, no
+victim as large on its node as the shares it is requeued for there (the swap rule).
 """
 
 from __future__ import annotations
@@ -71,6 +72,15 @@ def check_invariants(snap: ClusterSnapshot, plan: Plan, inst: object) -> None:
         for p in t.placements:
             if p.node in drained:
                 assert p.mode == "drain"
+    # the swap rule: a victim holds fewer GPUs on a node than the plan's shares there take
+    taken: dict[str, int] = {}
+    for t in plan.targets:
+        for p in t.placements:
+            taken[p.node] = taken.get(p.node, 0) + len(p.gpus)
+    for t in plan.targets:
+        for p in t.placements:
+            for v in p.victims:
+                assert len(snap.job_by_id[v].gpus[p.node]) < taken[p.node], "a swap"
     apply_plan(snap, plan)  # the "after" snapshot must validate (no double booking)
 
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
+from builders import course_small_victims
 from slurm_defrag.domain.cluster import ClusterSnapshot
 from slurm_defrag.domain.plan import Placement, Plan
 from slurm_defrag.planner.facade import make_plan
@@ -66,8 +67,10 @@ def test_bounds_are_reported_each_against_its_own(course_snapshot: ClusterSnapsh
     assert s.cost_gap == 0.0
 
 
-def test_warm_start_keeps_the_previous_placement_on_a_tie(course_snapshot: ClusterSnapshot) -> None:
-    """104 protected: 101 (node01) and 106 (node03) tie; the previous plan's choice wins."""
+def test_warm_start_keeps_the_previous_placement_on_a_tie() -> None:
+    """104 protected: 101 (node01) and 106 (node03) tie; the previous plan's choice wins
+    (the course with victims smaller than the share: ``builders.course_small_victims``)."""
+    course_snapshot = course_small_victims()
     policy = parse_policy({"version": 1, "protections": {"users": ["erin"]}})
     plan = make_plan(course_snapshot, policy)
     (target,) = plan.targets

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import pytest
 
-from builders import unreadable
+from builders import course_small_victims, unreadable
 from slurm_defrag.errors import InputError
 from slurm_defrag.planner.facade import make_plan
 from slurm_defrag.policy.file import Policy, default_policy, parse_policy
@@ -37,7 +37,9 @@ ALL_DEFAULTS_OFF = parse_policy(
     "policy", [default_policy(), ALL_DEFAULTS_OFF], ids=["default", "defaults-disabled"]
 )
 def test_an_unreadable_running_job_is_never_a_victim(policy: Policy) -> None:
-    snap = unreadable(course_scenario(), "104", TIME)
+    # the course's other ways requeue jobs larger than 110's share: never (the swap rule);
+    # this variant has them smaller, at the same costs
+    snap = unreadable(course_small_victims(), "104", TIME)
     assert snap.job_by_id["104"].holds_gpus  # its allocation read: it could be a victim
     plan = make_plan(snap, policy)
     assert plan.victims

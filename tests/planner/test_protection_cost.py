@@ -14,7 +14,7 @@ from slurm_defrag.domain.topology import indices_of
 from slurm_defrag.planner.build import target_specs
 from slurm_defrag.planner.candidates import CandidateBuilder, Candidates
 from slurm_defrag.planner.facade import _target_jobs
-from slurm_defrag.planner.geometry import blocks_for
+from slurm_defrag.planner.geometry import blocks_for, share_size
 from slurm_defrag.planner.nodes import JobTable
 from slurm_defrag.planner.protection_cost import UNWAIVABLE, ProtectionCosts, Waived
 from slurm_defrag.policy.protections import compile_protections
@@ -35,6 +35,7 @@ def _scan(pc: ProtectionCosts, cands: Candidates, t: int, eligible: list[int]) -
             if any(
                 h not in snap.job_by_id
                 or any(r.startswith(UNWAIVABLE) for r in table.protected.get(h, ()))
+                or sum(o == h for o in st.blocker_ids) >= share_size(st.topo, g)  # a swap
                 for h in holders
             ):
                 continue

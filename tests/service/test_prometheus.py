@@ -42,7 +42,6 @@ from slurm_defrag.slurm.fake import FakeSlurm
 from slurm_defrag.snapshot_file import load_snapshot
 from slurm_defrag.store.database import Store
 from slurm_defrag.store.plans import Plans
-from slurm_defrag.synth import course_scenario
 
 Samples = dict[tuple[str, frozenset[tuple[str, str]]], float]
 
@@ -459,11 +458,12 @@ def test_unreadable_job_records_are_counted_by_reason(
     """Issue #40: a cycle over a read with one job that did not read whole (104: its time)
     and one record left out (no known state) plans around them and counts both, by part,
     where reads pass (so a fresh read before a requeue counts too)."""
-    from builders import unreadable
+    from builders import course_small_victims, unreadable
     from slurm_defrag.domain.cluster import RecordPart
 
-    snap = unreadable(course_scenario(), "104", "time: w: jobs[3].submit_time: out of range")
-    left = "state: w: jobs[10].job_state: unknown job state 'SLEEPING' (job 111)"
+    # (the course with other ways than 104 that are no swap: builders.course_small_victims)
+    snap = unreadable(course_small_victims(), "104", "time: w: jobs[3].submit_time: out of range")
+    left = "state: w: jobs[10].job_state: unknown job state 'SLEEPING' (job 120)"
     snap = ClusterSnapshot.model_validate({**snap.model_dump(), "left_out": [left]})
     exporter = Exporter(StoreHistory(Plans(store.engine)))
     reader = ObservedSlurm(

@@ -56,12 +56,15 @@ def view_hours(now: object, start: object) -> float:
     return (now - start).total_seconds() / 3600  # type: ignore[operator]
 
 
-def test_planner_frees_the_least_used_shared_gpu_for_a_whole_gpu_job() -> None:
+def test_planner_frees_the_least_used_shared_gpus_for_a_whole_gpu_job() -> None:
+    # A 2-GPU job: a bundle holds one GPU in the snapshot, and the planner never requeues
+    # a job holding as many GPUs of a node as the share it frees them for (the swap rule)
     state, running = _shared_cluster()
-    view = DefragView(0.0, state, running, [(9, job("t", num=1))], 5, timed=False)
+    view = DefragView(0.0, state, running, [(9, job("t", num=2))], 5, timed=False)
     plan = make_step("planner").plan(view)
-    assert plan.requeue == (4,)  # the 200-milli shard: the least capacity taken away
-    assert plan.place == {9: Placement(0, (3,))}
+    # the 200-milli shard and the 800 of GPU 1: the least capacity taken away
+    assert plan.requeue == (1, 2, 4)
+    assert plan.place == {9: Placement(0, (1, 3))}
 
 
 def test_a_bundle_over_the_requeue_cap_is_refused_whole() -> None:
@@ -88,8 +91,10 @@ def test_scope_keeps_the_cheapest_feasible_nodes() -> None:
 
 
 def _dense() -> tuple[list[NodeSpec], list[JobSpec]]:
+    # The whole-GPU jobs are 2-GPU ones: a GPU's shard bundle holds one GPU in the
+    # snapshot, never requeued for a 1-GPU job (the swap rule)
     nodes = [node(f"n{i}", 8) for i in range(6)]
-    shapes = [(1, 810), (1, 470), (1, 1000), (1, 1000), (2, 1000), (1, 230)]
+    shapes = [(1, 810), (1, 470), (2, 1000), (1, 230), (2, 1000), (1, 230)]
     trace = [job(f"p{i}", num=n, milli=m, cpu=2000) for i, (n, m) in enumerate(shapes * 10)]
     return nodes, trace
 

@@ -1,7 +1,8 @@
 """The CP-SAT model on hand-made problem data (no snapshot, no policy: solver/ alone).
 
-One 8-GPU node; GPUs 0-1 free, job A (cost 10) holds 2-3, job B (cost 100) holds 4-7. A
-target needs 4 GPUs on the node: block 0-3 (requeue A) or block 4-7 (requeue B). Every
+One 8-GPU node; GPUs 0-1 and 4 free, job A (cost 10) holds 2-3, job B (cost 100) holds 5-7
+(3 GPUs: one holding 4 would never be requeued for a 4-GPU share, the swap rule). A target
+needs 4 GPUs on the node: block 0-3 (requeue A) or block 4-7 (requeue B). Every
 expected figure below is worked out by hand from that picture; the planner's tests
 (tests/planner/) check the same model through snapshots and policies.
 """
@@ -34,15 +35,15 @@ NO_LIMITS = LimitData()
 def problem(limits: LimitData = NO_LIMITS, *, value: int = 1) -> ProblemData:
     return ProblemData(
         targets=(TargetData("T", value=value, nodes=1, gpus_per_node=4),),
-        nodes=(NodeData("n1", gpu_count=8, free_mask=0b0000_0011),),
+        nodes=(NodeData("n1", gpu_count=8, free_mask=0b0001_0011),),
         jobs=(
             JobData("A", user=0, cost=10, lost=10, gpus=((0, 0b0000_1100),)),
-            JobData("B", user=1, cost=100, lost=100, gpus=((0, HIGH),)),
+            JobData("B", user=1, cost=100, lost=100, gpus=((0, 0b1110_0000),)),
         ),
         users=("alice", "bob"),
         options=(
             OptionData(0, 0, LOW, OptionKind.REQUEUE, victims=(0,), busy=2),
-            OptionData(0, 0, HIGH, OptionKind.REQUEUE, victims=(1,), busy=4),
+            OptionData(0, 0, HIGH, OptionKind.REQUEUE, victims=(1,), busy=3),
         ),
         limits=limits,
     )
@@ -117,24 +118,24 @@ def test_a_lost_gpu_hours_cap_per_user_moves_the_plan_to_the_other_user() -> Non
 
 
 def served_problem(cap: ServedCap | None, victim_user: str = "alice") -> ProblemData:
-    """Two 4-GPU nodes, each held whole by one of ``victim_user``'s jobs (J1, J2); three
-    interchangeable 4-GPU targets: carol's T1 (value 3) and T2 (2), dave's T3 (1). Only
-    two can run: without limits carol's two."""
-    whole = 0b1111
+    """Two 4-GPU nodes, 3 GPUs of each held by one of ``victim_user``'s jobs (J1, J2; 3, not
+    4: the swap rule); three interchangeable 4-GPU targets: carol's T1 (value 3) and T2
+    (2), dave's T3 (1). Only two can run: without limits carol's two."""
+    whole, held = 0b1111, 0b0111
     return ProblemData(
         targets=(
             TargetData("T1", value=3, nodes=1, gpus_per_node=4, user="carol"),
             TargetData("T2", value=2, nodes=1, gpus_per_node=4, user="carol"),
             TargetData("T3", value=1, nodes=1, gpus_per_node=4, user="dave"),
         ),
-        nodes=(NodeData("n1", 4, 0), NodeData("n2", 4, 0)),
+        nodes=(NodeData("n1", 4, 0b1000), NodeData("n2", 4, 0b1000)),
         jobs=(
-            JobData("J1", user=0, cost=10, lost=10, gpus=((0, whole),)),
-            JobData("J2", user=0, cost=10, lost=10, gpus=((1, whole),)),
+            JobData("J1", user=0, cost=10, lost=10, gpus=((0, held),)),
+            JobData("J2", user=0, cost=10, lost=10, gpus=((1, held),)),
         ),
         users=(victim_user,),
         options=tuple(
-            OptionData(t, n, whole, OptionKind.REQUEUE, victims=(n,), busy=4)
+            OptionData(t, n, whole, OptionKind.REQUEUE, victims=(n,), busy=3)
             for t in range(3)
             for n in range(2)
         ),

@@ -77,7 +77,8 @@ class NodeNote(_Frozen):
 
     node: str
     verdict: str
-    """``chosen`` | ``possible`` | ``protected`` | a metrics verdict (``topology``, ...)."""
+    """``chosen`` | ``possible`` | ``protected`` | ``swap`` (its only ways requeue jobs
+    as large as the share there) | a metrics verdict (``topology``, ...)."""
     detail: str
     cost_gpu_hours: float | None = None
     """Cheapest way to host one share here alone (None: impossible)."""

@@ -37,7 +37,7 @@ from slurm_defrag.metrics.classes import group_nodes
 from slurm_defrag.metrics.demand import DemandItem
 from slurm_defrag.metrics.fit import Verdict, structural_verdict
 from slurm_defrag.planner.deadline import CHECK_EVERY, Deadline
-from slurm_defrag.planner.geometry import Geometry, arrange, blocks_for
+from slurm_defrag.planner.geometry import Geometry, arrange, blocks_for, share_size
 from slurm_defrag.planner.nodes import SUBSET_JOB_CAP, JobTable, NodeState, node_state
 from slurm_defrag.policy.cost import to_milli
 from slurm_defrag.policy.drain import DrainConfig
@@ -205,15 +205,21 @@ class CandidateBuilder:
                 info.eligible.append(i)
 
     def all_options(self, t: int, n: int) -> list[RawOption]:
-        """Every block of node ``n`` free of immovable GPUs, plus the best drain."""
+        """Every block of node ``n`` free of immovable GPUs, plus the best drain. A block
+        with a victim as large as the share is kept: shares beside it may take more than
+        it holds together (the model then asks for them, ``ProblemData.swap_need``); one
+        with a victim holding all the node's shares could take (:attr:`NodeState.room`)
+        is not, it is never requeued here."""
         st = self.state(n)
         g = self.targets[t].geometry
+        size = share_size(st.topo, g)
+        never = st.below(st.room).immovable
         costs = self.table.cost_milli
         out = []
         for b in blocks_for(st.topo, g):
-            if b & st.immovable:
+            if b & never:
                 continue
-            victims = self.host_victims(n, (g,), st.victims_of(b))
+            victims = self.host_victims(n, (g,), st.victims_of(b), size)
             if victims is None:
                 continue
             out.append(
@@ -282,24 +288,33 @@ class CandidateBuilder:
             hit = self._verdicts[id(ineligible)] = Counter(v.value for _, v in ineligible)
         return hit
 
-    def gpus_way(self, n: int, g: Geometry) -> bool:
-        """Could requeueing every requeueable job of ``n`` free GPUs for ``g``?"""
+    def view(self, n: int, g: Geometry) -> NodeState:
+        """Node ``n`` as one share of ``g`` alone sees it: jobs as large as the share
+        immovable (:meth:`NodeState.below`)."""
         st = self.state(n)
+        return st.below(share_size(st.topo, g))
+
+    def gpus_way(self, n: int, g: Geometry, swaps: bool = False) -> bool:
+        """Could requeueing every job of ``n`` that may be requeued for one share of ``g``
+        free GPUs for it? ``swaps``: jobs as large as the share count too."""
+        st = self.state(n) if swaps else self.view(n, g)
         return arrange(st.topo, st.topo.all_mask & ~st.immovable, st.free, (g,)) is not None
 
     def host_way(self, n: int, g: Geometry) -> bool:
-        """Could requeueing every requeueable job of ``n`` free CPUs and memory for ``g``?"""
-        return self.host_short(n, (g,), tuple(self.state(n).job_mask)) == (0, 0)
+        """Could requeueing every job of ``n`` that may be requeued for one share of ``g``
+        free CPUs and memory for it?"""
+        return self.host_short(n, (g,), tuple(self.view(n, g).job_mask)) == (0, 0)
 
     def _best_requeue(self, n: int, g: Geometry) -> RawOption | None:
-        st = self.state(n)
+        st = self.view(n, g)
+        size = share_size(st.topo, g)
         costs = self.table.cost_milli
         best: RawOption | None = None
         if len(st.job_mask) > SUBSET_JOB_CAP:
             for b in blocks_for(st.topo, g):
                 if b & st.immovable:
                     continue
-                found = self.host_victims(n, (g,), st.victims_of(b))
+                found = self.host_victims(n, (g,), st.victims_of(b), size)
                 if found is None:
                     continue
                 v = found
@@ -377,8 +392,10 @@ class CandidateBuilder:
 
     def cohost(self, n: int, shares: tuple[Geometry, ...]) -> tuple[int, tuple[int, ...]] | None:
         """Least composite cost of hosting all ``shares`` together on ``n`` by requeueing,
-        with the blocks that achieve it (one per share); None if they never fit."""
+        with the blocks that achieve it (one per share); None if they never fit. Only jobs
+        holding fewer GPUs here than the shares take together may be requeued for them."""
         st = self.state(n)
+        st = st.below(sum(share_size(st.topo, g) for g in shares))
         costs = self.table.cost_milli
         best: tuple[int, tuple[int, ...]] | None = None
         floor: int | None = None
@@ -424,16 +441,19 @@ class CandidateBuilder:
         return short[0], short[1]
 
     def host_victims(
-        self, n: int, shares: tuple[Geometry, ...], victims: tuple[int, ...]
+        self, n: int, shares: tuple[Geometry, ...], victims: tuple[int, ...], size: int
     ) -> tuple[int, ...] | None:
-        """``victims``, plus the cheapest further requeueable jobs of ``n`` (greedily, by
-        cost) if the shares also need their CPUs or memory; None if even all are not
-        enough. Used where victim sets are not enumerated (see :meth:`_best_requeue`)."""
+        """``victims``, plus the cheapest further requeueable jobs of ``n`` holding fewer
+        than ``size`` GPUs there (greedily, by cost) if the shares also need their CPUs or
+        memory; None if even all are not enough. Used where victim sets are not
+        enumerated (see :meth:`_best_requeue`). ``size``: the GPUs the shares take here
+        (the swap rule, :meth:`NodeState.below`)."""
         if self.host_short(n, shares, victims) == (0, 0):
             return victims
         costs = self.table.cost_milli
         out = list(victims)
-        for j in sorted(set(self.state(n).job_mask) - set(victims), key=lambda j: costs[j]):
+        more = set(self.state(n).below(size).job_mask) - set(victims)
+        for j in sorted(more, key=lambda j: costs[j]):
             out.append(j)
             if self.host_short(n, shares, tuple(out)) == (0, 0):
                 return tuple(sorted(out))

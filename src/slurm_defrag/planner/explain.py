@@ -13,10 +13,12 @@ from datetime import UTC
 from slurm_defrag.domain.cluster import ClusterSnapshot
 from slurm_defrag.domain.job_limits import job_limits
 from slurm_defrag.domain.plan import NodeNote
+from slurm_defrag.domain.topology import popcount
 from slurm_defrag.domain.units import MILLI
 from slurm_defrag.metrics.fit import explain
 from slurm_defrag.planner.build import worth_ceilings
 from slurm_defrag.planner.candidates import Candidates, RawOption, TargetSpec
+from slurm_defrag.planner.geometry import share_size
 from slurm_defrag.planner.nodes import JobTable
 from slurm_defrag.policy.cost import to_milli
 from slurm_defrag.policy.file import Policy
@@ -101,7 +103,23 @@ def node_notes(
     for n in shown:
         node = snapshot.nodes[n]
         opts = [o for o in b.single(n, g) if o is not None]
-        if not opts:
+        swaps = [] if opts else _swaps_on(cands, n, spec)
+        if not opts and n in chosen_idx:  # hosted beside other shares of the plan only
+            detail = "beside other shares of the plan"
+            if swaps:
+                detail += "; alone it would requeue a job as large as its share: " + (
+                    _jobs_text(snapshot, cands, table, swaps)
+                )
+            verdict, cost, rank = "chosen", None, -1
+        elif swaps:
+            verdict, detail, cost = (
+                "swap",
+                f"every {g} block requeues a job as large as the share, which frees "
+                "nothing (it only moves who waits): " + _jobs_text(snapshot, cands, table, swaps),
+                None,
+            )
+            rank = 1 << 62
+        elif not opts:
             verdict, detail, cost = (
                 "protected",
                 _blocked_text(snapshot, cands, table, n, spec),
@@ -146,6 +164,32 @@ def node_notes(
         rest = [x for x in notes if x.verdict != "chosen"]
         notes = keep + rest[: max(0, MAX_NOTES - len(keep))]
     return tuple(notes)
+
+
+MAX_SWAPS = 6
+"""Most jobs a swap explanation names."""
+
+
+def _swaps_on(cands: Candidates, n: int, spec: TargetSpec) -> list[tuple[int, int]]:
+    """(node, job) for the jobs as large as one share of ``spec`` on ``n`` when they alone
+    keep its GPUs from being freed there (the swap rule); [] otherwise."""
+    b, g = cands.builder, spec.geometry
+    if b.gpus_way(n, g) or not b.gpus_way(n, g, swaps=True):
+        return []
+    st = b.state(n)
+    return [(n, j) for j in st.large_jobs(share_size(st.topo, g))]
+
+
+def _jobs_text(
+    snapshot: ClusterSnapshot, cands: Candidates, table: JobTable, jobs: list[tuple[int, int]]
+) -> str:
+    """``job 46 (8 GPUs on gpu01), ...``, at most :data:`MAX_SWAPS` of them."""
+    parts = []
+    for n, j in jobs[:MAX_SWAPS]:
+        st = cands.builder.state(n)
+        parts.append(f"job {table.ids[j]} ({popcount(st.job_mask[j])} GPUs on {st.node.name})")
+    more = len(jobs) - MAX_SWAPS
+    return ", ".join(parts) + (f" and {more} more" if more > 0 else "")
 
 
 def _blocked_text(
@@ -196,6 +240,12 @@ def unserved_reason(
     able = b.able_nodes(info.eligible, g)
     if not able and any(b.gpus_way(n, g) for n in info.eligible):
         return head + "no node can give its CPUs and memory, even requeueing every job it may"
+    swaps = [] if able else [x for n in info.eligible for x in _swaps_on(cands, n, spec)]
+    if swaps:
+        return head + (
+            "the only ways to free its GPUs requeue jobs as large as its share there, which "
+            "frees nothing (it only moves who waits): " + _jobs_text(snapshot, cands, table, swaps)
+        )
     if not able:
         reasons: Counter[str] = Counter()
         holders: set[str] = set()

@@ -54,6 +54,11 @@ def _combos(n: int, k: int) -> tuple[int, ...]:
     return tuple(mask_of(c) for c in combinations(range(n), k))
 
 
+def share_size(topo: GpuTopology, g: Geometry) -> int:
+    """GPUs one share of ``g`` takes on a node of ``topo`` (a whole-node share: all)."""
+    return topo.gpu_count if g.kind == "whole" else g.k
+
+
 def blocks_for(topo: GpuTopology, g: Geometry) -> tuple[int, ...]:
     """Every GPU set of ``topo`` that can be this share, as masks."""
     if g.k > topo.gpu_count:

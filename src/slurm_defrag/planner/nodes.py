@@ -75,7 +75,8 @@ class NodeState:
     topo: GpuTopology
     free: int
     immovable: int
-    """GPUs held by protected, non-running or unseen jobs: never in a block."""
+    """GPUs held by protected, non-running or unseen jobs (in a view of :meth:`below`,
+    also by jobs too large to requeue for the question asked): never in a block."""
     job_mask: dict[int, int]
     """Requeueable job index -> its GPUs on this node."""
     owner: tuple[int | None, ...]
@@ -87,6 +88,50 @@ class NodeState:
     coupled: bool
     """Holds GPUs of a requeueable multi-node job: its cost is not the node's alone."""
     _subsets: list[tuple[int, int, tuple[int, ...]]] | None = None
+    _views: dict[int, NodeState] | None = None
+
+    def below(self, size: int) -> NodeState:
+        """The node as seen by shares taking ``size`` GPUs here together: a job holding
+        at least ``size`` GPUs of this node counts as immovable, since requeueing it for
+        them frees nothing for the cluster, it only moves who waits (the swap rule,
+        docs/planner.md). ``self`` when no job is that large (the common case: no copy).
+        ``coupled`` stays the whole node's."""
+        views = self._views
+        if views is None:
+            views = self._views = {}
+        view = views.get(size)
+        if view is None:
+            large = {j for j, m in self.job_mask.items() if popcount(m) >= size}
+            if not large:
+                view = self
+            else:
+                gone = 0
+                for j in large:
+                    gone |= self.job_mask[j]
+                view = NodeState(
+                    self.idx,
+                    self.node,
+                    self.topo,
+                    self.free,
+                    self.immovable | gone,
+                    {j: m for j, m in self.job_mask.items() if j not in large},
+                    tuple(None if j in large else j for j in self.owner),
+                    self.end_s,
+                    self.blocker_ids,
+                    self.coupled,
+                )
+            views[size] = view
+        return view
+
+    def large_jobs(self, size: int) -> tuple[int, ...]:
+        """Requeueable jobs holding at least ``size`` GPUs here (what :meth:`below` hides)."""
+        return tuple(sorted(j for j, m in self.job_mask.items() if popcount(m) >= size))
+
+    @property
+    def room(self) -> int:
+        """Most GPUs the plan's shares can take on this node together: a job holding as
+        many is never requeued here (see :meth:`below`)."""
+        return self.topo.gpu_count - popcount(self.immovable)
 
     def victims_of(self, mask: int) -> tuple[int, ...]:
         return tuple(

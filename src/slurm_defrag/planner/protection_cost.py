@@ -3,7 +3,8 @@
 Priced directly, without solving again: for each eligible node holding a protected job, the
 cheapest block of the target's shape if its protected holders were requeueable too, each
 job at the planner's own cost. GPUs only (CPUs and memory are not re-checked), and
-single-node targets only.
+single-node targets only. A waiver does not lift the swap rule: a set holding a job as large
+as the share there (protected or not) is never offered, the planner would not take it either.
 
 Why it is searched and not scanned: pricing every (node, shape) of a 10,000-node cluster
 was 9 s of a 16 s plan (issue #42), for one sentence per target. A waived set holds at
@@ -21,7 +22,7 @@ from dataclasses import dataclass
 from slurm_defrag.domain.cluster import ClusterSnapshot
 from slurm_defrag.domain.topology import indices_of
 from slurm_defrag.planner.candidates import Candidates, TargetSpec
-from slurm_defrag.planner.geometry import Geometry, blocks_for
+from slurm_defrag.planner.geometry import Geometry, blocks_for, share_size
 from slurm_defrag.planner.nodes import JobTable
 from slurm_defrag.policy.cost import restart_wait_hours, victim_cost
 
@@ -149,8 +150,9 @@ class ProtectionCosts:
 
     def _price(self, n: int, g: Geometry) -> Waived | None:
         """The cheapest block of ``g`` on ``n`` that a waiver opens (first of equals in
-        block order), every holder at the planner's cost."""
+        block order), every holder at the planner's cost, none as large as the share."""
         st = self.cands.builder.state(n)
+        size = share_size(st.topo, g)
         best: tuple[float, tuple[str, ...]] | None = None
         for block in blocks_for(st.topo, g):
             if not block & st.immovable:
@@ -158,6 +160,8 @@ class ProtectionCosts:
             holders = sorted({b for i in indices_of(block) if (b := st.blocker_ids[i]) is not None})
             if not all(self._waivable(h) for h in holders):
                 continue
+            if any(st.blocker_ids.count(h) >= size for h in holders):
+                continue  # the swap rule: no waiver makes that a plan
             cost = sum(self._job_cost(h) for h in holders)
             if best is None or cost < best[0]:
                 best = (cost, tuple(holders))

@@ -6,9 +6,11 @@ requeued for an earlier target frees its GPUs for nothing), drain idle time, the
 GPUs. A placement is feasible when its GPUs are not taken, its node is not drained for
 another share (nor, for a drain, hosting one), the node's CPUs and memory still fit, and
 a multi-node target's shares are on distinct nodes. A target whose shares cannot all be
-placed is left out and its picks undone. Multi-node NVLink-domain targets are left to
-CP-SAT. Limits (victims, GPU-hours, per victim user, per target user) are respected when
-asked for, counted as the model counts them.
+placed is left out and its picks undone. A placement whose victim holds as many GPUs of
+its node as its share takes is feasible only once the shares taken there already take
+more together (the swap rule, ``ProblemData.swap_need``). Multi-node NVLink-domain targets
+are left to CP-SAT. Limits (victims, GPU-hours, per victim user, per target user) are
+respected when asked for, counted as the model counts them.
 
 On the benchmarks the greedy plan is within a few per cent of the optimum; given as a
 hint, CP-SAT's local search starts from there instead of from its own first solution
@@ -149,6 +151,9 @@ def _marginal(data: ProblemData, st: _State, o: int, on_node: dict[int, list[int
         if st.shares.get(n, 0):
             return None
         return opt.drain_cost
+    need = data.swap_need[o]
+    if need and (st.used.get(n, 0) | opt.mask).bit_count() < need:
+        return None  # a same-size swap, unless shares taken here already make it more
     node, target = data.nodes[n], data.targets[opt.target]
     new = [j for j in opt.victims if j not in st.requeued]
     for have, ask, attr, used in (

@@ -79,6 +79,8 @@ class _Constraints:
     ) -> None:
         self._m, self._d, self._v, self._g = model, data, v, groups
         self._with_limits = with_limits
+        self.guards: list[tuple[cp_model.IntVar, list[int]]] = []
+        """The swap rule's indicators, each with the options implying it (for hints)."""
         is_live = set(groups.live)
         self._node_opts = [[o for o in opts if o in is_live] for opts in data.node_options]
         self._job_opts = [[o for o in opts if o in is_live] for opts in data.job_options]
@@ -89,6 +91,7 @@ class _Constraints:
         self._gpu_use()
         self._host_capacity()
         self._no_gratuitous_requeue()
+        self._swap_rule()
         self._drained_node_exclusive()
         self._same_domain()
         if self._with_limits:
@@ -210,6 +213,35 @@ class _Constraints:
                 self._m.add(self._v.requeue[j] == 0)
                 continue
             self._m.add_bool_or([self._v.take[o] for o in opts]).only_enforce_if(self._v.requeue[j])
+
+    def _swap_rule(self) -> None:
+        """A job is requeued for shares on a node only if they take more GPUs there than
+        it holds: an option whose victim is as large as its own share is taken only with
+        other requeue shares on the node, ``sum(GPUs x take) >= swap_need``
+        (``ProblemData.swap_need``). One constraint per node and need: options of one
+        need share an indicator (each implies it) rather than one sum each."""
+        d, take = self._d, self._v.take
+        for n, opts in enumerate(self._node_opts):
+            needy: dict[int, list[int]] = {}
+            for o in opts:
+                if d.swap_need[o]:
+                    needy.setdefault(d.swap_need[o], []).append(o)
+            if not needy:
+                continue
+            total = sum(
+                d.options[o].mask.bit_count() * take[o]
+                for o in opts
+                if d.options[o].kind is OptionKind.REQUEUE
+            )
+            for need, these in sorted(needy.items()):
+                if len(these) == 1:
+                    guard = take[these[0]]
+                else:
+                    guard = self._m.new_bool_var(f"beside[{d.nodes[n].name}:{need}]")
+                    for o in these:
+                        self._m.add_implication(take[o], guard)
+                    self.guards.append((guard, these))
+                self._m.add(total >= need * guard)
 
     def _drained_node_exclusive(self) -> None:
         """A node drained for one share hosts no other share of the plan.
@@ -356,7 +388,9 @@ class PlannerModel:
         self.model = cp_model.CpModel()
         self.groups = find_groups(data)
         self.vars = _Variables(self.model, data, self.groups)
-        _Constraints(self.model, data, self.vars, self.groups, with_limits).add_all()
+        constraints = _Constraints(self.model, data, self.vars, self.groups, with_limits)
+        constraints.add_all()
+        self._guards = constraints.guards
         self.objective = _Objective(self.model, data, self.vars, weights, self.groups.live)
 
     def solve(
@@ -503,7 +537,8 @@ class PlannerModel:
     def _hint(self, solver: cp_model.CpSolver) -> None:
         self.model.clear_hints()  # type: ignore[no-untyped-call]
         take = [self.vars.take[o] for o in self.groups.live]
-        for x in (*self.vars.serve, *take, *self.vars.requeue):
+        guards = [g for g, _ in self._guards]
+        for x in (*self.vars.serve, *take, *self.vars.requeue, *guards):
             self.model.add_hint(x, solver.boolean_value(x))
 
     def _hint_greedy(self, plan: GreedyPlan) -> None:
@@ -516,6 +551,8 @@ class PlannerModel:
             self.model.add_hint(v.take[o], o in taken)
         for j, x in enumerate(v.requeue):
             self.model.add_hint(x, j in plan.requeued)
+        for guard, these in self._guards:
+            self.model.add_hint(guard, any(o in taken for o in these))
 
     def _cost_of(self, taken: set[int], requeued: set[int]) -> int:
         d, w = self.data, self.weights

@@ -165,6 +165,13 @@ class ProblemData:
     job_options: tuple[tuple[int, ...], ...] = field(init=False, repr=False)
     target_cap: tuple[int | None, ...] = field(init=False, repr=False)
     """Per target: the index of its user's entry in ``limits.served_caps`` (None: none)."""
+    swap_need: tuple[int, ...] = field(init=False, repr=False)
+    """Per option: the GPUs the plan's requeue shares on its node must take together
+    (its own included) for it to be taken, 0 when its own share is enough. The swap
+    rule: a job is never requeued for shares on a node that take no more GPUs there than
+    it holds (a same-size swap frees nothing, it only moves who waits), so an option
+    whose largest victim holds ``h`` GPUs of the node, ``h`` at least its own mask's,
+    needs ``h + 1``."""
 
     def __post_init__(self) -> None:
         self._validate()
@@ -181,6 +188,19 @@ class ProblemData:
         object.__setattr__(self, "job_options", tuple(map(tuple, by_j)))
         cap_of = {c.user: i for i, c in enumerate(self.limits.served_caps)}
         object.__setattr__(self, "target_cap", tuple(cap_of.get(t.user) for t in self.targets))
+        object.__setattr__(self, "swap_need", self._swap_need())
+
+    def _swap_need(self) -> tuple[int, ...]:
+        held = {(j, n): mask.bit_count() for j, job in enumerate(self.jobs) for n, mask in job.gpus}
+        out = []
+        for o in self.options:
+            most = 0
+            for j in o.victims:  # validated: each holds GPUs on the option's node
+                gpus = held[(j, o.node)]
+                if gpus > most:
+                    most = gpus
+            out.append(most + 1 if most and most >= o.mask.bit_count() else 0)
+        return tuple(out)
 
     def _validate(self) -> None:
         self._validate_jobs_and_nodes()
