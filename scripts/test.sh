@@ -110,6 +110,10 @@ rc=0; "$BARE/venv/bin/slurm-defrag" history --db "sqlite:///$BARE/h.db" --plot "
     2>"$BARE/err.txt" || rc=$?
 grep -qF "pip install 'slurm-defrag[plot]'" "$BARE/err.txt" || { cat "$BARE/err.txt"; exit 1; }
 [ "$rc" -ne 0 ]
+# the README's second line: the demo runs on this install alone and applies a plan
+"$BARE/venv/bin/slurm-defrag" demo --duration 1s --speed 600 --port 0 --db "$BARE/demo.db" \
+    >"$BARE/demo.txt"
+grep -q "plan #1 done: served job 122" "$BARE/demo.txt" || { cat "$BARE/demo.txt"; exit 1; }
 rm -rf "$BARE"
 
 step "ruff"
