@@ -5,8 +5,17 @@ from __future__ import annotations
 import os
 
 import pytest
+from hypothesis import HealthCheck, settings
 
 from infra import EXAMPLES, FIXTURES, IN_CI, ROOT, require
+
+# Tests check correctness, not speed: hypothesis's deadline and its slow-generation health
+# check are wall-clock assertions, and the test command runs at nice 10 beside the live
+# lanes (a property test of queue_order failed its health check on a loaded machine).
+settings.register_profile(
+    "slurm-defrag", deadline=None, suppress_health_check=[HealthCheck.too_slow]
+)
+settings.load_profile("slurm-defrag")
 
 __all__ = ["EXAMPLES", "FIXTURES", "IN_CI", "ROOT", "require"]
 

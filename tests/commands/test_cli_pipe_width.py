@@ -83,7 +83,7 @@ def test_plan(columns: str | None, capsys: pytest.CaptureFixture[str]) -> None:
         ],
         (
             "DRY RUN: nothing is changed in Slurm",
-            "holds GPU 4 of node01 in the block for job 110; no checkpoint: work since start lost",
+            "holds GPU 5 of node01 in the block for job 110; no checkpoint: work since start lost",
             "start job 110 in the reservation",
         ),
     )

@@ -96,14 +96,20 @@ def test_planner_never_targets_an_unknown_node_for_an_nvlink_job() -> None:
                 **job.model_dump(),
                 "requeue": True,
                 "user": "u",
-                # an hour, not a day: b2's 6 GPUs x 24 h would be past the per-user daily
+                # an hour, not a day: b2's and b3's 6 GPUs x 24 h would be past the per-user daily
                 # GPU-hour limits (issue #40), which this test is not about
                 "start_time": EPOCH - timedelta(hours=1),
             }
         )
 
     target = pending("t", 4, nvlink=True)
-    blockers = [busy("gpu01", [0, 2, 4, 6], "b1"), busy("gpu02", [0, 1, 2, 3, 4, 5], "b2")]
+    # two 3-GPU jobs on gpu02: a job as large as the 4-GPU target there is never its
+    # victim (the planner's swap rule), so the known node is freed by requeueing one
+    blockers = [
+        busy("gpu01", [0, 2, 4, 6], "b1"),
+        busy("gpu02", [0, 1, 2], "b2"),
+        busy("gpu02", [3, 4, 5], "b3"),
+    ]
     snap = live([unknown("gpu01"), node("gpu02")], [*map(requeueable, blockers), target])
     policy = parse_policy({"version": 1})
     assert diagnose_job(snap, target).status == "topology-unknown"

@@ -42,6 +42,7 @@ from slurm_defrag.slurm.fake import FakeSlurm
 from slurm_defrag.snapshot_file import load_snapshot
 from slurm_defrag.store.database import Store
 from slurm_defrag.store.plans import Plans
+from slurm_defrag.synth import course_scenario
 
 Samples = dict[tuple[str, frozenset[tuple[str, str]]], float]
 

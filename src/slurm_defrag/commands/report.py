@@ -39,7 +39,11 @@ UntilOpt = Annotated[
         "--until", help="End of the window: a time like 2026-12-01T14:00Z (default: now)."
     ),
 ]
-PlotOpt = Annotated[Path | None, typer.Option("--plot", help="Also draw the report to FILE.png.")]
+# readable=False: the command opens its files and says what is wrong in one line (exit 3)
+PlotOpt = Annotated[
+    Path | None,
+    typer.Option("--plot", help="Also draw the report to FILE.png.", readable=False),
+]
 ClusterOpt = Annotated[
     str | None, typer.Option("--cluster", help="Cluster (default: the last one saved).")
 ]
@@ -100,6 +104,7 @@ def impact(
             "--sacct",
             help="'sacct -P' output (JobID, Submit, Start, AllocTRES; times in UTC) whose "
             "exact times refine the waits; see docs/reports.md.",
+            readable=False,
         ),
     ] = None,
     resamples: Annotated[
