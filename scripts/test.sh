@@ -238,14 +238,10 @@ if [ -x scripts/cluster.sh ] && [ -n "$SLURM_SUITES" ]; then
 fi
 
 # Niced: the live lanes wait on Slurm with timeouts; the CPU-bound tests take what is left.
-# The fuzz tests first, in worker processes of their own: each case's memory bound
-# (tests/fuzzing.py) is cheap in a small heap and costs ~50 ms a case in a worker that
-# built a 10,000-node plan before.
+# The fuzz tests first, each in a fresh process (scripts/fuzz_each.sh says why).
 rc_unit=0
-step "fuzz tests ($UNIT_WORKERS workers, nice 10)"
-nice -n 10 .venv/bin/pytest --junitxml="$REPORTS/fuzz.xml" -q -n "$UNIT_WORKERS" \
-    --dist worksteal -m "fuzz and not slurm and not postgres" --durations=10 || rc_unit=$?
-[ "$rc_unit" -ne 5 ] || rc_unit=0
+step "fuzz tests (one process each, $UNIT_WORKERS at a time, nice 10)"
+scripts/fuzz_each.sh "$REPORTS" "$UNIT_WORKERS" || rc_unit=$?
 step "tests without services ($UNIT_WORKERS workers, nice 10)"
 rc=0
 nice -n 10 .venv/bin/pytest --junitxml="$REPORTS/no-services.xml" -q -n "$UNIT_WORKERS" \
