@@ -56,9 +56,9 @@ def _time_panel(ax: Axes, h: History) -> None:
     width = timedelta(seconds=max(h.resolution_s, 3600))
     for i, p in enumerate(h.worst, 1):
         # Behind the data (zorder 0), numbered at the top: the worst window first.
-        ax.axvspan(_num(p.t), _num(p.t + width), color=WORST, alpha=0.5, lw=0, zorder=0,
-                   label="worst hours (1 = worst)" if i == 1 else None)  # fmt: skip
-        ax.text(_num(p.t + width / 2), top * 1.02, str(i), ha="center", va="bottom",
+        ax.axvspan(date_number(p.t), date_number(p.t + width), color=WORST, alpha=0.5, lw=0,
+                   zorder=0, label="worst hours (1 = worst)" if i == 1 else None)  # fmt: skip
+        ax.text(date_number(p.t + width / 2), top * 1.02, str(i), ha="center", va="bottom",
                 fontsize=9, fontweight="bold", color="#8a6d00")  # fmt: skip
     ax.set_ylabel("GPUs")
     ax.set_ylim(0, top * 1.35)  # headroom for the legend and the window numbers
@@ -73,7 +73,7 @@ def _time_panel(ax: Axes, h: History) -> None:
     lines2, labels2 = starved.get_legend_handles_labels()
     ax.legend(lines + lines2, labels + labels2, loc="upper left", ncols=4, fontsize=9,
               framealpha=0.9)  # fmt: skip
-    _dates(ax)
+    date_axis(ax)
 
 
 def _memory_panel(ax: Axes, h: History) -> None:
@@ -87,7 +87,7 @@ def _memory_panel(ax: Axes, h: History) -> None:
     ax.set_ylim(0, max([0.001, *(p.free_memory_gb / tb for p in h.series)]) * 1.3)
     ax.set_title("GPU-memory view", loc="left")
     ax.legend(loc="upper left", fontsize=9, framealpha=0.9)
-    _dates(ax)
+    date_axis(ax)
 
 
 def _node_panel(ax: Axes, h: History) -> None:
@@ -108,17 +108,18 @@ def _node_panel(ax: Axes, h: History) -> None:
     ax.margins(x=0.15)
 
 
-def _num(t: datetime) -> float:
+def date_number(t: datetime) -> float:
     # Matplotlib's date number (days since its default epoch, 1970-01-01 UTC), computed
     # directly: the plotting functions' stubs accept floats, and date2num is untyped.
     return t.timestamp() / 86400.0
 
 
 def _times(h: History) -> list[float]:
-    return [_num(p.t) for p in h.series]
+    return [date_number(p.t) for p in h.series]
 
 
-def _dates(ax: Axes) -> None:
+def date_axis(ax: Axes) -> None:
+    """Concise dates on the x axis, a light grid, no side margins (report_plot uses it too)."""
     loc = mdates.AutoDateLocator()  # type: ignore[no-untyped-call]
     ax.xaxis.set_major_locator(loc)
     ax.xaxis.set_major_formatter(mdates.ConciseDateFormatter(loc))  # type: ignore[no-untyped-call]

@@ -6,18 +6,17 @@ Matplotlib with the Agg backend (no display), as ``history --plot``
 
 from __future__ import annotations
 
-from datetime import datetime
 from pathlib import Path
 
 import matplotlib
 
 matplotlib.use("Agg")  # before pyplot: never try to open a window
 
-import matplotlib.dates as mdates
 import matplotlib.pyplot as plt
 from matplotlib.axes import Axes
 from matplotlib.figure import Figure
 
+from slurm_defrag.commands.history_plot import date_axis, date_number
 from slurm_defrag.store.causes import Causes, Contributor
 from slurm_defrag.store.impact import Impact
 
@@ -29,19 +28,6 @@ STARVED = "#6a3d9a"
 BEFORE = "#9fb7cf"
 AFTER = "#2b7bba"
 CHANGE = "#2ca02c"
-
-
-def _num(t: datetime) -> float:
-    # Matplotlib's date number (days since 1970-01-01 UTC), as history_plot computes it.
-    return t.timestamp() / 86400.0
-
-
-def _dates(ax: Axes) -> None:
-    loc = mdates.AutoDateLocator()  # type: ignore[no-untyped-call]
-    ax.xaxis.set_major_locator(loc)
-    ax.xaxis.set_major_formatter(mdates.ConciseDateFormatter(loc))  # type: ignore[no-untyped-call]
-    ax.grid(axis="y", alpha=0.3)
-    ax.margins(x=0)
 
 
 def _save(fig: Figure, path: Path) -> None:
@@ -65,7 +51,7 @@ def impact_figure(r: Impact) -> Figure:
         f"{r.after.gpu_hours_lost:,.1f} GPU-hours lost",
         fontsize=12,
     )
-    t = [_num(p.t) for p in r.series]
+    t = [date_number(p.t) for p in r.series]
     causes = [
         ("spatial", SPATIAL, [p.unusable_spatial or 0.0 for p in r.series]),
         ("topology", TOPOLOGY, [p.unusable_topology or 0.0 for p in r.series]),
@@ -80,9 +66,9 @@ def impact_figure(r: Impact) -> Figure:
         ax_s.fill_between(t, starved, step="post", color=STARVED, alpha=0.8,
                           label="GPUs falsely starved jobs ask for")  # fmt: skip
     for ax in (ax_u, ax_s):
-        ax.axvline(_num(r.change_at), color=CHANGE, lw=2, label="change")
+        ax.axvline(date_number(r.change_at), color=CHANGE, lw=2, label="change")
         ax.legend(loc="upper left", fontsize=9, framealpha=0.9, ncols=3)
-        _dates(ax)
+        date_axis(ax)
     ax_u.set_ylabel("GPUs")
     ax_u.set_title("Free GPUs no pending job could use, by cause, and FGD", loc="left")
     ax_s.set_ylabel("GPUs")
@@ -138,19 +124,19 @@ def causes_figure(c: Causes) -> Figure:
         fontsize=12,
     )
     ax_t = fig.add_subplot(grid[0, :])
-    t = [_num(p.t) for p in c.hourly]
+    t = [date_number(p.t) for p in c.hourly]
     if t:
         ax_t.stackplot(t, [p.spatial for p in c.hourly], [p.topology for p in c.hourly],
                        [p.configuration for p in c.hourly], step="post",
                        colors=[SPATIAL, TOPOLOGY, CONFIGURATION],
                        labels=["spatial", "topology", "configuration"])  # fmt: skip
     for i, w in enumerate(c.worst, 1):
-        ax_t.annotate(str(i), (_num(w.start), w.stranded_gpus), ha="center", va="bottom",
+        ax_t.annotate(str(i), (date_number(w.start), w.stranded_gpus), ha="center", va="bottom",
                       fontsize=9, fontweight="bold")  # fmt: skip
     ax_t.set_ylabel("stranded GPUs (hourly mean)")
     ax_t.set_title("Stranded GPUs by cause (numbers: the worst hours)", loc="left")
     ax_t.legend(loc="upper left", fontsize=9)
-    _dates(ax_t)
+    date_axis(ax_t)
     _bars(fig.add_subplot(grid[1, :]), "What held the nodes: account × request × node type",
           c.headline)  # fmt: skip
     for d, cell in zip(
