@@ -196,6 +196,14 @@ lane() {  # SUITE INDEX
             -n "${#clusters[@]}" --dist loadfile --durations=15 || rc=$?
         echo "lane $suite: live tests in $(( $(date +%s) - t0 )) s"
     fi
+    # a failed lane keeps slurmctld's last words: its containers go with the cluster
+    if [ "$rc" -ne 0 ]; then
+        for entry in ${clusters[@]+"${clusters[@]}"}; do
+            echo "lane $suite: the last log lines of ${entry%%:*}-$suite-slurmctld"
+            CLUSTER_PREFIX=${entry%%:*} scripts/cluster.sh logs --tail 60 slurmctld 2>&1 |
+                sed 's/^/  /' || true
+        done
+    fi
     for entry in ${clusters[@]+"${clusters[@]}"}; do
         CLUSTER_PREFIX=${entry%%:*} scripts/cluster.sh down >/dev/null 2>&1 || true
     done

@@ -82,9 +82,16 @@ PRIORITY_LINES = (
     "PriorityDecayHalfLife=14-0",
     "PriorityCalcPeriod=1",
     "PriorityFavorSmall=YES",
+    # A job's usage is charged when it ends only under ``limits`` (acct_policy.c:
+    # _adjust_limit_usage calls priority_g_job_end for ACCOUNTING_ENFORCE_LIMITS alone);
+    # without it the decay thread charges running jobs once a period and a 5-second job
+    # between two passes is never charged: the usage step did nothing, or only what
+    # other tests' long jobs had left (fair-share gaps 0 and -3333 in CI runs).
+    "AccountingStorageEnforce=associations,limits,qos",
 )
 _OURS = re.compile(
-    r"(?i)^\s*Priority(Type|Weight\w+|MaxAge|DecayHalfLife|CalcPeriod|FavorSmall|Flags)\s*="
+    r"(?i)^\s*(Priority(Type|Weight\w+|MaxAge|DecayHalfLife|CalcPeriod|FavorSmall|Flags)"
+    r"|AccountingStorageEnforce)\s*="
 )
 JOBS = 16
 SEED = 41
@@ -436,16 +443,49 @@ def test_simulator_priorities_match_sprio_and_the_start_order(tmp_path: Path) ->
 
 @contextmanager
 def priority_config_after_usage(cluster: Cluster, tmp: Path) -> Iterator[None]:
-    """Usage first (alice heavy, bob less, carol none of ours), under the cluster's own
-    configuration; then the test's slurm.conf (:func:`priority_config`), whose restart
-    makes the decay thread compute fair-share from that usage at once."""
-    usage = [
-        submit("alice", "-p", "batch", "-w", "node02", "-c", "32", "-t", "2", wrap="sleep 5"),
-        submit("bob", "-p", "batch", "-w", "node03", "-c", "16", "-t", "2", wrap="sleep 5"),
-    ]
-    try:
-        wait_gone(usage, timeout_s=90)
-    finally:
-        ctld("scancel", *usage, check=False)
+    """The test's slurm.conf (:func:`priority_config`), every association's usage reset,
+    then usage of our own: alice heavy, bob less, carol none; until slurmctld's decay
+    thread has ranked them by it. Other tests' jobs in the same lane leave usage behind
+    (carol's, in one CI run, outweighed alice's): without the reset the order would be
+    the lane's luck."""
     with priority_config(cluster, tmp):
+        reset_usage()
+        usage = [
+            submit("alice", "-p", "batch", "-w", "node02", "-c", "32", "-t", "2", wrap="sleep 5"),
+            submit("bob", "-p", "batch", "-w", "node03", "-c", "16", "-t", "2", wrap="sleep 5"),
+        ]
+        try:
+            wait_gone(usage, timeout_s=90)
+        finally:
+            ctld("scancel", *usage, check=False)
+        wait_ranked_by_usage()
         yield
+
+
+def reset_usage(timeout_s: float = 60) -> None:
+    """Every association's raw usage to 0: resetting the root account resets its children
+    (assoc_mgr_remove_assoc_usage); slurmdbd passes it to slurmctld, so poll sshare."""
+    ctld("sacctmgr", "-i", "modify", "account", "where", "name=root", "set", "RawUsage=0")
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        if not any(sshare().raw_usage.values()):
+            return
+        time.sleep(1)
+    raise AssertionError(f"raw usage not reset within {timeout_s:g} s: {sshare().raw_usage}")
+
+
+def wait_ranked_by_usage(timeout_s: float = 150) -> None:
+    """Until sshare shows alice's usage above bob's and their fair-share in the reverse
+    order, below carol's: the decay thread (every PriorityCalcPeriod, a minute) ranks
+    the associations after the usage is charged."""
+    alice, bob, carol = (user_key("research", u) for u in ("alice", "bob", "carol"))
+    deadline = time.monotonic() + timeout_s
+    shares = sshare()
+    while time.monotonic() < deadline:
+        shares = sshare()
+        used, fs = shares.raw_usage, shares.fairshare
+        heavier = used.get(alice, 0) > used.get(bob, 0) > 0
+        if heavier and fs.get(alice, 1) < fs.get(bob, 1) < fs.get(carol, 0):
+            return
+        time.sleep(2)
+    raise AssertionError(f"usage step not ranked within {timeout_s:g} s: {shares}")

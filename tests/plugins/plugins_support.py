@@ -31,6 +31,7 @@ import socket
 import subprocess
 import threading
 import time
+import warnings
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -275,10 +276,42 @@ class Cluster:
 
     def reconfigure(self) -> None:
         nodes = self.responding_nodes()
-        self.run("scontrol", "reconfigure")
+        proc = self.run("scontrol", "reconfigure", check=False)
         # 23.11+ reconfigure restarts slurmctld: wait until it answers again.
         time.sleep(1)
+        if proc.returncode == 0:
+            self.wait_up(nodes)
+            return
+        if "timed out" not in proc.stderr:
+            raise AssertionError(f"scontrol reconfigure failed: {proc.stderr.strip()}")
+        # Seen once in a full CI run (24.11, both cores busy): the reply timed out and
+        # slurmctld never answered again, so every later test of the lane failed. The
+        # slurm.conf on disk is the one wanted, so a restart gives what the reconfigure
+        # would have; its log is kept in the warning, for the why.
+        try:
+            self.wait_up(nodes, timeout_s=60)
+            return
+        except AssertionError:
+            pass
+        warnings.warn(
+            f"{self.container}: scontrol reconfigure timed out and slurmctld did not answer "
+            f"within 60 s; restarting it. Its last log lines:\n{self.log_tail(40)}",
+            stacklevel=2,
+        )
+        subprocess.run(
+            [DOCKER, "restart", self.container], check=True, capture_output=True, timeout=120
+        )
         self.wait_up(nodes)
+
+    def log_tail(self, lines: int) -> str:
+        proc = subprocess.run(
+            [DOCKER, "logs", "--tail", str(lines), self.container],
+            capture_output=True,
+            text=True,
+            check=False,
+            timeout=30,
+        )
+        return (proc.stdout + proc.stderr).strip()
 
     def sbatch(self, *opts: str, wrap: str = "sleep 300") -> tuple[int, str, str]:
         """(rc, job id or "", stderr). Jobs are named defrag-plugin-test for cleanup."""
