@@ -24,6 +24,19 @@ def test_a_running_job_is_charged_each_pass_and_its_last_stretch_when_it_ends() 
     assert ledger.raw["a/u"] == pytest.approx((after_first + 2.0 * 50 * D**50) * D**100)
 
 
+def test_without_limits_enforced_the_last_stretch_is_never_charged() -> None:
+    # slurmctld charges a job's end only under AccountingStorageEnforce=limits: a job that
+    # starts and ends between two passes costs nothing (seen live with 5-second jobs)
+    ledger = UsageLedger(MultifactorConfig(decay_half_life_s=693.0, charge_at_end=False))
+    ledger.run(100.0)
+    ledger.started(1, "a/u", 2.0, now=110.0)
+    ledger.stopped(1, now=150.0)
+    ledger.started(2, "a/u", 2.0, now=160.0)
+    ledger.run(200.0)  # job 2 still runs: its 40 s are charged by the pass
+    ledger.stopped(2, now=250.0)  # its last 50 s are not
+    assert ledger.raw == {"a/u": pytest.approx(2.0 * 40 * D**40)}
+
+
 def test_a_job_started_between_passes_is_charged_from_its_start() -> None:
     ledger = UsageLedger(CFG)
     ledger.run(100.0)

@@ -56,6 +56,13 @@ class MultifactorConfig:
     """``TRESBillingWeights`` ``CPU=`` (Slurm bills CPUs when none are set)."""
     billing_gpu: float = 0.0
     """``TRESBillingWeights`` ``GRES/gpu=``; a shared GPU is billed its share."""
+    charge_at_end: bool = True
+    """``AccountingStorageEnforce`` holds ``limits`` (or ``safe``, which implies it): a job's
+    last stretch is charged when it ends. Without it slurmctld charges usage only in the
+    decay thread's passes over running jobs (acct_policy.c calls priority_g_job_end for
+    ACCOUNTING_ENFORCE_LIMITS alone): what a job ran since the last pass is never charged,
+    and a job shorter than ``PriorityCalcPeriod`` may cost nothing. Found live: 5-second
+    jobs left no usage on the compose cluster (``associations,qos``)."""
 
     def __post_init__(self) -> None:
         weights = (

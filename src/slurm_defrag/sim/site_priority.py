@@ -17,11 +17,14 @@
       PriorityCalcPeriod=5
       PriorityFavorSmall=NO
       TRESBillingWeights=CPU=1.0,GRES/gpu=12.0
+      AccountingStorageEnforce=associations,limits,qos
 
   the weights and the 14-day decay and age of the configuration example in Slurm's
   multifactor documentation (slurm.schedmd.com/priority_multifactor.html), the fair-share
   weight of the issue's live probe (10,000), the calculation period Slurm defaults to,
-  and GPUs billed as the CPUs they come with (12 per GPU, openb's 96-CPU 8-GPU nodes).
+  and GPUs billed as the CPUs they come with (12 per GPU, openb's 96-CPU 8-GPU nodes);
+  ``limits`` enforced, as a site with QOS limits has it, so a job's usage is charged in
+  full when it ends (:attr:`MultifactorConfig.charge_at_end`).
   One partition and one QOS: the partition factor is the same for every job and the QOS
   factor 0. Users and accounts: :mod:`slurm_defrag.sim.population`.
 

@@ -4,8 +4,10 @@ From ``_decay_thread``, ``_apply_decay`` and ``_apply_new_usage`` (priority_mult
 every ``PriorityCalcPeriod`` all usage is multiplied by d^(seconds since the last run),
 ``d = 1 - 0.693 / PriorityDecayHalfLife``; then each running job adds billing x Δ x d^Δ
 for the Δ seconds it ran since the last run (or since it started); a job that ends (or is
-requeued) adds its last Δ at once (``priority_p_job_end``). The usage of an account is
-the sum of its users' (:func:`slurm_defrag.sim.fair_tree.usage_totals`).
+requeued) adds its last Δ at once (``priority_p_job_end``) when the site enforces
+``limits`` (:attr:`MultifactorConfig.charge_at_end`), else that stretch is never charged.
+The usage of an account is the sum of its users'
+(:func:`slurm_defrag.sim.fair_tree.usage_totals`).
 """
 
 from __future__ import annotations
@@ -37,6 +39,7 @@ class UsageLedger:
 
     def __init__(self, cfg: MultifactorConfig, history: Mapping[str, float] | None = None):
         self._d = decay_per_second(cfg)
+        self._charge_at_end = cfg.charge_at_end
         self.raw: dict[str, float] = dict(history or {})
         self.last_ran = 0.0
         """When the decay thread last ran (g_last_ran)."""
@@ -51,9 +54,10 @@ class UsageLedger:
         self._running[jid] = _Running(key, now, bill)
 
     def stopped(self, jid: int, now: float) -> None:
-        """The job ended or was requeued: its last stretch is charged now."""
+        """The job ended or was requeued: its last stretch is charged now, where the site
+        enforces ``limits``; elsewhere it is lost."""
         r = self._running.pop(jid, None)
-        if r is not None:
+        if r is not None and self._charge_at_end:
             self._charge(r, now)
 
     def run(self, now: float) -> None:
