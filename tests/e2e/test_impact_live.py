@@ -14,13 +14,13 @@ both halves several cycles and waves of jobs)::
 ``SLURM_DEFRAG_IMPACT_OUT=DIR`` keeps the reports (text, JSON, PNG) and the sacct output
 there.
 
-The workload (root, account research, partition batch, the three a100 nodes node01-03
-with 8 NVSwitch GPUs each; seeded, so both halves get the same mix): every wave
-(``WAVE_S``) a few 1-GPU jobs of 2 to 6 minutes that scatter over the nodes, one 2-GPU job,
-and every other wave an 8-GPU job that needs a whole node and so waits on the 1-GPU jobs:
-the falsely starved kind of job the service exists for. The service runs in its container
-(cycle every ``INTERVAL_S``), in dry-run for the first half, then is restarted in
-enforce on the same scratch database.
+The workload (root, account research, partition batch, the two a100 nodes node01-02 with 8
+NVSwitch GPUs each: node03's are ``a100-80g``, another type; seeded): every wave
+(``WAVE_S``) two or three 1-GPU jobs of 2 or 3 minutes that scatter over the nodes, every
+other wave a 2-GPU job of 2 or 3 minutes, and every fourth wave an 8-GPU job of 2 minutes
+that needs a whole node and so waits on the 1-GPU jobs: the falsely starved kind of job the
+service exists for. The service runs in its container (cycle every ``INTERVAL_S``), in
+dry-run for the first half, then is restarted in enforce on the same scratch database.
 
 Checked: the change point the report finds is the restart into enforce; both periods have
 snapshots and jobs; the plans of each period are of its mode and the enforce requeues the
@@ -62,7 +62,7 @@ OUT_ENV = "SLURM_DEFRAG_IMPACT_OUT"
 INTERVAL_S = 10
 WAVE_S = 60
 JOB_PREFIX = "impact-e2e-"
-NODES = "node01,node02,node03"
+NODES = "node01,node02"
 
 
 def _minutes() -> float:
@@ -84,10 +84,15 @@ class Workload:
         self.waves = 0
 
     def wave(self) -> None:
-        specs = [(1, self.rng.randint(2, 6)) for _ in range(self.rng.randint(3, 5))]
-        specs.append((2, self.rng.randint(2, 4)))
+        # About 0.8 of the 16 GPUs (12.75 GPU-minutes a minute): a queue that drains. The
+        # first version offered 2.1 (it counted node03, whose GPUs are another type): the
+        # backlog grew all run long and, in a 30-minute run, no job submitted after the
+        # switch to enforce started before the end.
+        specs = [(1, self.rng.randint(2, 3)) for _ in range(self.rng.randint(2, 3))]
         if self.waves % 2 == 0:
-            specs.append((8, 3))
+            specs.append((2, self.rng.randint(2, 3)))
+        if self.waves % 4 == 0:
+            specs.append((8, 2))
         for gpus, minutes in specs:
             self.jobs.append(
                 sbatch(

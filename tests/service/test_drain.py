@@ -14,14 +14,19 @@ import pytest
 from service_helpers import FakeClock, slurm_schedules
 from slurm_defrag.actuator.audit import AuditingWriter
 from slurm_defrag.actuator.executor import Channel, Executor, Safety
+from slurm_defrag.actuator.killswitch import KillSwitch
 from slurm_defrag.domain.cluster import ClusterSnapshot, GpuRequest, Job, JobState, Node, NodeFlag
 from slurm_defrag.domain.plan import Plan
 from slurm_defrag.planner.facade import make_plan
 from slurm_defrag.policy.file import parse_policy
 from slurm_defrag.policy.limits import InMemoryPreemptionHistory
+from slurm_defrag.service.loop import Cycle, CycleDeps, CycleRules
+from slurm_defrag.slurm.errors import SlurmRejectedError
 from slurm_defrag.slurm.fake import FakeSlurm
 from slurm_defrag.store.database import Store
+from slurm_defrag.store.lease import Lease
 from slurm_defrag.store.plans import Plans
+from slurm_defrag.store.repo import Repository
 from slurm_defrag.synth import EPOCH
 
 
@@ -131,3 +136,46 @@ def test_rollback_leaves_an_admins_drain_alone(
     assert ex.advance(pid) == "aborted"
     assert NodeFlag.DRAIN in drain_fake.nodes["g1"]["state"]
     assert drain_fake.nodes["g1"]["reason"] == "bad DIMM"
+
+
+class _OperatorSlurm(FakeSlurm):
+    """Slurm as the service's Operator account sees it: node updates refused, as measured
+    on 22.05 and 24.11 (docker/README.md "Privileges")."""
+
+    def update_node(self, node: str, **fields: str) -> None:
+        self.calls.append(("update_node", node, *(f"{k}={v}" for k, v in fields.items())))
+        raise SlurmRejectedError(
+            f"Slurm rejected scontrol update nodename={node}: slurm_update error: Invalid user id"
+        )
+
+
+def test_a_drain_refused_for_want_of_rights_turns_drain_plans_off_not_every_cycle(
+    store: Store, clock: FakeClock, tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    # two nodes, each with 2 GPUs free: 4 free, no 4-GPU block, so job 2 is falsely starved
+    one = _snapshot()
+    node2 = one.nodes[0].model_copy(update={"name": "g2"})
+    blocker2 = one.jobs[0].model_copy(update={"id": "3", "gpus": {"g2": frozenset(range(6))}})
+    both = one.model_copy(update={"nodes": (*one.nodes, node2), "jobs": (*one.jobs, blocker2)})
+    slurm = _OperatorSlurm(both, clock=clock)
+    cycle = Cycle(
+        CycleDeps(
+            slurm, slurm, Repository(store), Lease(store, "t:1", ttl_s=30),
+            KillSwitch(tmp_path / "STOP"),
+        ),
+        CycleRules("enforce", parse_policy({"version": 1}), 7200),
+        clock=clock,
+    )  # fmt: skip
+    first = cycle.run()
+    assert first.outcome == "planned", first.detail
+    assert list(first.plans.values()) == ["aborted"]  # rolled back
+    assert "drain plans off until the service restarts" in caplog.text
+    assert "Invalid user id" in caplog.text
+    assert not cycle.policy.drain.enabled
+    tries = len([c for c in slurm.calls if c[0] == "update_node"])
+    for _ in range(3):
+        clock.tick(60)
+        report = cycle.run()
+        assert report.outcome != "planned", report  # the same drain is not tried again
+    assert len([c for c in slurm.calls if c[0] == "update_node"]) == tries
+    assert caplog.text.count("drain plans off") == 1

@@ -40,7 +40,7 @@ from slurm_defrag.policy.cost import victim_cost
 from slurm_defrag.policy.file import Policy
 from slurm_defrag.policy.limits import LimitError, PreemptionHistory
 from slurm_defrag.policy.protections import compile_protections
-from slurm_defrag.slurm.errors import SlurmRejectedError
+from slurm_defrag.slurm.errors import SlurmRejectedError, is_permission_denied
 from slurm_defrag.slurm.port import SlurmReader
 from slurm_defrag.store.plans import NewStep, PlanRecord, Plans, StepRecord, users_field
 
@@ -129,6 +129,9 @@ class Executor:
         self.clock = clock
         self.hook = hook or (lambda kind, phase: None)
         self.observer = observer
+        self.denied: dict[str, str] = {}
+        """Step action -> Slurm's refusal, for steps refused for want of rights: the
+        service turns off what needs them instead of planning it again every cycle."""
 
     # -- admission -----------------------------------------------------------------------
 
@@ -241,6 +244,8 @@ class Executor:
                 with self.writer.step(plan_db_id, step.id):
                     outcome = self._run(plan, action)
             except (StepRefused, SlurmRejectedError) as exc:
+                if isinstance(exc, SlurmRejectedError) and is_permission_denied(str(exc)):
+                    self.denied[step.action] = str(exc)
                 return self._rollback(
                     rec,
                     plan,

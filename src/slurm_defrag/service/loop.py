@@ -31,7 +31,7 @@ from slurm_defrag.actuator.killswitch import KillSwitch
 from slurm_defrag.actuator.packing import Packer
 from slurm_defrag.actuator.route_file import RouteFile
 from slurm_defrag.domain.cluster import ClusterSnapshot
-from slurm_defrag.domain.plan import Plan
+from slurm_defrag.domain.plan import ActionKind, Plan
 from slurm_defrag.metrics.cache import MetricsCache
 from slurm_defrag.metrics.compute import compute
 from slurm_defrag.planner.facade import make_plan
@@ -230,6 +230,7 @@ class Cycle:
             open_plans = self.executor.open_plans()
             for rec in open_plans:
                 report.plans[rec.id] = self.executor.advance(rec.id)
+            self._heed_denied_writes()
             if open_plans:
                 report.outcome = "advanced"
                 return
@@ -258,6 +259,7 @@ class Cycle:
                 self._planned = None  # it changes Slurm: plan afresh once it is done
                 report.outcome = "planned"
                 report.plans[pid] = self.executor.advance(pid)
+                self._heed_denied_writes()
         else:
             pid = self._dry_run(plan, sid, snapshot)
             if pid is not None:
@@ -270,6 +272,28 @@ class Cycle:
             why = [f"job {t.job_id}: {t.explanation}" for t in plan.targets if not t.served]
             shown = "".join(f"; {w}" for w in why[:UNSERVED_SHOWN])
             log.info("cycle: snapshot #%d; no plan: %s%s", sid, report.detail, shown)
+
+    def _heed_denied_writes(self) -> None:
+        """Drain plans off once Slurm refused a drain or resume for want of rights: the
+        planner would propose the same drain every cycle and the executor roll it back
+        every cycle (an Operator may requeue and reserve, not update nodes). Until the
+        service restarts, which is when an admin has granted the rights or changed the
+        policy."""
+        refused = [
+            f"{kind}: {why}"
+            for kind, why in self.executor.denied.items()
+            if kind in (ActionKind.DRAIN.value, ActionKind.RESUME.value)
+        ]
+        if not refused or not self.policy.drain.enabled:
+            return
+        drain = self.policy.drain.model_copy(update={"enabled": False})
+        self.policy = self.policy.model_copy(update={"drain": drain})
+        log.error(
+            "drain plans off until the service restarts: Slurm refused %s. Draining and "
+            "resuming nodes need AdminLevel=Admin for the service's user (docs/service.md); "
+            "or set [drain] enabled = false in the policy",
+            refused[0],
+        )
 
     def _pack(self, snapshot: ClusterSnapshot) -> None:
         if not self.packing:

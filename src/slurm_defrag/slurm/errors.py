@@ -85,3 +85,15 @@ def from_failure(what: str, message: str, stderr: str = "") -> SlurmError:
     if is_unavailable(message) or is_unavailable(stderr):
         return SlurmUnavailableError(f"Slurm unavailable: {what}: {detail}")
     return SlurmRejectedError(f"Slurm rejected {what}: {detail}")
+
+
+# Refusals for want of rights (docker/README.md "Privileges", measured on 22.05 and 24.11):
+# an Operator's node update gets "slurm_update error: Invalid user id", a plain user's
+# requeue of another's job "Access/permission denied".
+_DENIED_HINTS = ("access/permission denied", "invalid user id", "permission denied")
+
+
+def is_permission_denied(message: str) -> bool:
+    """True if a refusal says the account lacks the rights, not that the request was bad."""
+    text = message.lower()
+    return any(hint in text for hint in _DENIED_HINTS)
