@@ -168,6 +168,21 @@ def protocol_b_site(
     job replayed at its own submit time; jobs submitted in the first ``warmup_h`` hours
     are not measured, every later one is. ``loads``, ``scale`` and ``trace`` do not apply;
     the result's load is the offered load the jobs make on the inventory."""
+    settings = site_settings(suite, site)
+    tasks, labels = [], []
+    for step in _steps(suite):
+        for ckpt in suite.ckpt_shares:
+            for policy in suite.policies:
+                for seed in suite.seeds:
+                    s = replace(settings, ckpt_share=ckpt)
+                    tasks.append(partial(run_b_site, site.nodes, site.jobs, policy, seed, s, step))
+                    labels.append(f"B site ckpt={ckpt} {policy} defrag={step.name} seed={seed}")
+    return run_grid(tasks, labels, console, on_result)
+
+
+def site_settings(suite: Suite, site: SiteWorkload) -> SettingsB:
+    """Protocol B's settings for a site's workload; :class:`InputError` for options it
+    cannot take (checked before any run)."""
     if suite.priority != "none":
         raise InputError(
             f"--priority {suite.priority}: a site's own workload runs with none only (the "
@@ -188,12 +203,4 @@ def protocol_b_site(
         user_limits=any(j.time_limit is not None for j in site.jobs),
         priority=suite.priority,
     )
-    tasks, labels = [], []
-    for step in _steps(suite):
-        for ckpt in suite.ckpt_shares:
-            for policy in suite.policies:
-                for seed in suite.seeds:
-                    s = replace(settings, ckpt_share=ckpt)
-                    tasks.append(partial(run_b_site, site.nodes, site.jobs, policy, seed, s, step))
-                    labels.append(f"B site ckpt={ckpt} {policy} defrag={step.name} seed={seed}")
-    return run_grid(tasks, labels, console, on_result)
+    return settings

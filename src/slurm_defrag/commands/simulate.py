@@ -288,13 +288,14 @@ def _simulate_site(
     from slurm_defrag.traces.site import site_workload
 
     read = read_site_jobs(path)
+    snap = load_or_read_snapshot(snapshot)
+    site = site_workload(read.jobs, snap)
+    suite.site_settings(s, site)  # what cannot run is said before the bad rows
     for line in read.problems[:MAX_SHOWN]:
         sys.stderr.write(line + "\n")
     bad = read.skipped.get("bad records", 0)
     if bad > MAX_SHOWN:
         sys.stderr.write(f"{path}: {bad - MAX_SHOWN} more bad records not shown\n")
-    snap = load_or_read_snapshot(snapshot)
-    site = site_workload(read.jobs, snap)
     skipped = {**read.skipped, **site.left_out}
     summary = (
         f"workload {path}: {read.records} records, {len(site.jobs)} jobs replayed on "

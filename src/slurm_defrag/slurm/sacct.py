@@ -387,8 +387,11 @@ def parse_site_json(text: str, where: str = "sacct --json") -> SiteRead:
             record = _json_record(d)
         except SlurmParseError as exc:
             known = _json_id(job)
-            message = str(exc).removeprefix(f"{where}: ").removeprefix(f"{path}.")
-            field, _, problem = message.partition(": ")
+            message = str(exc).removeprefix(f"{where}: ")
+            if message.startswith(f"{path}: "):
+                field, problem = "record", message.removeprefix(f"{path}: ")
+            else:
+                field, _, problem = message.removeprefix(f"{path}.").partition(": ")
             out.bad(path + (f" (job {known})" if known else ""), field, problem)
             continue
         out.add(record)
@@ -520,12 +523,17 @@ class _Collector:
             if not submits:
                 self.skip("no submit time")
                 continue
-            if last.start_t is None:
+            run = last.elapsed_s
+            never = last.start_t is None or (
+                # a job cancelled while pending: sacct shows Start = End, Elapsed 0
+                last.state == "CANCELLED" and not run and last.start_t == last.end_t
+            )
+            if never:
                 self.skip(
                     "cancelled before start" if last.state == "CANCELLED" else "never started"
                 )
                 continue
-            run = last.elapsed_s
+            assert last.start_t is not None
             if last.end_t is None or last.state in ("RUNNING", "PENDING", "REQUEUED"):
                 self.skip("still running")
                 continue
