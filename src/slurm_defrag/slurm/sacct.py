@@ -1,7 +1,14 @@
-"""``sacct -P`` output as :class:`~slurm_defrag.domain.accounting.AccountedJob` records.
+"""``sacct`` output read for the impact report and for the simulator.
 
-What ``report impact --sacct FILE`` reads, to refine the waits the snapshots saw with the
-accounting database's exact submit and start times. The file is what
+* :func:`read_site_jobs`: a site's finished jobs (:class:`~slurm_defrag.domain.accounting.
+  SiteJob`) from ``sacct -P`` text or ``sacct --json``, for ``simulate --workload
+  sacct:FILE`` (docs/site-workload.md): a bad record is one line and is skipped, never the
+  whole file; it shares the header and field readers below.
+* :func:`read_sacct`: :class:`~slurm_defrag.domain.accounting.AccountedJob` records, what
+  ``report impact --sacct FILE`` reads, to refine the waits the snapshots saw with the
+  accounting database's exact submit and start times (below).
+
+The impact report's file is what
 
     TZ=UTC sacct -a -X -P -S now-14days -E now \\
         -o JobID,Submit,Start,State,AllocTRES,ReqTRES > sacct.txt
