@@ -23,10 +23,11 @@ from slurm_defrag.sim.experiment import run_grid
 from slurm_defrag.sim.model import JobSpec, NodeSpec
 from slurm_defrag.sim.planner_step import make_step
 from slurm_defrag.sim.protocol_a import ResultA, run_a
-from slurm_defrag.sim.protocol_b import ResultB, SettingsB, run_b
+from slurm_defrag.sim.protocol_b import ResultB, SettingsB, run_b, run_b_site
 from slurm_defrag.sim.timed_workload import durations_by_gpus, scale_cluster
 from slurm_defrag.traces import openb
 from slurm_defrag.traces.overlay import apply_overlay, require_nvlink
+from slurm_defrag.traces.site import SiteWorkload
 
 DEFAULT_POLICIES = ("random", "first-fit", "best-fit", "dot-product", "fgd", "packing")
 
@@ -155,3 +156,51 @@ def protocol_b(
                             f"B load={load_} ckpt={ckpt} {policy} defrag={step.name} seed={seed}"
                         )
     return run_grid(tasks, labels, console, on_result)
+
+
+def protocol_b_site(
+    suite: Suite,
+    site: SiteWorkload,
+    console: Console | None = None,
+    on_result: Callable[[str, ResultB], None] | None = None,
+) -> list[ResultB]:
+    """Protocol B on a site's own jobs and nodes (:mod:`slurm_defrag.traces.site`): every
+    job replayed at its own submit time; jobs submitted in the first ``warmup_h`` hours
+    are not measured, every later one is. ``loads``, ``scale`` and ``trace`` do not apply;
+    the result's load is the offered load the jobs make on the inventory."""
+    settings = site_settings(suite, site)
+    tasks, labels = [], []
+    for step in _steps(suite):
+        for ckpt in suite.ckpt_shares:
+            for policy in suite.policies:
+                for seed in suite.seeds:
+                    s = replace(settings, ckpt_share=ckpt)
+                    tasks.append(partial(run_b_site, site.nodes, site.jobs, policy, seed, s, step))
+                    labels.append(f"B site ckpt={ckpt} {policy} defrag={step.name} seed={seed}")
+    return run_grid(tasks, labels, console, on_result)
+
+
+def site_settings(suite: Suite, site: SiteWorkload) -> SettingsB:
+    """Protocol B's settings for a site's workload; :class:`InputError` for options it
+    cannot take (checked before any run)."""
+    if suite.priority != "none":
+        raise InputError(
+            f"--priority {suite.priority}: a site's own workload runs with none only (the "
+            "site presets model the seeded users of the openb runs)"
+        )
+    warmup = suite.warmup_h * 3600
+    if warmup >= site.span_s:
+        raise InputError(
+            f"--warmup-h {suite.warmup_h:g}: the accounting's submits span "
+            f"{site.span_s / 3600:.2f} h; nothing would be measured (give a smaller --warmup-h)"
+        )
+    settings = SettingsB(
+        load=round(site.offered_load, 2),
+        horizon=site.span_s + 1.0,
+        warmup=warmup,
+        max_runtime=max(j.duration for j in site.jobs),
+        engine=engine_config(suite.backfill),
+        user_limits=any(j.time_limit is not None for j in site.jobs),
+        priority=suite.priority,
+    )
+    return settings

@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 import sys
+from dataclasses import replace
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 
@@ -12,6 +13,12 @@ from slurm_defrag.commands.common import JsonOpt
 from slurm_defrag.errors import InputError
 from slurm_defrag.planner.levers import LEVERS
 from slurm_defrag.report.console import output_console
+
+if TYPE_CHECKING:
+    from collections.abc import Sequence
+
+    from slurm_defrag import suite as suite_mod
+    from slurm_defrag.sim.protocol_b import ResultB
 
 
 def _csv(text: str) -> list[str]:
@@ -120,6 +127,25 @@ def simulate(
             readable=False,
         ),
     ] = None,
+    workload: Annotated[
+        str,
+        typer.Option(
+            "--workload",
+            help="B: openb (the trace, Poisson arrivals) or sacct:FILE, your site's own "
+            "jobs as sacct -P or sacct --json recorded them, replayed on the nodes of "
+            "--snapshot (docs/benchmarks.md, 'Your own workload').",
+        ),
+    ] = "openb",
+    snapshot: Annotated[
+        Path | None,
+        typer.Option(
+            "--snapshot",
+            "-s",
+            help="With --workload sacct:FILE: the snapshot JSON whose nodes are the "
+            "simulated cluster, - for standard input (default: read the live cluster).",
+            readable=False,
+        ),
+    ] = None,
 ) -> None:
     """Replay Alibaba openb against Slurm-like placement policies (see docs/benchmarks.md).
 
@@ -129,10 +155,10 @@ def simulate(
       slurm-defrag simulate --traces DIR --seeds 1 --policies fgd,best-fit
       slurm-defrag simulate --traces DIR -p b --loads 1.2 --defrag none,planner
       slurm-defrag simulate --traces DIR --out results/ --json > results.json
+      slurm-defrag simulate -p b --workload sacct:sacct.txt -s snap.json --warmup-h 1 \
+          --policies first-fit --levers shape-weights --seeds 3
     """
-    from slurm_defrag.traces.openb import folder
-
-    folder(traces)  # a missing trace is the first thing said, before minutes of work
+    site_file = _site_file(workload, protocol, traces)
     from slurm_defrag.extras import require_extra
 
     require_extra("numpy", "sim", "simulate")
@@ -196,6 +222,9 @@ def simulate(
         priority=priority,
     )
     console = output_console()
+    if site_file is not None:
+        _simulate_site(s, site_file, snapshot, out, json_out)
+        return
     title = f"openb {trace}, overlay {overlay}" + (", NVLink jobs" if nvlink_jobs else "")
     if protocol == "a":
         runs_a = suite.protocol_a(s, traces=traces)
@@ -220,9 +249,90 @@ def simulate(
         if out is not None:
             report.plot_b(runs_b, out / "protocol_b.png", f"Protocol B: {title}")
         if not json_out:
-            console.print(report.table_b(runs_b, f"Protocol B — {title}, {scale:.3g} of the nodes"))
+            _print_b(runs_b, f"Protocol B — {title}, {scale:.3g} of the nodes")
     if out is not None:
         out.mkdir(parents=True, exist_ok=True)
         (out / f"protocol_{protocol}.json").write_text(text + "\n")
     if json_out:
         sys.stdout.write(text + "\n")
+
+
+def _site_file(workload: str, protocol: str, traces: Path | None) -> Path | None:
+    """The accounting file of ``--workload sacct:FILE``; None for ``openb``, whose trace
+    folder must then be there (the first thing said, before minutes of work)."""
+    if workload == "openb":
+        from slurm_defrag.traces.openb import folder
+
+        folder(traces)
+        return None
+    kind, _, arg = workload.partition(":")
+    if kind != "sacct" or not arg:
+        raise InputError(f"--workload {workload!r}: choose openb or sacct:FILE")
+    if protocol != "b":
+        raise InputError("--workload sacct:FILE: Protocol B only (-p b): jobs arrive and end")
+    return Path(arg)
+
+
+MAX_SHOWN = 100
+"""Bad records printed one line each; the rest are counted."""
+
+
+def _simulate_site(
+    s: suite_mod.Suite, path: Path, snapshot: Path | None, out: Path | None, json_out: bool
+) -> None:
+    """Protocol B on the site's own jobs (``--workload sacct:FILE``) and nodes."""
+    from slurm_defrag import suite
+    from slurm_defrag.commands.common import load_or_read_snapshot
+    from slurm_defrag.sim import report
+    from slurm_defrag.slurm.sacct import read_site_jobs
+    from slurm_defrag.traces.site import site_workload
+
+    read = read_site_jobs(path)
+    snap = load_or_read_snapshot(snapshot)
+    site = site_workload(read.jobs, snap)
+    suite.site_settings(s, site)  # what cannot run is said before the bad rows
+    for line in read.problems[:MAX_SHOWN]:
+        sys.stderr.write(line + "\n")
+    bad = read.skipped.get("bad records", 0)
+    if bad > MAX_SHOWN:
+        sys.stderr.write(f"{path}: {bad - MAX_SHOWN} more bad records not shown\n")
+    skipped = {**read.skipped, **site.left_out}
+    summary = (
+        f"workload {path}: {read.records} records, {len(site.jobs)} jobs replayed on "
+        f"{len(site.nodes)} nodes ({sum(n.gpus for n in site.nodes)} GPUs) of {snap.cluster}, "
+        f"{site.span_s / 3600:.2f} h of submits, offered load {site.offered_load:.2f}"
+        + ("; left out: " + ", ".join(f"{n} {why}" for why, n in sorted(skipped.items()))
+           if skipped else "")
+    )  # fmt: skip
+    s = replace(
+        s,
+        extra={
+            "workload": f"sacct:{path}",
+            "records": read.records,
+            "jobs": len(site.jobs),
+            "nodes": len(site.nodes),
+            "left_out": dict(sorted(skipped.items())),
+        },
+    )
+    runs = suite.protocol_b_site(s, site)
+    text = report.to_json("B", s.settings(), runs)
+    title = f"Protocol B: {path.name} on {snap.cluster} ({len(site.nodes)} nodes)"
+    if out is not None:
+        report.plot_b(runs, out / "protocol_b.png", title)
+        out.mkdir(parents=True, exist_ok=True)
+        (out / "protocol_b.json").write_text(text + "\n")
+    if json_out:
+        sys.stdout.write(text + "\n")
+        return
+    _print_b(runs, title.replace("Protocol B:", "Protocol B —", 1))
+    output_console().print(summary, markup=False, highlight=False)
+
+
+def _print_b(runs: Sequence[ResultB], title: str) -> None:
+    """The Protocol B table, and the jobs refused at submit if any were."""
+    from slurm_defrag.sim import report
+
+    console = output_console()
+    console.print(report.table_b(runs, title))
+    if (line := report.refused_line(runs)) is not None:
+        console.print(line, markup=False, highlight=False)

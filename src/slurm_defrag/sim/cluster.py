@@ -85,6 +85,9 @@ class ClusterState:
         self.block_bits: IntArray = np.array(
             [free_block_bits(t, t.all_mask) for t in self.topologies], dtype=np.int64
         )
+        self._empty_block_bits = self.block_bits.copy()
+        """NVLink block sizes each node has when empty (:meth:`could_hold`)."""
+        self._holdable: dict[object, bool] = {}
         self.features: list[frozenset[str]] = [s.features for s in self.nodes]
         self.config_version = 0
         """Bumped by every weight or feature change."""
@@ -174,6 +177,24 @@ class ClusterState:
             if job.nvlink and job.num_gpu > 1:
                 ok &= (self.block_bits >> job.num_gpu) & 1 == 1
         return ok
+
+    def could_hold(self, job: JobSpec) -> bool:
+        """Could some node hold ``job`` if it were empty? (CPU, memory, GPUs, model,
+        NVLink block, ``--exclude``: what slurmctld checks at submit against the
+        partition's nodes; a job no node could ever hold is refused, not queued.)"""
+        known = self._holdable.get(job.shape)
+        if known is not None:
+            return known
+        ok = (self.cpu_cap >= job.cpu_milli) & (self.mem_cap >= job.memory_mib)
+        if job.exclude:
+            ok &= self.allowed(job.exclude)
+        if job.num_gpu:
+            ok &= self.model_mask(job.gpu_models)
+            ok &= (self.gpu_cap >= job.gpu_milli).sum(axis=1) >= job.num_gpu
+            if job.nvlink and job.num_gpu > 1:
+                ok &= (self._empty_block_bits >> job.num_gpu) & 1 == 1
+        self._holdable[job.shape] = answer = bool(ok.any())
+        return answer
 
     def can_place(self, job: JobSpec, where: Placement) -> bool:
         """Would :meth:`allocate` accept this placement now?"""

@@ -24,6 +24,11 @@ wait) and defrag cycles (every ``defrag_interval`` s). Scheduling mimics slurmct
   no other job starts on them; when all are free the job starts there. A hold is
   released when its job starts elsewhere, or after ``hold_max`` s unused.
 
+A job no node could ever hold (more CPUs, memory or GPUs than any node has, a GPU model
+or NVLink block no node has) is refused at submit, as slurmctld refuses it ("Requested
+node configuration is not available"): it is never queued, its record says so, and
+:attr:`EngineStats.refused` counts it. Queued, it would wait for ever and the run never end.
+
 Ties in event time are processed ends first, then arrivals, then cycles, then in
 insertion order, so runs are reproducible.
 """
@@ -103,6 +108,8 @@ class JobRecord:
     lost_gpu_h: float = 0.0
     placement: Placement | None = None
     """Where the job last started (the cross-check against real Slurm compares it)."""
+    refused: bool = False
+    """Refused at submit: no node could ever hold it (module docstring)."""
 
 
 @dataclass
@@ -117,6 +124,8 @@ class EngineStats:
     window: tuple[float, float] = (0.0, 0.0)
     backfilled: int = 0
     extra: dict[str, float] = field(default_factory=dict)
+    refused: int = 0
+    """Jobs refused at submit (no node could ever hold them)."""
 
 
 class Engine:
@@ -242,6 +251,10 @@ class Engine:
         """A job is submitted: job_submit.lua, then its priority, then the queue."""
         if self.submit is not None:
             self.jobs[jid] = self.submit(self.jobs[jid])
+        if not self.state.could_hold(self.jobs[jid]):
+            self.stats.records[jid].refused = True
+            self.stats.refused += 1
+            return
         if self.priority is not None:
             self._set_priority(jid, self.priority.submitted(jid, self.jobs[jid], self.now))
         self._enqueue(jid)

@@ -51,9 +51,16 @@ from slurm_defrag.sim.model import JobSpec, NodeSpec
 from slurm_defrag.sim.policies.base import PolicyContext
 from slurm_defrag.sim.policies.registry import build
 from slurm_defrag.sim.population import with_owners
+from slurm_defrag.sim.priority import PriorityModel
 from slurm_defrag.sim.site_priority import NO_PRIORITY, POPULATION, multifactor, preset
 from slurm_defrag.sim.submit_hook import SubmitHook, node_table, routed
-from slurm_defrag.sim.timed_workload import arrival_rate, arrivals, job_pool, with_user_limits
+from slurm_defrag.sim.timed_workload import (
+    CKPT_INTERVAL_S,
+    arrival_rate,
+    arrivals,
+    job_pool,
+    with_user_limits,
+)
 from slurm_defrag.sim.wait_classes import Tail, class_means
 
 LARGE_GPUS = 4
@@ -106,6 +113,9 @@ class ResultB:
     class_wait_s: dict[str, float] = field(default_factory=dict)
     """Mean wait per class of job (:mod:`~slurm_defrag.sim.wait_classes`)."""
     class_jobs: dict[str, int] = field(default_factory=dict)
+    refused: int = 0
+    """Jobs refused at submit: no node of the cluster could ever hold them (left out of
+    every other figure; left out of the JSON when 0)."""
 
 
 def run_b(
@@ -139,6 +149,61 @@ def run_b(
             ]
         )
     jobs = with_owners(jobs, POPULATION, np.random.default_rng([seed, 41]))
+
+    def model() -> PriorityModel | None:
+        return None if prio_cfg is None else multifactor(prio_cfg, nodes, pool, rate, cfg.load)
+
+    return _simulate(state, trace, jobs, policy, seed, cfg, defrag, rng, model, t0)
+
+
+def run_b_site(
+    nodes: Sequence[NodeSpec],
+    jobs: Sequence[JobSpec],
+    policy: str,
+    seed: int,
+    settings: SettingsB,
+    defrag: DefragStep | None = None,
+) -> ResultB:
+    """A site's own jobs replayed as they arrived (``simulate --workload sacct:FILE``):
+    ``jobs`` carry their submit times (from 0), run times, time limits and owners, and
+    ``nodes`` are the site's inventory; ``settings.load`` only labels the result (the
+    offered load the jobs make). No Poisson draw, no drawn users or limits: the seed only
+    breaks the policies' ties. ``settings.ckpt_share`` still draws checkpointing jobs;
+    priority is first come, first served (``none``; the site presets model seeded users)."""
+    t0 = time.perf_counter()
+    if settings.priority != NO_PRIORITY:
+        raise InputError(
+            f"priority {settings.priority!r}: a site's workload runs with none only (the "
+            "presets model the seeded users of the openb runs)"
+        )
+    rng = np.random.default_rng(seed)
+    state = ClusterState(nodes)
+    out = sorted(jobs, key=lambda j: (j.submit, j.name))
+    if settings.ckpt_share:
+        side = np.random.default_rng([seed, 14])
+        out = [
+            replace(
+                j, ckpt_interval=CKPT_INTERVAL_S if side.random() < settings.ckpt_share else None
+            )
+            for j in out
+        ]
+    return _simulate(state, jobs, out, policy, seed, settings, defrag, rng, lambda: None, t0)
+
+
+def _simulate(
+    state: ClusterState,
+    trace: Sequence[JobSpec],
+    jobs: list[JobSpec],
+    policy: str,
+    seed: int,
+    cfg: SettingsB,
+    defrag: DefragStep | None,
+    rng: np.random.Generator,
+    model_of: Callable[[], PriorityModel | None],
+    t0: float,
+) -> ResultB:
+    """The replay itself and its figures, whatever made the jobs."""
+    prio_cfg = preset(cfg.priority)
     rank = rng.permutation(state.size).astype(np.int64)
     types = typical_types(trace)
     mode = parse_mode(policy)
@@ -162,7 +227,7 @@ def run_b(
     chooser = build(SLURM_POLICY if mode else policy, PolicyContext(state, types, rank))
     step = defrag or NoDefrag()
     window = (cfg.warmup, cfg.horizon)
-    model = None if prio_cfg is None else multifactor(prio_cfg, nodes, pool, rate, cfg.load)
+    model = model_of()
     engine = Engine(
         state,
         jobs,
@@ -183,7 +248,7 @@ def run_b(
     measured: list[JobSpec] = []
     unfinished = 0
     for job, rec in zip(jobs, stats.records, strict=True):
-        if not cfg.warmup <= job.submit < cfg.horizon:
+        if rec.refused or not cfg.warmup <= job.submit < cfg.horizon:
             continue
         if rec.end is None:
             unfinished += 1
@@ -225,4 +290,5 @@ def run_b(
         wait_max_s=tail.max,
         class_wait_s=by_class,
         class_jobs=class_jobs,
+        refused=stats.refused,
     )

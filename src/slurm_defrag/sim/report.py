@@ -136,13 +136,33 @@ def _rounded(value: object, digits: int = 4) -> object:
     return value
 
 
+def _run_dict(run: ResultA | ResultB) -> dict[str, object]:
+    out = asdict(run)
+    if isinstance(run, ResultB) and not run.refused:
+        del out["refused"]  # as before refusal at submit existed: most runs refuse none
+    return out
+
+
+def refused_line(runs: Sequence[ResultB]) -> str | None:
+    """One line for the jobs refused at submit (no node could ever hold them), or None."""
+    counts = sorted({r.refused for r in runs})
+    if not counts or counts == [0]:
+        return None
+    many = f"{counts[0]}-{counts[-1]}" if len(counts) > 1 else f"{counts[0]}"
+    return (
+        f"refused at submit: {many} jobs a run (no node of the simulated cluster could ever "
+        "hold them: more CPUs, memory or GPUs than any node has, or a GPU model none has; "
+        "Slurm refuses them too); left out of every figure above"
+    )
+
+
 def to_json(
     protocol: str, settings: dict[str, object], runs: Sequence[ResultA] | Sequence[ResultB]
 ) -> str:
     out: dict[str, object] = {
         "protocol": protocol,
         "settings": settings,
-        "runs": [asdict(r) for r in runs],
+        "runs": [_run_dict(r) for r in runs],
     }
     if runs and isinstance(runs[0], ResultA):
         a = [r for r in runs if isinstance(r, ResultA)]
