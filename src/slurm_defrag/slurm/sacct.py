@@ -109,17 +109,23 @@ def _job(fields: list[str], col: dict[str, int], where: str, n: int) -> Accounte
     return AccountedJob(job_id=job_id, submit_t=submit, start_t=start, gpus=gpus, state=state)
 
 
-def _time(text: str, where: str, n: int, field: str) -> float | None:
-    value = text.strip()
+def _epoch(value: str) -> float | None:
+    """Seconds since the epoch of a sacct time (UTC unless it names a zone); None for
+    not yet. ValueError when it is no time: each reader words its own message."""
     if value.lower() in _NOT_YET:
         return None
+    t = datetime.fromisoformat(value)
+    return (t if t.tzinfo else t.replace(tzinfo=UTC)).timestamp()
+
+
+def _time(text: str, where: str, n: int, field: str) -> float | None:
+    value = text.strip()
     try:
-        t = datetime.fromisoformat(value)
+        return _epoch(value)
     except ValueError:
         raise InputError(
             f"{where}: line {n}: {field} {value[:40]!r} is not a time like 2026-12-01T14:00:00"
         ) from None
-    return (t if t.tzinfo else t.replace(tzinfo=UTC)).timestamp()
 
 
 def _gpus(tres: str) -> int | None:
@@ -296,15 +302,12 @@ _FIELD_NAMES = {
 
 def _site_time(text: str, field: str) -> float | None:
     value = text.strip()
-    if value.lower() in _NOT_YET:
-        return None
     try:
-        t = datetime.fromisoformat(value)
+        return _epoch(value)
     except ValueError:
         raise _Bad(
             field, f"{one_line(value)[:40]!r} is not a time like 2026-12-01T14:00:00"
         ) from None
-    return (t if t.tzinfo else t.replace(tzinfo=UTC)).timestamp()
 
 
 def _duration(text: str, field: str) -> float | None:
