@@ -58,6 +58,13 @@ def _chosen_policies(policies: str, levers: str, lever_every: str) -> list[str]:
     return chosen
 
 
+def _loads(loads: str) -> list[float]:
+    try:
+        return [float(x) for x in _csv(loads)]
+    except ValueError:
+        raise InputError(f"--loads {loads!r}: not a comma list of numbers") from None
+
+
 def _csv(text: str) -> list[str]:
     return [p.strip() for p in text.split(",") if p.strip()]
 
@@ -205,10 +212,7 @@ def simulate(
 
     _refuse_bad_choices(protocol, order, requeue_cap, backfill, priority)
     chosen = _chosen_policies(policies, levers, lever_every)
-    try:
-        load_list = [float(x) for x in _csv(loads)]
-    except ValueError:
-        raise InputError(f"--loads {loads!r}: not a comma list of numbers") from None
+    load_list = _loads(loads)
     s = suite.Suite(
         trace=trace,
         overlay=overlay,
