@@ -140,6 +140,32 @@ def random_cluster(
     """A moderately fragmented cluster: ``fill`` of GPUs busy, placed at random."""
     rng = random.Random(seed)
     t = EPOCH
+    # One random stream, drawn in this order: nodes, running jobs, pending jobs.
+    nodes, free = _random_nodes(rng, n_nodes, kinds, partitions)
+    jobs = _running_jobs(rng, n_nodes, fill, partitions, t, nodes, free)
+    jobs += _pending_jobs(rng, pending, kinds, partitions, t, 1000 + len(jobs))
+    part_objs = tuple(
+        Partition(
+            name=p,
+            nodes=tuple(n.name for n in nodes if p in n.partitions),
+            priority_tier=10 if p == "high" else 1,
+        )
+        for p in partitions
+    )
+    return ClusterSnapshot(
+        cluster=f"synthetic-{n_nodes}",
+        taken_at=t,
+        source="simulator",
+        nodes=tuple(nodes),
+        jobs=tuple(jobs),
+        partitions=part_objs,
+    )
+
+
+def _random_nodes(
+    rng: random.Random, n_nodes: int, kinds: tuple[NodeKind, ...], partitions: tuple[str, ...]
+) -> tuple[list[Node], dict[str, list[int]]]:
+    """The nodes (a few drained or down), and each one's free GPUs."""
     width = max(3, len(str(n_nodes)))
     nodes: list[Node] = []
     free: dict[str, list[int]] = {}
@@ -167,7 +193,19 @@ def random_cluster(
             )
         )
         free[name] = list(range(topo.gpu_count)) if "IDLE" in state else []
+    return nodes, free
 
+
+def _running_jobs(
+    rng: random.Random,
+    n_nodes: int,
+    fill: float,
+    partitions: tuple[str, ...],
+    t: datetime,
+    nodes: list[Node],
+    free: dict[str, list[int]],
+) -> list[Job]:
+    """Running one-node jobs at random places until ``fill`` of the free GPUs are busy."""
     jobs: list[Job] = []
     target = int(fill * sum(len(v) for v in free.values()))
     used = 0
@@ -205,7 +243,19 @@ def random_cluster(
             )
         )
         next_id += 1
+    return jobs
 
+
+def _pending_jobs(
+    rng: random.Random,
+    pending: int,
+    kinds: tuple[NodeKind, ...],
+    partitions: tuple[str, ...],
+    t: datetime,
+    next_id: int,
+) -> list[Job]:
+    """Pending GPU jobs waiting on resources, ids from ``next_id``."""
+    jobs: list[Job] = []
     models = sorted({k.gpu_model for k in kinds})
     for _ in range(pending):
         k = rng.choice((2, 4, 4, 8, 8))
@@ -232,19 +282,4 @@ def random_cluster(
             )
         )
         next_id += 1
-    part_objs = tuple(
-        Partition(
-            name=p,
-            nodes=tuple(n.name for n in nodes if p in n.partitions),
-            priority_tier=10 if p == "high" else 1,
-        )
-        for p in partitions
-    )
-    return ClusterSnapshot(
-        cluster=f"synthetic-{n_nodes}",
-        taken_at=t,
-        source="simulator",
-        nodes=tuple(nodes),
-        jobs=tuple(jobs),
-        partitions=part_objs,
-    )
+    return jobs

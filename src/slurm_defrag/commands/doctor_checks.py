@@ -169,64 +169,18 @@ def _slurm_user(conf: dict[str, str]) -> str:
 
 def check_rights(env: Env) -> Result:
     """Which of slurm-defrag's writes Slurm will refuse for the account it runs as."""
-    from slurm_defrag.policy.file import default_policy, load_policy
-
-    s = env.settings
-    conf = env.conf()
+    user, level, who = _rights_level(env)
+    used = _writes_used(env)
+    refused = {key: what for key, what, admin in _WRITES if _refuses(level, admin)}
     if env.backend.name == "rest":
-        user, uid = s.slurm.rest_user, None
-    else:
-        me = controller.identity(env.controller)
-        user, uid = me.user, me.uid
-    if uid == 0 or user == "root":
-        level, who = "administrator", f"{user} (root)"
-    elif user == _slurm_user(conf):
-        level, who = "administrator", f"{user} (SlurmUser)"
-    elif "slurmdbd" not in conf.get("AccountingStorageType", ""):
-        level, who = "none", f"{user} (no slurmdbd: AdminLevel cannot apply)"
-    else:
-        found = controller.admin_level(env.controller, user)
-        level = found or "none"
-        who = f"{user} (AdminLevel {found.capitalize() if found else 'none: not in sacctmgr'})"
-    policy = load_policy(s.policy) if s.policy else default_policy()
-    used = {"requeue", "reservation", "hand-over"}
-    if policy.drain.enabled:
-        used.add("drain")
-    if s.packing:
-        used.add("packing")
-    refused: dict[str, str] = {}
-    for key, what, admin in _WRITES:
-        if level == "none" or (admin and level != "administrator"):
-            refused[key] = what
-    if env.backend.name == "rest":
-        v = env.backend.api_version()  # type: ignore[attr-defined]
-        refused["requeue"] = "requeue jobs (slurmrestd has no requeue endpoint)"
-        if v < "v0.0.43":
-            refused["reservation"] = f"create reservations (slurmrestd {v} cannot)"
-        if v == "v0.0.38":
-            refused.setdefault("drain", "drain/resume nodes (slurmrestd v0.0.38 cannot)")
-            refused.setdefault("packing", "node Weight (slurmrestd v0.0.38 cannot)")
+        _add_rest_refusals(env.backend.api_version(), refused)  # type: ignore[attr-defined]
     blocking = [
         refused[k]
         for k in ("requeue", "reservation", "hand-over", "packing")
         if k in refused and k in used
     ]
-    unused = sorted(k for k in refused if k not in used)
     if blocking:
-        fix = (
-            'use the cli backend (backend = "cli")'
-            if env.backend.name == "rest"
-            else f"sacctmgr modify user {user} set AdminLevel="
-            + ("Admin" if "packing" in refused and "packing" in used else "Operator")
-            + " (or run as root/SlurmUser)"
-        )
-        if "packing" in refused and "packing" in used and env.backend.name != "rest":
-            fix += ", or packing = false"
-        also = [w for k, w in refused.items() if k in used and w not in blocking]
-        line = f"{who}: Slurm refuses: " + "; ".join(blocking)
-        if also:
-            line += "; also refused (plans using them are rolled back): " + "; ".join(also)
-        return Result("rights", "fail", line, fix)
+        return _rights_blocked(env, user, who, refused, used, blocking)
     if "drain" in refused and "drain" in used:
         return Result(
             "rights",
@@ -236,8 +190,79 @@ def check_rights(env: Env) -> Result:
             f"sacctmgr modify user {user} set AdminLevel=Admin, or [drain] enabled = false "
             "in the policy",
         )
+    unused = sorted(k for k in refused if k not in used)
     note = f" (refused, not used here: {', '.join(unused)})" if unused else ""
     return Result("rights", "ok", f"{who}: may do every write this configuration uses{note}")
+
+
+def _rights_level(env: Env) -> tuple[str, str, str]:
+    """(user, Slurm admin level: administrator/operator/none, who for the message)."""
+    conf = env.conf()
+    if env.backend.name == "rest":
+        user, uid = env.settings.slurm.rest_user, None
+    else:
+        me = controller.identity(env.controller)
+        user, uid = me.user, me.uid
+    if uid == 0 or user == "root":
+        return user, "administrator", f"{user} (root)"
+    if user == _slurm_user(conf):
+        return user, "administrator", f"{user} (SlurmUser)"
+    if "slurmdbd" not in conf.get("AccountingStorageType", ""):
+        return user, "none", f"{user} (no slurmdbd: AdminLevel cannot apply)"
+    found = controller.admin_level(env.controller, user)
+    who = f"{user} (AdminLevel {found.capitalize() if found else 'none: not in sacctmgr'})"
+    return user, found or "none", who
+
+
+def _writes_used(env: Env) -> set[str]:
+    """The writes this configuration (policy, packing) makes."""
+    from slurm_defrag.policy.file import default_policy, load_policy
+
+    s = env.settings
+    policy = load_policy(s.policy) if s.policy else default_policy()
+    used = {"requeue", "reservation", "hand-over"}
+    if policy.drain.enabled:
+        used.add("drain")
+    if s.packing:
+        used.add("packing")
+    return used
+
+
+def _refuses(level: str, admin: bool) -> bool:
+    return level == "none" or (admin and level != "administrator")
+
+
+def _add_rest_refusals(v: str, refused: dict[str, str]) -> None:
+    """Add what slurmrestd API version ``v`` cannot do, whatever the account's rights
+    (a refusal for lack of rights stays the reason given for drain and packing)."""
+    refused["requeue"] = "requeue jobs (slurmrestd has no requeue endpoint)"
+    if v < "v0.0.43":
+        refused["reservation"] = f"create reservations (slurmrestd {v} cannot)"
+    if v == "v0.0.38":
+        refused.setdefault("drain", "drain/resume nodes (slurmrestd v0.0.38 cannot)")
+        refused.setdefault("packing", "node Weight (slurmrestd v0.0.38 cannot)")
+
+
+def _rights_blocked(
+    env: Env, user: str, who: str, refused: dict[str, str], used: set[str], blocking: list[str]
+) -> Result:
+    """A write every plan needs is refused: the failure and how to fix it."""
+    rest = env.backend.name == "rest"
+    packing = "packing" in refused and "packing" in used
+    fix = (
+        'use the cli backend (backend = "cli")'
+        if rest
+        else f"sacctmgr modify user {user} set AdminLevel="
+        + ("Admin" if packing else "Operator")
+        + " (or run as root/SlurmUser)"
+    )
+    if packing and not rest:
+        fix += ", or packing = false"
+    also = [w for k, w in refused.items() if k in used and w not in blocking]
+    line = f"{who}: Slurm refuses: " + "; ".join(blocking)
+    if also:
+        line += "; also refused (plans using them are rolled back): " + "; ".join(also)
+    return Result("rights", "fail", line, fix)
 
 
 # -- topology ----------------------------------------------------------------------------

@@ -13,6 +13,8 @@ from slurm_defrag.commands.common import JsonOpt, SnapshotOpt, load_or_read_snap
 from slurm_defrag.report.console import output_console
 
 if TYPE_CHECKING:  # pydantic models: imported when used, to keep startup fast
+    from rich.table import Table
+
     from slurm_defrag.domain.cluster import ClusterSnapshot
     from slurm_defrag.domain.plan import Plan, SolveStats
 
@@ -86,10 +88,8 @@ def bounds_line(s: SolveStats) -> str:
 
 def render(console: Console, before: ClusterSnapshot, plan: Plan, after: ClusterSnapshot) -> None:
     """Summary, per-target explanation, victims, actions, and the GPU map before/after."""
-    from rich.table import Table
-
     from slurm_defrag.report.gpu_map import LEGEND, gpu_map
-    from slurm_defrag.report.safe_text import cells, clean, markup
+    from slurm_defrag.report.safe_text import clean, markup
 
     s = plan.solver
     console.print(
@@ -117,41 +117,9 @@ def render(console: Console, before: ClusterSnapshot, plan: Plan, after: Cluster
     for line in plan.explanation.splitlines():
         console.print(clean(line), markup=False, highlight=False)
     if plan.victims:
-        t = Table(title="Victims (would be requeued)", title_justify="left")
-        for col in ("job", "user", "QOS", "GPUs", "since", "lost GPU-h", "cost", "why"):
-            t.add_column(col, overflow="fold")
-        for v in plan.victims:
-            gpus = " ".join(f"{n}:{','.join(map(str, i))}" for n, i in v.gpus.items())
-            t.add_row(
-                *cells(
-                    v.job_id,
-                    v.user,
-                    v.qos,
-                    gpus,
-                    f"{v.since_source} {v.since:%H:%M}",
-                    f"{v.lost_gpu_hours:.2f}",
-                    f"{v.cost_gpu_hours:.2f}",
-                    v.reason,
-                )
-            )
-        console.print(t)
+        console.print(_victims_table(plan))
     if plan.actions:
-        t = Table(title="Actions (would run, in order)", title_justify="left")
-        for col in ("#", "action", "job", "nodes", "reservation", "expected", "reason"):
-            t.add_column(col, overflow="fold")
-        for a in plan.actions:
-            t.add_row(
-                *cells(
-                    str(a.step),
-                    a.kind.value,
-                    a.job_id or "",
-                    ",".join(a.nodes),
-                    a.reservation or "",
-                    f"{a.expected_at:%H:%M}" if a.expected_at else "",
-                    a.reason,
-                )
-            )
-        console.print(t)
+        console.print(_actions_table(plan))
     touched = {p.node for tg in plan.targets for p in tg.placements} | {
         n for v in plan.victims for n in v.gpus
     }
@@ -161,3 +129,51 @@ def render(console: Console, before: ClusterSnapshot, plan: Plan, after: Cluster
         console.print(gpu_map(before, nodes_b, "GPU map before"))
         console.print(gpu_map(after, nodes_a, "GPU map after the plan"))
         console.print(LEGEND)
+
+
+def _victims_table(plan: Plan) -> Table:
+    from rich.table import Table
+
+    from slurm_defrag.report.safe_text import cells
+
+    t = Table(title="Victims (would be requeued)", title_justify="left")
+    for col in ("job", "user", "QOS", "GPUs", "since", "lost GPU-h", "cost", "why"):
+        t.add_column(col, overflow="fold")
+    for v in plan.victims:
+        gpus = " ".join(f"{n}:{','.join(map(str, i))}" for n, i in v.gpus.items())
+        t.add_row(
+            *cells(
+                v.job_id,
+                v.user,
+                v.qos,
+                gpus,
+                f"{v.since_source} {v.since:%H:%M}",
+                f"{v.lost_gpu_hours:.2f}",
+                f"{v.cost_gpu_hours:.2f}",
+                v.reason,
+            )
+        )
+    return t
+
+
+def _actions_table(plan: Plan) -> Table:
+    from rich.table import Table
+
+    from slurm_defrag.report.safe_text import cells
+
+    t = Table(title="Actions (would run, in order)", title_justify="left")
+    for col in ("#", "action", "job", "nodes", "reservation", "expected", "reason"):
+        t.add_column(col, overflow="fold")
+    for a in plan.actions:
+        t.add_row(
+            *cells(
+                str(a.step),
+                a.kind.value,
+                a.job_id or "",
+                ",".join(a.nodes),
+                a.reservation or "",
+                f"{a.expected_at:%H:%M}" if a.expected_at else "",
+                a.reason,
+            )
+        )
+    return t

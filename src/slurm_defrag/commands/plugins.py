@@ -238,24 +238,7 @@ def build_table(
     generated_at: datetime | None = None,
 ) -> tuple[dict[str, object], list[str]]:
     """The table for ``defrag_nodes.lua`` and the warnings for the admin."""
-    import hostlist
-
-    warnings: list[str] = []
-    for name, node in conf.nodes.items():
-        topo = topologies.get(name)
-        if topo is not None and node.gpus and topo.gpu_count != node.gpus:
-            raise InputError(
-                f"topology of {name}: {topo.name!r} has {topo.gpu_count} GPUs, slurm.conf "
-                f"says Gres has {node.gpus} (check gres.conf / the topology map)"
-            )
-    unknown = sorted(n for n, nc in conf.nodes.items() if nc.gpus > 1 and n not in topologies)
-    if unknown:
-        warnings.append(
-            f"{len(unknown)} GPU node(s) have no NVLink topology (no gres.conf Links= and no "
-            f"topology template): {hostlist.collect_hostlist(unknown)}; requests are never "
-            "refused because of them"
-        )
-
+    warnings = _topology_warnings(conf, topologies)
     partitions: dict[str, object] = {
         pname: {"types": _node_types(conf, part.nodes, topologies)}
         for pname, part in sorted(conf.partitions.items())
@@ -285,81 +268,122 @@ def build_table(
             "or render on the controller): only root and SlurmUser may put jobs into defrag-* "
             "reservations",
         )
-
     if options.route_file is not None:
-        if not options.route_file.is_absolute():
-            raise InputError(
-                f"--route-file: {str(options.route_file)!r} must be an absolute path"
-                " (slurmctld reads it from its own working directory)"
-            )
-        if IGNORE_PREFER_VALIDATION not in conf.scheduler_parameters:
-            raise InputError(
-                f"--route-file: slurm.conf has no SchedulerParameters={IGNORE_PREFER_VALIDATION}"
-                "; without it Slurm refuses a job whose --prefer names a node feature that is"
-                " gone (the service stopping removes them): add it first"
-            )
-        table["route_file"] = str(options.route_file)
-    if options.short_first is not None:
-        prange = (
-            read_range(options.priority_config, "--priority-config")
-            if options.priority_config is not None
-            else read_range(conf.priority, "slurm.conf")
-        )
-        cap = prange.cap(options.boost_cap)
-        entry = short_first_entry(
-            options.short_first,
-            all_jobs=options.short_first_all,
-            large_gpus=options.large_first,
-            keep=options.keep_scarce,
-            cap=cap,
-        )
-        entry |= {"cap_share": options.boost_cap, "range": prange.points}
-        entry["weights"] = prange.describe()
-        table["short_first"] = entry
-        warnings += _range_warnings(prange, cap)
-        if options.keep_scarce is not None:
-            _keep_scarce(partitions, options.short_first, warnings)
-    elif (
-        options.short_first_all
-        or options.large_first is not None
-        or options.keep_scarce is not None
-    ):
-        raise InputError(
-            "--short-first-all, --large-first and --keep-scarce need --short-first SHARE"
-        )
-    else:
-        check_share(options.boost_cap)
+        table["route_file"] = _route_file(conf, options.route_file)
+    short_first = _short_first_entry(conf, options, partitions, warnings)
+    if short_first is not None:
+        table["short_first"] = short_first
     if options.pack_feature is not None:
-        if not _FEATURE_RE.match(options.pack_feature):
-            raise InputError(
-                f"--pack-feature: {options.pack_feature!r} is not a plain node feature name"
-            )
-        if IGNORE_PREFER_VALIDATION not in conf.scheduler_parameters:
-            warnings.append(
-                f"packing hint disabled: slurm.conf SchedulerParameters lacks "
-                f"{IGNORE_PREFER_VALIDATION} (Slurm >= 22.05.6). Without it Slurm refuses "
-                f"jobs whose --prefer={options.pack_feature} matches no node of their "
-                "partition at submit time; add it, or pass --no-pack to silence this"
-            )
-        elif not (where := _partitions_with(conf, options.pack_feature)):
-            warnings.append(
-                f"packing hint disabled: no node in slurm.conf has the feature "
-                f"{options.pack_feature} (Features=), and slurm-defrag does not set it; a "
-                "--prefer naming a feature no node has leaves pending jobs with the reason "
-                "BadConstraints. Add it to the Features= of the nodes small jobs should "
-                "fill first, or pass --no-pack to silence this"
-            )
-        else:
-            largest = max((n.gpus for n in conf.nodes.values()), default=0)
-            max_gpus = options.pack_max_gpus
-            if max_gpus is None:
-                max_gpus = max(1, largest // 2)
-            table["pack"] = {
-                "feature": options.pack_feature,
-                "max_gpus": max_gpus,
-                "partitions": where,
-            }
+        pack = _pack_entry(conf, options, options.pack_feature, warnings)
+        if pack is not None:
+            table["pack"] = pack
     return table, warnings
+
+
+def _topology_warnings(conf: SlurmConf, topologies: Mapping[str, GpuTopology]) -> list[str]:
+    """Refuse a topology that contradicts slurm.conf's GPU count; warn of GPU nodes with
+    none."""
+    import hostlist
+
+    warnings: list[str] = []
+    for name, node in conf.nodes.items():
+        topo = topologies.get(name)
+        if topo is not None and node.gpus and topo.gpu_count != node.gpus:
+            raise InputError(
+                f"topology of {name}: {topo.name!r} has {topo.gpu_count} GPUs, slurm.conf "
+                f"says Gres has {node.gpus} (check gres.conf / the topology map)"
+            )
+    unknown = sorted(n for n, nc in conf.nodes.items() if nc.gpus > 1 and n not in topologies)
+    if unknown:
+        warnings.append(
+            f"{len(unknown)} GPU node(s) have no NVLink topology (no gres.conf Links= and no "
+            f"topology template): {hostlist.collect_hostlist(unknown)}; requests are never "
+            "refused because of them"
+        )
+    return warnings
+
+
+def _route_file(conf: SlurmConf, route_file: Path) -> str:
+    if not route_file.is_absolute():
+        raise InputError(
+            f"--route-file: {str(route_file)!r} must be an absolute path"
+            " (slurmctld reads it from its own working directory)"
+        )
+    if IGNORE_PREFER_VALIDATION not in conf.scheduler_parameters:
+        raise InputError(
+            f"--route-file: slurm.conf has no SchedulerParameters={IGNORE_PREFER_VALIDATION}"
+            "; without it Slurm refuses a job whose --prefer names a node feature that is"
+            " gone (the service stopping removes them): add it first"
+        )
+    return str(route_file)
+
+
+def _short_first_entry(
+    conf: SlurmConf, options: RenderOptions, partitions: dict[str, object], warnings: list[str]
+) -> dict[str, object] | None:
+    """The ``short_first`` entry (None without ``--short-first``); ``--keep-scarce`` marks
+    the kept node types in ``partitions``."""
+    if options.short_first is None:
+        if (
+            options.short_first_all
+            or options.large_first is not None
+            or options.keep_scarce is not None
+        ):
+            raise InputError(
+                "--short-first-all, --large-first and --keep-scarce need --short-first SHARE"
+            )
+        check_share(options.boost_cap)
+        return None
+    prange = (
+        read_range(options.priority_config, "--priority-config")
+        if options.priority_config is not None
+        else read_range(conf.priority, "slurm.conf")
+    )
+    cap = prange.cap(options.boost_cap)
+    entry = short_first_entry(
+        options.short_first,
+        all_jobs=options.short_first_all,
+        large_gpus=options.large_first,
+        keep=options.keep_scarce,
+        cap=cap,
+    )
+    entry |= {"cap_share": options.boost_cap, "range": prange.points}
+    entry["weights"] = prange.describe()
+    warnings += _range_warnings(prange, cap)
+    if options.keep_scarce is not None:
+        _keep_scarce(partitions, options.short_first, warnings)
+    return entry
+
+
+def _pack_entry(
+    conf: SlurmConf, options: RenderOptions, feature: str, warnings: list[str]
+) -> dict[str, object] | None:
+    """The packing hint's entry; None (with a warning) when Slurm could not honour it."""
+    if not _FEATURE_RE.match(feature):
+        raise InputError(f"--pack-feature: {feature!r} is not a plain node feature name")
+    if IGNORE_PREFER_VALIDATION not in conf.scheduler_parameters:
+        warnings.append(
+            f"packing hint disabled: slurm.conf SchedulerParameters lacks "
+            f"{IGNORE_PREFER_VALIDATION} (Slurm >= 22.05.6). Without it Slurm refuses "
+            f"jobs whose --prefer={feature} matches no node of their "
+            "partition at submit time; add it, or pass --no-pack to silence this"
+        )
+        return None
+    where = _partitions_with(conf, feature)
+    if not where:
+        warnings.append(
+            f"packing hint disabled: no node in slurm.conf has the feature "
+            f"{feature} (Features=), and slurm-defrag does not set it; a "
+            "--prefer naming a feature no node has leaves pending jobs with the reason "
+            "BadConstraints. Add it to the Features= of the nodes small jobs should "
+            "fill first, or pass --no-pack to silence this"
+        )
+        return None
+    largest = max((n.gpus for n in conf.nodes.values()), default=0)
+    max_gpus = options.pack_max_gpus
+    if max_gpus is None:
+        max_gpus = max(1, largest // 2)
+    return {"feature": feature, "max_gpus": max_gpus, "partitions": where}
 
 
 def _partitions_with(conf: SlurmConf, feature: str) -> list[str]:
@@ -468,144 +492,160 @@ def _read_topology_map(path: Path) -> dict[str, str]:
     return data
 
 
+_RenderSlurmConfOpt = Annotated[
+    Path,
+    typer.Option("--slurm-conf", help="slurm.conf: nodes, GRES, partitions.", readable=False),
+]
+_RenderGresConfOpt = Annotated[
+    Path | None,
+    typer.Option(
+        "--gres-conf",
+        help="gres.conf with Links= rows "
+        "(default: SLURM_DEFRAG_SLURM_GRES_CONF, else the gres.conf beside --slurm-conf).",
+        readable=False,
+    ),
+]
+_RenderTopologyMapOpt = Annotated[
+    Path | None,
+    typer.Option(
+        "--topology-map",
+        help='JSON host list -> built-in topology, e.g. {"gpu[001-064]": "nvswitch-8"} '
+        "(default: the service's SLURM_DEFRAG_SLURM_TOPOLOGY_TEMPLATES). gres.conf Links= "
+        "win over it.",
+        readable=False,
+    ),
+]
+_RenderOutOpt = Annotated[
+    Path | None,
+    typer.Option("--out", "-o", help="Write here (atomically) instead of stdout.", readable=False),
+]
+_RenderPackFeatureOpt = Annotated[
+    str,
+    typer.Option("--pack-feature", help="Node feature the service keeps on partly used GPU nodes."),
+]
+_RenderPackMaxGpusOpt = Annotated[
+    int | None,
+    typer.Option(
+        "--pack-max-gpus",
+        min=1,
+        help="Largest one-node job (GPUs) that gets the packing hint "
+        "(default: half the largest node).",
+    ),
+]
+_RenderNoPackOpt = Annotated[
+    bool, typer.Option("--no-pack", help="No packing hint (--prefer) at all.")
+]
+_RenderNoEnforceOpt = Annotated[
+    bool,
+    typer.Option("--no-enforce", help="Record only: never refuse a request."),
+]
+_RenderNoUserProtectOpt = Annotated[
+    bool,
+    typer.Option(
+        "--no-user-protect",
+        help="Ignore users' --comment=defrag:protect opt-outs (the hook records none, and "
+        "the service honours the key from the AdminComment only).",
+    ),
+]
+_RenderServiceUserOpt = Annotated[
+    str | None,
+    typer.Option(
+        "--service-user",
+        help="The service's account (name or uid): besides root and SlurmUser, the only "
+        "one allowed to put a job into a defrag-* reservation (its hand-over).",
+    ),
+]
+_RenderRouteFileOpt = Annotated[
+    Path | None,
+    typer.Option(
+        "--route-file",
+        help="Where the service writes the per-job route (its route_file setting, for "
+        "packing_lever = fgd-route-score); default: defrag_route.lua beside the table.",
+        readable=False,
+    ),
+]
+_RenderShortFirstOpt = Annotated[
+    float | None,
+    typer.Option(
+        "--short-first",
+        help="Queue order by priority boost (a negative nice): a one-node GPU job that at "
+        "most this share of its partitions' GPU nodes can hold goes first, shortest "
+        "time limit first (e.g. 0.1).",
+    ),
+]
+_RenderShortFirstAllOpt = Annotated[
+    bool,
+    typer.Option(
+        "--short-first-all",
+        help="With --short-first: every job goes by its time limit, shortest first.",
+    ),
+]
+_RenderLargeFirstOpt = Annotated[
+    int | None,
+    typer.Option(
+        "--large-first",
+        help="With --short-first: jobs of at least this many GPUs per node go before "
+        "smaller ones (after the scarce ones), shortest time limit first.",
+    ),
+]
+_RenderKeepScarceOpt = Annotated[
+    float | None,
+    typer.Option(
+        "--keep-scarce",
+        help="With --short-first: keep the big-CPU/big-memory variants of common nodes "
+        "for the jobs only they can hold (other jobs get them in --exclude) while the "
+        "scarce jobs of the last 6 h ask for at least this share of their time "
+        "(e.g. 0.5; 0: always).",
+    ),
+]
+_RenderBoostCapOpt = Annotated[
+    float,
+    typer.Option(
+        "--boost-cap",
+        help="With --short-first: the boost is at most this share of the site's "
+        "priority range (the sum of its PriorityWeight*), so fair-share, QOS and age "
+        "keep the rest; 0: no boost (default 0.1).",
+    ),
+]
+_RenderPriorityConfigOpt = Annotated[
+    Path | None,
+    typer.Option(
+        "--priority-config",
+        readable=False,  # read by read_range: one line for a bad file
+        help="The output of `scontrol show config` ('-': stdin): the live PriorityType "
+        "and PriorityWeight* the cap is computed from (default: slurm.conf's).",
+    ),
+]
+_RenderNoTouchOpt = Annotated[
+    bool,
+    typer.Option(
+        "--no-touch",
+        help="Do not touch job_submit.lua next to --out (touching it makes slurmctld "
+        "reload the script and this table on the next submission).",
+    ),
+]
+
+
 @app.command()
 def render(
-    slurm_conf: Annotated[
-        Path,
-        typer.Option("--slurm-conf", help="slurm.conf: nodes, GRES, partitions.", readable=False),
-    ],
-    gres_conf: Annotated[
-        Path | None,
-        typer.Option(
-            "--gres-conf",
-            help="gres.conf with Links= rows "
-            "(default: SLURM_DEFRAG_SLURM_GRES_CONF, else the gres.conf beside --slurm-conf).",
-            readable=False,
-        ),
-    ] = None,
-    topology_map: Annotated[
-        Path | None,
-        typer.Option(
-            "--topology-map",
-            help='JSON host list -> built-in topology, e.g. {"gpu[001-064]": "nvswitch-8"} '
-            "(default: the service's SLURM_DEFRAG_SLURM_TOPOLOGY_TEMPLATES). gres.conf Links= "
-            "win over it.",
-            readable=False,
-        ),
-    ] = None,
-    out: Annotated[
-        Path | None,
-        typer.Option(
-            "--out", "-o", help="Write here (atomically) instead of stdout.", readable=False
-        ),
-    ] = None,
-    pack_feature: Annotated[
-        str,
-        typer.Option(
-            "--pack-feature", help="Node feature the service keeps on partly used GPU nodes."
-        ),
-    ] = DEFAULT_PACK_FEATURE,
-    pack_max_gpus: Annotated[
-        int | None,
-        typer.Option(
-            "--pack-max-gpus",
-            min=1,
-            help="Largest one-node job (GPUs) that gets the packing hint "
-            "(default: half the largest node).",
-        ),
-    ] = None,
-    no_pack: Annotated[
-        bool, typer.Option("--no-pack", help="No packing hint (--prefer) at all.")
-    ] = False,
-    no_enforce: Annotated[
-        bool,
-        typer.Option("--no-enforce", help="Record only: never refuse a request."),
-    ] = False,
-    no_user_protect: Annotated[
-        bool,
-        typer.Option(
-            "--no-user-protect",
-            help="Ignore users' --comment=defrag:protect opt-outs (the hook records none, and "
-            "the service honours the key from the AdminComment only).",
-        ),
-    ] = False,
-    service_user: Annotated[
-        str | None,
-        typer.Option(
-            "--service-user",
-            help="The service's account (name or uid): besides root and SlurmUser, the only "
-            "one allowed to put a job into a defrag-* reservation (its hand-over).",
-        ),
-    ] = None,
-    route_file: Annotated[
-        Path | None,
-        typer.Option(
-            "--route-file",
-            help="Where the service writes the per-job route (its route_file setting, for "
-            "packing_lever = fgd-route-score); default: defrag_route.lua beside the table.",
-            readable=False,
-        ),
-    ] = None,
-    short_first: Annotated[
-        float | None,
-        typer.Option(
-            "--short-first",
-            help="Queue order by priority boost (a negative nice): a one-node GPU job that at "
-            "most this share of its partitions' GPU nodes can hold goes first, shortest "
-            "time limit first (e.g. 0.1).",
-        ),
-    ] = None,
-    short_first_all: Annotated[
-        bool,
-        typer.Option(
-            "--short-first-all",
-            help="With --short-first: every job goes by its time limit, shortest first.",
-        ),
-    ] = False,
-    large_first: Annotated[
-        int | None,
-        typer.Option(
-            "--large-first",
-            help="With --short-first: jobs of at least this many GPUs per node go before "
-            "smaller ones (after the scarce ones), shortest time limit first.",
-        ),
-    ] = None,
-    keep_scarce: Annotated[
-        float | None,
-        typer.Option(
-            "--keep-scarce",
-            help="With --short-first: keep the big-CPU/big-memory variants of common nodes "
-            "for the jobs only they can hold (other jobs get them in --exclude) while the "
-            "scarce jobs of the last 6 h ask for at least this share of their time "
-            "(e.g. 0.5; 0: always).",
-        ),
-    ] = None,
-    boost_cap: Annotated[
-        float,
-        typer.Option(
-            "--boost-cap",
-            help="With --short-first: the boost is at most this share of the site's "
-            "priority range (the sum of its PriorityWeight*), so fair-share, QOS and age "
-            "keep the rest; 0: no boost (default 0.1).",
-        ),
-    ] = DEFAULT_CAP_SHARE,
-    priority_config: Annotated[
-        Path | None,
-        typer.Option(
-            "--priority-config",
-            readable=False,  # read by read_range: one line for a bad file
-            help="The output of `scontrol show config` ('-': stdin): the live PriorityType "
-            "and PriorityWeight* the cap is computed from (default: slurm.conf's).",
-        ),
-    ] = None,
-    no_touch: Annotated[
-        bool,
-        typer.Option(
-            "--no-touch",
-            help="Do not touch job_submit.lua next to --out (touching it makes slurmctld "
-            "reload the script and this table on the next submission).",
-        ),
-    ] = False,
+    slurm_conf: _RenderSlurmConfOpt,
+    gres_conf: _RenderGresConfOpt = None,
+    topology_map: _RenderTopologyMapOpt = None,
+    out: _RenderOutOpt = None,
+    pack_feature: _RenderPackFeatureOpt = DEFAULT_PACK_FEATURE,
+    pack_max_gpus: _RenderPackMaxGpusOpt = None,
+    no_pack: _RenderNoPackOpt = False,
+    no_enforce: _RenderNoEnforceOpt = False,
+    no_user_protect: _RenderNoUserProtectOpt = False,
+    service_user: _RenderServiceUserOpt = None,
+    route_file: _RenderRouteFileOpt = None,
+    short_first: _RenderShortFirstOpt = None,
+    short_first_all: _RenderShortFirstAllOpt = False,
+    large_first: _RenderLargeFirstOpt = None,
+    keep_scarce: _RenderKeepScarceOpt = None,
+    boost_cap: _RenderBoostCapOpt = DEFAULT_CAP_SHARE,
+    priority_config: _RenderPriorityConfigOpt = None,
+    no_touch: _RenderNoTouchOpt = False,
 ) -> None:
     """Write defrag_nodes.lua, the node table job_submit.lua reads."""
     from slurm_defrag.slurm.settings import load_settings

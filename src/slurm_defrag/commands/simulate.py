@@ -21,151 +21,12 @@ if TYPE_CHECKING:
     from slurm_defrag.sim.protocol_b import ResultB
 
 
-def _csv(text: str) -> list[str]:
-    return [p.strip() for p in text.split(",") if p.strip()]
-
-
-def simulate(
-    protocol: Annotated[
-        str,
-        typer.Option(
-            "--protocol",
-            "-p",
-            help="a: arrivals only to --ratio (FGD paper); b: timed, with departures.",
-        ),
-    ] = "a",
-    trace: Annotated[
-        str, typer.Option("--trace", help="openb pod-list variant (default, gpushare40, ...).")
-    ] = "default",
-    policies: Annotated[
-        str,
-        typer.Option(
-            "--policies", help="Comma list: random, first-fit, best-fit, dot-product, fgd, packing."
-        ),
-    ] = "random,first-fit,best-fit,dot-product,fgd,packing",
-    levers: Annotated[
-        str,
-        typer.Option(
-            "--levers",
-            help=f"Slurm mode: comma list of packing levers ({', '.join(LEVERS)}), "
-            "each run as policy "
-            "slurm+<lever>/<N> beside --policies; none = Slurm alone.",
-        ),
-    ] = "",
-    lever_every: Annotated[
-        str,
-        typer.Option(
-            "--lever-every", help="A: comma list of N, arrivals per service cycle (levers)."
-        ),
-    ] = "1",
-    seeds: Annotated[int, typer.Option("--seeds", min=1, help="Number of seeds.")] = 10,
-    first_seed: Annotated[
-        int, typer.Option("--first-seed", help="First seed (the artifact uses 42).")
-    ] = 42,
-    ratio: Annotated[
-        float, typer.Option("--ratio", min=0.1, help="A: arrived GPU demand / capacity.")
-    ] = 1.3,
-    order: Annotated[
-        str, typer.Option("--order", help="A: shuffle (the artifact) or trace order.")
-    ] = "shuffle",
-    loads: Annotated[
-        str, typer.Option("--loads", help="B: offered loads, x GPU capacity.")
-    ] = "0.9,1.2,1.5",
-    scale: Annotated[
-        float, typer.Option("--scale", min=0.01, max=1.0, help="B: share of nodes kept.")
-    ] = 0.125,
-    horizon_h: Annotated[
-        float, typer.Option("--horizon-h", min=0.1, help="B: hours of arrivals.")
-    ] = 18.0,
-    warmup_h: Annotated[
-        float, typer.Option("--warmup-h", min=0.0, help="B: hours not measured.")
-    ] = 6.0,
-    max_runtime_h: Annotated[
-        float, typer.Option("--max-runtime-h", min=0.01, help="B: run time cap.")
-    ] = 6.0,
-    overlay: Annotated[
-        str, typer.Option("--overlay", help="NVLink overlay: none or nvlink.")
-    ] = "none",
-    nvlink_jobs: Annotated[
-        bool, typer.Option("--nvlink-jobs/--any-gpus", help="Multi-GPU jobs need one NVLink block.")
-    ] = False,
-    defrag: Annotated[
-        str,
-        typer.Option("--defrag", help="Comma list of defrag steps: none, planner, planner-large."),
-    ] = "none",
-    requeue_cap: Annotated[
-        str,
-        typer.Option("--requeue-cap", help="A: 1 % of running jobs per defrag step, or in total."),
-    ] = "step",
-    backfill: Annotated[
-        str,
-        typer.Option(
-            "--backfill",
-            help="B: head = EASY (only the blocked head job is planned); all = every job "
-            "tested is planned, as slurmctld's sched/backfill (the cross-checked model).",
-        ),
-    ] = "head",
-    priority: Annotated[
-        str,
-        typer.Option(
-            "--priority",
-            help="B: none = every job equal, first come first served; site = "
-            "priority/multifactor with Fair Tree over seeded users, fair-share dominant.",
-        ),
-    ] = "none",
-    out: Annotated[
-        Path | None,
-        typer.Option("--out", help="Folder for results JSON and PNG plots.", readable=False),
-    ] = None,
-    json_out: JsonOpt = False,
-    traces: Annotated[
-        Path | None,
-        typer.Option(
-            "--traces",
-            envvar="SLURM_DEFRAG_TRACES",
-            help="Folder holding alibaba-gpu-v2023/ (the openb trace); env SLURM_DEFRAG_TRACES.",
-            readable=False,
-        ),
-    ] = None,
-    workload: Annotated[
-        str,
-        typer.Option(
-            "--workload",
-            help="B: openb (the trace, Poisson arrivals) or sacct:FILE, your site's own "
-            "jobs as sacct -P or sacct --json recorded them, replayed on the nodes of "
-            "--snapshot (docs/benchmarks.md, 'Your own workload').",
-        ),
-    ] = "openb",
-    snapshot: Annotated[
-        Path | None,
-        typer.Option(
-            "--snapshot",
-            "-s",
-            help="With --workload sacct:FILE: the snapshot JSON whose nodes are the "
-            "simulated cluster, - for standard input (default: read the live cluster).",
-            readable=False,
-        ),
-    ] = None,
+def _refuse_bad_choices(
+    protocol: str, order: str, requeue_cap: str, backfill: str, priority: str
 ) -> None:
-    """Replay Alibaba openb against Slurm-like placement policies (see docs/benchmarks.md).
-
-    Examples:
-
-      slurm-defrag simulate --traces DIR                      # protocol A, 10 seeds
-      slurm-defrag simulate --traces DIR --seeds 1 --policies fgd,best-fit
-      slurm-defrag simulate --traces DIR -p b --loads 1.2 --defrag none,planner
-      slurm-defrag simulate --traces DIR --out results/ --json > results.json
-      slurm-defrag simulate -p b --workload sacct:sacct.txt -s snap.json --warmup-h 1 \
-          --policies first-fit --levers shape-weights --seeds 3
-    """
-    site_file = _site_file(workload, protocol, traces)
-    from slurm_defrag.extras import require_extra
-
-    require_extra("numpy", "sim", "simulate")
-    if out is not None:
-        require_extra("matplotlib", "plot", "simulate --out (plots)")
+    """Refuse an unknown choice before the trace loads (minutes of work)."""
     from slurm_defrag import suite
-    from slurm_defrag.sim import report
+    from slurm_defrag.sim.site_priority import preset
 
     if protocol not in ("a", "b"):
         raise InputError(f"--protocol {protocol!r}: choose a or b")
@@ -174,9 +35,11 @@ def simulate(
     if requeue_cap not in ("step", "total"):
         raise InputError(f"--requeue-cap {requeue_cap!r}: choose step or total")
     suite.engine_config(backfill)  # an unknown model is refused before the trace loads
-    from slurm_defrag.sim.site_priority import preset
-
     preset(priority)  # so is an unknown priority policy
+
+
+def _chosen_policies(policies: str, levers: str, lever_every: str) -> list[str]:
+    """--policies, and a slurm-mode policy per lever and N; an unknown one is refused."""
     from slurm_defrag.sim.levers import mode_policies, parse_mode
     from slurm_defrag.sim.policies.registry import POLICIES
 
@@ -199,10 +62,185 @@ def simulate(
         raise InputError(
             f"--policies: unknown {', '.join(unknown)}; choose from {', '.join(POLICIES)}"
         )
+    return chosen
+
+
+def _loads(loads: str) -> list[float]:
     try:
-        load_list = [float(x) for x in _csv(loads)]
+        return [float(x) for x in _csv(loads)]
     except ValueError:
         raise InputError(f"--loads {loads!r}: not a comma list of numbers") from None
+
+
+def _csv(text: str) -> list[str]:
+    return [p.strip() for p in text.split(",") if p.strip()]
+
+
+_SimProtocolOpt = Annotated[
+    str,
+    typer.Option(
+        "--protocol",
+        "-p",
+        help="a: arrivals only to --ratio (FGD paper); b: timed, with departures.",
+    ),
+]
+_SimTraceOpt = Annotated[
+    str, typer.Option("--trace", help="openb pod-list variant (default, gpushare40, ...).")
+]
+_SimPoliciesOpt = Annotated[
+    str,
+    typer.Option(
+        "--policies", help="Comma list: random, first-fit, best-fit, dot-product, fgd, packing."
+    ),
+]
+_SimLeversOpt = Annotated[
+    str,
+    typer.Option(
+        "--levers",
+        help=f"Slurm mode: comma list of packing levers ({', '.join(LEVERS)}), "
+        "each run as policy "
+        "slurm+<lever>/<N> beside --policies; none = Slurm alone.",
+    ),
+]
+_SimLeverEveryOpt = Annotated[
+    str,
+    typer.Option("--lever-every", help="A: comma list of N, arrivals per service cycle (levers)."),
+]
+_SimSeedsOpt = Annotated[int, typer.Option("--seeds", min=1, help="Number of seeds.")]
+_SimFirstSeedOpt = Annotated[
+    int, typer.Option("--first-seed", help="First seed (the artifact uses 42).")
+]
+_SimRatioOpt = Annotated[
+    float, typer.Option("--ratio", min=0.1, help="A: arrived GPU demand / capacity.")
+]
+_SimOrderOpt = Annotated[
+    str, typer.Option("--order", help="A: shuffle (the artifact) or trace order.")
+]
+_SimLoadsOpt = Annotated[str, typer.Option("--loads", help="B: offered loads, x GPU capacity.")]
+_SimScaleOpt = Annotated[
+    float, typer.Option("--scale", min=0.01, max=1.0, help="B: share of nodes kept.")
+]
+_SimHorizonHOpt = Annotated[
+    float, typer.Option("--horizon-h", min=0.1, help="B: hours of arrivals.")
+]
+_SimWarmupHOpt = Annotated[
+    float, typer.Option("--warmup-h", min=0.0, help="B: hours not measured.")
+]
+_SimMaxRuntimeHOpt = Annotated[
+    float, typer.Option("--max-runtime-h", min=0.01, help="B: run time cap.")
+]
+_SimOverlayOpt = Annotated[str, typer.Option("--overlay", help="NVLink overlay: none or nvlink.")]
+_SimNvlinkJobsOpt = Annotated[
+    bool, typer.Option("--nvlink-jobs/--any-gpus", help="Multi-GPU jobs need one NVLink block.")
+]
+_SimDefragOpt = Annotated[
+    str,
+    typer.Option("--defrag", help="Comma list of defrag steps: none, planner, planner-large."),
+]
+_SimRequeueCapOpt = Annotated[
+    str,
+    typer.Option("--requeue-cap", help="A: 1 % of running jobs per defrag step, or in total."),
+]
+_SimBackfillOpt = Annotated[
+    str,
+    typer.Option(
+        "--backfill",
+        help="B: head = EASY (only the blocked head job is planned); all = every job "
+        "tested is planned, as slurmctld's sched/backfill (the cross-checked model).",
+    ),
+]
+_SimPriorityOpt = Annotated[
+    str,
+    typer.Option(
+        "--priority",
+        help="B: none = every job equal, first come first served; site = "
+        "priority/multifactor with Fair Tree over seeded users, fair-share dominant.",
+    ),
+]
+_SimOutOpt = Annotated[
+    Path | None,
+    typer.Option("--out", help="Folder for results JSON and PNG plots.", readable=False),
+]
+_SimTracesOpt = Annotated[
+    Path | None,
+    typer.Option(
+        "--traces",
+        envvar="SLURM_DEFRAG_TRACES",
+        help="Folder holding alibaba-gpu-v2023/ (the openb trace); env SLURM_DEFRAG_TRACES.",
+        readable=False,
+    ),
+]
+_SimWorkloadOpt = Annotated[
+    str,
+    typer.Option(
+        "--workload",
+        help="B: openb (the trace, Poisson arrivals) or sacct:FILE, your site's own "
+        "jobs as sacct -P or sacct --json recorded them, replayed on the nodes of "
+        "--snapshot (docs/site-workload.md).",
+    ),
+]
+_SimSnapshotOpt = Annotated[
+    Path | None,
+    typer.Option(
+        "--snapshot",
+        "-s",
+        help="With --workload sacct:FILE: the snapshot JSON whose nodes are the "
+        "simulated cluster, - for standard input (default: read the live cluster).",
+        readable=False,
+    ),
+]
+
+
+def simulate(
+    protocol: _SimProtocolOpt = "a",
+    trace: _SimTraceOpt = "default",
+    policies: _SimPoliciesOpt = "random,first-fit,best-fit,dot-product,fgd,packing",
+    levers: _SimLeversOpt = "",
+    lever_every: _SimLeverEveryOpt = "1",
+    seeds: _SimSeedsOpt = 10,
+    first_seed: _SimFirstSeedOpt = 42,
+    ratio: _SimRatioOpt = 1.3,
+    order: _SimOrderOpt = "shuffle",
+    loads: _SimLoadsOpt = "0.9,1.2,1.5",
+    scale: _SimScaleOpt = 0.125,
+    horizon_h: _SimHorizonHOpt = 18.0,
+    warmup_h: _SimWarmupHOpt = 6.0,
+    max_runtime_h: _SimMaxRuntimeHOpt = 6.0,
+    overlay: _SimOverlayOpt = "none",
+    nvlink_jobs: _SimNvlinkJobsOpt = False,
+    defrag: _SimDefragOpt = "none",
+    requeue_cap: _SimRequeueCapOpt = "step",
+    backfill: _SimBackfillOpt = "head",
+    priority: _SimPriorityOpt = "none",
+    out: _SimOutOpt = None,
+    json_out: JsonOpt = False,
+    traces: _SimTracesOpt = None,
+    workload: _SimWorkloadOpt = "openb",
+    snapshot: _SimSnapshotOpt = None,
+) -> None:
+    """Replay Alibaba openb against Slurm-like placement policies (see docs/benchmarks.md).
+
+    Examples:
+
+      slurm-defrag simulate --traces DIR                      # protocol A, 10 seeds
+      slurm-defrag simulate --traces DIR --seeds 1 --policies fgd,best-fit
+      slurm-defrag simulate --traces DIR -p b --loads 1.2 --defrag none,planner
+      slurm-defrag simulate --traces DIR --out results/ --json > results.json
+      slurm-defrag simulate -p b --workload sacct:sacct.txt -s snap.json --warmup-h 1 \
+          --policies first-fit --levers shape-weights --seeds 3
+    """
+    site_file = _site_file(workload, protocol, traces)
+    from slurm_defrag.extras import require_extra
+
+    require_extra("numpy", "sim", "simulate")
+    if out is not None:
+        require_extra("matplotlib", "plot", "simulate --out (plots)")
+    from slurm_defrag import suite
+    from slurm_defrag.sim import report
+
+    _refuse_bad_choices(protocol, order, requeue_cap, backfill, priority)
+    chosen = _chosen_policies(policies, levers, lever_every)
+    load_list = _loads(loads)
     s = suite.Suite(
         trace=trace,
         overlay=overlay,
@@ -221,10 +259,10 @@ def simulate(
         backfill=backfill,
         priority=priority,
     )
-    console = output_console()
     if site_file is not None:
         _simulate_site(s, site_file, snapshot, out, json_out)
         return
+    console = output_console()
     title = f"openb {trace}, overlay {overlay}" + (", NVLink jobs" if nvlink_jobs else "")
     if protocol == "a":
         runs_a = suite.protocol_a(s, traces=traces)

@@ -27,7 +27,7 @@ from __future__ import annotations
 import heapq
 from dataclasses import dataclass
 
-from slurm_defrag.domain.cluster import ClusterSnapshot, Job, Node, is_unknown
+from slurm_defrag.domain.cluster import ClusterSnapshot, GpuRequest, Job, Node, is_unknown
 from slurm_defrag.domain.topology import popcount
 from slurm_defrag.metrics.classes import NodeClass, NodeKind, group_nodes
 from slurm_defrag.metrics.demand import DemandItem, item_for_request, waits_on_resources
@@ -115,20 +115,10 @@ def diagnose_job(
         if scans is not None:
             scans[item] = scan
     free_in_partition, free_matching = scan.free_in_partition, scan.free_matching
-    ever_nodes, ever_gpus, n_capable = scan.ever_nodes, scan.ever_gpus, scan.n_capable
     counts = {"free_matching": free_matching, "free_in_partition": free_in_partition}
-
-    n_nodes = shape[0] if shape is not None else 1
-    if shape is None:  # spreadable --gpus=N: any free GPU of a usable node counts
-        can_start, where = free_matching >= req.gpus, f"{free_matching} usable GPUs free"
-    else:
-        names = [n.name for c in scan.fitting for n in c.members][:n_nodes]
-        can_start, where = scan.n_fitting >= n_nodes, f"fits now on {', '.join(names)}"
+    can_start, where = _starts_now(req, shape, scan)
     if can_start:
         return PendingStatus(**base, status="can-start", message=where, **counts)
-
-    reason: str | None = None
-    message: str | None = None
     if scan.unknown_nodes:
         # The unknown nodes are modelled without NVLink, which would make this job look
         # topology-fragmented or unsatisfiable: say what is actually known instead.
@@ -143,30 +133,7 @@ def diagnose_job(
             diagnosis=_scan_diagnosis(scan, item, diagnoses),
             **counts,
         )
-    if ever_nodes < n_nodes or ever_gpus < req.gpus:
-        status = "unsatisfiable"
-        if ever_nodes:  # some hardware fits, just not enough of it
-            message = (
-                f"needs {n_nodes} node(s) / {req.gpus} GPUs; its partition has only "
-                f"{ever_nodes} node(s) / {ever_gpus} GPUs that could ever host it"
-            )
-    elif n_capable < n_nodes:
-        status = "short"
-        message = (
-            f"needs {n_nodes} node(s); only {n_capable} that could host it take new "
-            "work (the others are drained, down or reserved)"
-        )
-    elif free_matching >= req.gpus:
-        status = "falsely-starved"
-        reason = "topology" if shape is not None and scan.count_ok >= n_nodes else "spatial"
-    elif free_in_partition >= req.gpus:
-        status = "falsely-starved"
-        # Free GPUs of the right model on nodes whose NVLink topology never forms the block:
-        # the hardware's wiring, not its model, keeps the job out.
-        wired = free_matching + scan.wired_out
-        reason = "topology" if wired >= req.gpus else "configuration"
-    else:
-        status = "short"
+    status, reason, message = _classify(req, shape, scan)
     diagnosis: tuple[NodeDiagnosis, ...] = ()
     more = 0
     if status == "falsely-starved":
@@ -184,6 +151,49 @@ def diagnose_job(
         diagnosis_more=more,
         **counts,
     )
+
+
+def _starts_now(req: GpuRequest, shape: tuple[int, int] | None, scan: NodeScan) -> tuple[bool, str]:
+    """(the job could start now, where)."""
+    if shape is None:  # spreadable --gpus=N: any free GPU of a usable node counts
+        return scan.free_matching >= req.gpus, f"{scan.free_matching} usable GPUs free"
+    names = [n.name for c in scan.fitting for n in c.members][: shape[0]]
+    return scan.n_fitting >= shape[0], f"fits now on {', '.join(names)}"
+
+
+def _classify(
+    req: GpuRequest, shape: tuple[int, int] | None, scan: NodeScan
+) -> tuple[str, str | None, str | None]:
+    """(status, reason, message or None for the standard one) of a job that cannot start
+    now: the hardware never suffices, too little of it takes work, or it is starved."""
+    n_nodes = shape[0] if shape is not None else 1
+    reason: str | None = None
+    message: str | None = None
+    if scan.ever_nodes < n_nodes or scan.ever_gpus < req.gpus:
+        status = "unsatisfiable"
+        if scan.ever_nodes:  # some hardware fits, just not enough of it
+            message = (
+                f"needs {n_nodes} node(s) / {req.gpus} GPUs; its partition has only "
+                f"{scan.ever_nodes} node(s) / {scan.ever_gpus} GPUs that could ever host it"
+            )
+    elif scan.n_capable < n_nodes:
+        status = "short"
+        message = (
+            f"needs {n_nodes} node(s); only {scan.n_capable} that could host it take new "
+            "work (the others are drained, down or reserved)"
+        )
+    elif scan.free_matching >= req.gpus:
+        status = "falsely-starved"
+        reason = "topology" if shape is not None and scan.count_ok >= n_nodes else "spatial"
+    elif scan.free_in_partition >= req.gpus:
+        status = "falsely-starved"
+        # Free GPUs of the right model on nodes whose NVLink topology never forms the block:
+        # the hardware's wiring, not its model, keeps the job out.
+        wired = scan.free_matching + scan.wired_out
+        reason = "topology" if wired >= req.gpus else "configuration"
+    else:
+        status = "short"
+    return status, reason, message
 
 
 def _never_verdict(kind: NodeKind, free: int, item: DemandItem) -> Verdict:
@@ -279,25 +289,7 @@ def _message(status: str, reason: str | None, gpus: int, matching: int, partitio
 
 
 def _scan(kinds: list[NodeKind], item: DemandItem) -> NodeScan:
-    rows: list[tuple[NodeClass, Verdict]] = []
-    free_in_partition = 0
-    ever_nodes = ever_gpus = unknown_nodes = 0
-    for kind in kinds:
-        if item.partition is not None and item.partition not in kind.rep.partitions:
-            continue
-        hardware = hardware_verdict(kind.rep, kind.topo, item)
-        n_kind = sum(len(c.members) for c in kind.classes)
-        if hardware is None:
-            ever_nodes += n_kind
-            ever_gpus += n_kind * kind.rep.gpu_count
-        elif hardware is Verdict.TOPOLOGY and is_unknown(kind.topo):
-            unknown_nodes += n_kind
-        structural = structural_verdict(kind.rep, kind.topo, item)
-        for cls in kind.classes:
-            free = cls.free_mask if kind.available else 0
-            free_in_partition += popcount(free) * len(cls.members)
-            v = structural or free_verdict(kind.topo, free, item)
-            rows.append((cls, v))
+    rows, free_in_partition, ever_nodes, ever_gpus, unknown_nodes = _scan_rows(kinds, item)
     k = item.gpus_per_node
     fitting = [c for c, v in rows if v is Verdict.FITS]
     capable = [
@@ -322,6 +314,33 @@ def _scan(kinds: list[NodeKind], item: DemandItem) -> NodeScan:
         ),
         unknown_nodes=unknown_nodes,
     )
+
+
+def _scan_rows(
+    kinds: list[NodeKind], item: DemandItem
+) -> tuple[list[tuple[NodeClass, Verdict]], int, int, int, int]:
+    """Each node class of the item's partition with its verdict; and the partition's free
+    GPUs, the nodes and GPUs that could ever host the item, the nodes of unknown topology."""
+    rows: list[tuple[NodeClass, Verdict]] = []
+    free_in_partition = 0
+    ever_nodes = ever_gpus = unknown_nodes = 0
+    for kind in kinds:
+        if item.partition is not None and item.partition not in kind.rep.partitions:
+            continue
+        hardware = hardware_verdict(kind.rep, kind.topo, item)
+        n_kind = sum(len(c.members) for c in kind.classes)
+        if hardware is None:
+            ever_nodes += n_kind
+            ever_gpus += n_kind * kind.rep.gpu_count
+        elif hardware is Verdict.TOPOLOGY and is_unknown(kind.topo):
+            unknown_nodes += n_kind
+        structural = structural_verdict(kind.rep, kind.topo, item)
+        for cls in kind.classes:
+            free = cls.free_mask if kind.available else 0
+            free_in_partition += popcount(free) * len(cls.members)
+            v = structural or free_verdict(kind.topo, free, item)
+            rows.append((cls, v))
+    return rows, free_in_partition, ever_nodes, ever_gpus, unknown_nodes
 
 
 def _scan_diagnosis(

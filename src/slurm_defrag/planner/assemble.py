@@ -102,20 +102,60 @@ def assemble(
     clock: Deadline | None = None,
 ) -> Plan:
     clock = clock if clock is not None else Deadline.unlimited()
-    data = ix.data
     served = set(result.served)
     victim_ids = [ix.job_ids[j] for j in result.requeued]
-    shares = []
-    for o in result.taken:
-        opt = data.options[o]
-        gpus = ",".join(map(str, indices_of(opt.mask)))
-        shares.append(f"{specs[opt.target].job.id}@{ix.node_names[opt.node]}:{gpus}:{opt.kind}")
+    shares = _shares(specs, ix, result)
     plan_id = _plan_id(snapshot, [specs[t].job.id for t in sorted(served)], victim_ids, shares)
-    tag = f"slurm-defrag:{plan_id}"
-    resv = f"defrag-{plan_id}"
-
     # Targets by value, highest first: actions and cost attribution follow that order.
     order = sorted(range(len(specs)), key=lambda t: -specs[t].value)
+    by_target, first_for, users_of = _attribution(specs, ix, result, order)
+    outcomes, chosen_nodes = _target_outcomes(specs, ix, order, by_target, first_for, served, now)
+    actions = _actions(outcomes, f"defrag-{plan_id}", f"slurm-defrag:{plan_id}")
+    victims = [_victim(snapshot, table, ix, j, users_of, outcomes) for j in result.requeued]
+    # Explanations need the whole picture (chosen costs), so they come last.
+    final = _explained(
+        snapshot, policy, specs, cands, table, ix, outcomes, chosen_nodes, cost_weight, clock
+    )
+    final.extend(_skipped_outcome(j) for j in skipped)
+    total_cost = (
+        sum(v.cost_gpu_hours for v in victims)
+        + sum(ix.data.options[o].drain_cost for o in result.taken) / MILLI
+    )
+    n_served = sum(1 for o in final if o.served)
+    stats = unproven(stats, clock.cut)
+    summary = _summary(plan_id, n_served, len(specs), victims, total_cost, stats)
+    return Plan(
+        plan_id=plan_id,
+        cluster=snapshot.cluster,
+        taken_at=snapshot.taken_at,
+        status="ok" if n_served else "empty",
+        reason="" if n_served else "no target can be served (see targets)",
+        targets=tuple(final),
+        victims=tuple(victims),
+        actions=tuple(actions),
+        total_cost_gpu_hours=total_cost,
+        total_lost_gpu_hours=sum(v.lost_gpu_hours for v in victims),
+        solver=stats,
+        explanation="\n".join([summary, *(o.explanation for o in final)]),
+    )
+
+
+def _shares(specs: list[TargetSpec], ix: Indexed, result: SolveResult) -> list[str]:
+    """Where each taken option puts its target (for the plan id)."""
+    shares = []
+    for o in result.taken:
+        opt = ix.data.options[o]
+        gpus = ",".join(map(str, indices_of(opt.mask)))
+        shares.append(f"{specs[opt.target].job.id}@{ix.node_names[opt.node]}:{gpus}:{opt.kind}")
+    return shares
+
+
+def _attribution(
+    specs: list[TargetSpec], ix: Indexed, result: SolveResult, order: list[int]
+) -> tuple[dict[int, list[int]], dict[int, int], dict[int, list[str]]]:
+    """The taken options of each target; for each victim, the first target (in value
+    order) charged its cost, and the ids of every target it is requeued for."""
+    data = ix.data
     by_target: dict[int, list[int]] = {t: [] for t in range(len(specs))}
     for o in result.taken:
         by_target[data.options[o].target].append(o)
@@ -126,68 +166,100 @@ def assemble(
             for j in data.options[o].victims:
                 first_for.setdefault(j, t)
                 users_of.setdefault(j, []).append(specs[t].job.id)
+    return by_target, first_for, users_of
 
+
+def _target_outcomes(
+    specs: list[TargetSpec],
+    ix: Indexed,
+    order: list[int],
+    by_target: dict[int, list[int]],
+    first_for: dict[int, int],
+    served: set[int],
+    now: datetime,
+) -> tuple[list[TargetOutcome], dict[int, set[str]]]:
+    """Each target's placements (by node name) and cost, in value order; and the nodes
+    chosen for each."""
+    data = ix.data
     outcomes: list[TargetOutcome] = []
-    actions: list[Action] = []
     chosen_nodes: dict[int, set[str]] = {}
     for t in order:
-        spec = specs[t]
         placements = []
         cost = 0.0
         for o in sorted(by_target[t], key=lambda o: ix.node_names[data.options[o].node]):
             opt = data.options[o]
-            mode: PlacementMode = (
-                "drain" if opt.kind is OptionKind.DRAIN else ("requeue" if opt.victims else "free")
-            )
-            placements.append(
-                Placement(
-                    node=ix.node_names[opt.node],
-                    gpus=indices_of(opt.mask),
-                    mode=mode,
-                    victims=tuple(ix.job_ids[j] for j in opt.victims),
-                    blockers=opt.blockers,
-                    free_at=now + timedelta(seconds=opt.wait_s) if mode == "drain" else None,
-                    idle_gpu_hours=opt.drain_cost / MILLI,
-                )
-            )
+            placements.append(_placement(ix, o, now))
             cost += opt.drain_cost / MILLI
             cost += sum(data.jobs[j].cost for j in opt.victims if first_for.get(j) == t) / MILLI
         chosen_nodes[t] = {p.node for p in placements}
-        outcomes.append(_outcome(t, spec, placements, cost, t in served, now))
-    acts = _actions(outcomes, resv, tag)
-    actions.extend(acts)
+        outcomes.append(_outcome(t, specs[t], placements, cost, t in served, now))
+    return outcomes, chosen_nodes
 
-    victims = []
-    for j in result.requeued:
-        jid = ix.job_ids[j]
-        job = snapshot.job_by_id[jid]
-        c = table.costs[table.index[jid]]
-        for_t = tuple(dict.fromkeys(users_of.get(j, [])))
-        victims.append(
-            Victim(
-                job_id=jid,
-                name=job.name,
-                user=job.user,
-                account=job.account,
-                partition=job.partition,
-                qos=job.qos,
-                gpus={n: tuple(sorted(i)) for n, i in sorted(job.gpus.items())},
-                gpu_count=job.gpu_count,
-                since=c.since,
-                since_source=c.since_source,
-                lost_gpu_hours=c.lost_gpu_hours,
-                weight=c.weight,
-                cost_gpu_hours=c.cost,
-                for_targets=for_t,
-                reason=_victim_reason(job, for_t, outcomes, c.since_source),
-            )
-        )
 
-    # Explanations need the whole picture (chosen costs), so they come last.
-    final = []
+def _placement(ix: Indexed, o: int, now: datetime) -> Placement:
+    opt = ix.data.options[o]
+    mode: PlacementMode = (
+        "drain" if opt.kind is OptionKind.DRAIN else ("requeue" if opt.victims else "free")
+    )
+    return Placement(
+        node=ix.node_names[opt.node],
+        gpus=indices_of(opt.mask),
+        mode=mode,
+        victims=tuple(ix.job_ids[j] for j in opt.victims),
+        blockers=opt.blockers,
+        free_at=now + timedelta(seconds=opt.wait_s) if mode == "drain" else None,
+        idle_gpu_hours=opt.drain_cost / MILLI,
+    )
+
+
+def _victim(
+    snapshot: ClusterSnapshot,
+    table: JobTable,
+    ix: Indexed,
+    j: int,
+    users_of: dict[int, list[str]],
+    outcomes: list[TargetOutcome],
+) -> Victim:
+    jid = ix.job_ids[j]
+    job = snapshot.job_by_id[jid]
+    c = table.costs[table.index[jid]]
+    for_t = tuple(dict.fromkeys(users_of.get(j, [])))
+    return Victim(
+        job_id=jid,
+        name=job.name,
+        user=job.user,
+        account=job.account,
+        partition=job.partition,
+        qos=job.qos,
+        gpus={n: tuple(sorted(i)) for n, i in sorted(job.gpus.items())},
+        gpu_count=job.gpu_count,
+        since=c.since,
+        since_source=c.since_source,
+        lost_gpu_hours=c.lost_gpu_hours,
+        weight=c.weight,
+        cost_gpu_hours=c.cost,
+        for_targets=for_t,
+        reason=_victim_reason(job, for_t, outcomes, c.since_source),
+    )
+
+
+def _explained(
+    snapshot: ClusterSnapshot,
+    policy: Policy,
+    specs: list[TargetSpec],
+    cands: Candidates,
+    table: JobTable,
+    ix: Indexed,
+    outcomes: list[TargetOutcome],
+    chosen_nodes: dict[int, set[str]],
+    cost_weight: int,
+    clock: Deadline,
+) -> list[TargetOutcome]:
+    """The outcomes with their explanation and node notes."""
     waived = ProtectionCosts(snapshot, cands, table)
-    caps = {c.user: c for c in data.limits.served_caps}
+    caps = {c.user: c for c in ix.data.limits.served_caps}
     index = {s.job.id: i for i, s in enumerate(specs)}
+    final = []
     for out in outcomes:
         t = index[out.job_id]
         unexamined = cands.info[t].unexamined
@@ -214,38 +286,26 @@ def assemble(
                 )
             text += waived.sentence(specs[t], t, out.cost_gpu_hours if out.served else None)
         final.append(out.model_copy(update={"explanation": text, "node_notes": notes}))
-    final.extend(_skipped_outcome(j) for j in skipped)
+    return final
 
-    total_cost = (
-        sum(v.cost_gpu_hours for v in victims)
-        + sum(data.options[o].drain_cost for o in result.taken) / MILLI
-    )
-    n_served = sum(1 for o in final if o.served)
-    status = "ok" if n_served else "empty"
-    stats = unproven(stats, clock.cut)
+
+def _summary(
+    plan_id: str,
+    n_served: int,
+    n_targets: int,
+    victims: list[Victim],
+    total_cost: float,
+    stats: SolveStats,
+) -> str:
     summary = (
-        f"Plan {plan_id}: serves {n_served} of {len(specs)} target(s), requeues "
+        f"Plan {plan_id}: serves {n_served} of {n_targets} target(s), requeues "
         f"{len(victims)} job(s) losing {sum(v.lost_gpu_hours for v in victims):.2f} "
         f"GPU-hours (cost {total_cost:.2f}); solver {stats.status}, "
         f"optimality {stats.optimality}."
     )
     if stats.cut_short:
         summary += f" Cut short: {', '.join(stats.cut_short)} (no bound is proven)."
-    explanation = "\n".join([summary, *(o.explanation for o in final)])
-    return Plan(
-        plan_id=plan_id,
-        cluster=snapshot.cluster,
-        taken_at=snapshot.taken_at,
-        status=status,
-        reason="" if n_served else "no target can be served (see targets)",
-        targets=tuple(final),
-        victims=tuple(victims),
-        actions=tuple(actions),
-        total_cost_gpu_hours=total_cost,
-        total_lost_gpu_hours=sum(v.lost_gpu_hours for v in victims),
-        solver=stats,
-        explanation=explanation,
-    )
+    return summary
 
 
 def _outcome(

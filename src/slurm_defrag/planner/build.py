@@ -124,26 +124,76 @@ def to_problem(
     now: datetime,
     ceilings: list[Ceiling | None] | None = None,
 ) -> Indexed:
+    kept = _kept_options(snapshot, specs, cands, table, ceilings)
+    jobs_used = sorted({j for o in kept for j in o.victims})
+    job_new = {j: i for i, j in enumerate(jobs_used)}
+    nodes_used = _nodes_used(snapshot, table, kept, jobs_used)
+    node_new = {n: i for i, n in enumerate(nodes_used)}
+    domains = tuple(sorted({d.name for d in snapshot.nvlink_domains}))
+    node_data = _node_data(snapshot, nodes_used, domains)
+    by_id = snapshot.job_by_id
+    users = tuple(sorted({by_id[table.ids[j]].user for j in jobs_used}))
+    job_data = _job_data(snapshot, table, jobs_used, node_new, users)
+    option_list = _option_data(kept, node_new, job_new)
+    targets = tuple(
+        TargetData(
+            s.job.id,
+            s.value,
+            s.nodes,
+            s.item.gpus_per_node,
+            s.same_domain,
+            s.job.cpus_per_node,
+            s.job.memory_mb_per_node,
+            s.job.user,
+        )
+        for s in specs
+    )
+    limits = _limit_data(specs, option_list, job_data, users, budget)
+    options = tuple(option_list)
+    data = ProblemData(targets, tuple(node_data), tuple(job_data), users, options, limits, domains)
+    return Indexed(
+        data,
+        tuple(snapshot.nodes[n].name for n in nodes_used),
+        tuple(table.ids[j] for j in jobs_used),
+        tuple(kept),
+    )
+
+
+def _kept_options(
+    snapshot: ClusterSnapshot,
+    specs: list[TargetSpec],
+    cands: Candidates,
+    table: JobTable,
+    ceilings: list[Ceiling | None] | None,
+) -> list[RawOption]:
+    """The candidate options whose host demand fits and that are worth their cost."""
     # Per option only what can drop it: nodes with host data, targets with a ceiling
     # (228,000 options on the 10,000-node bench, nearly always neither).
     tracked = {o.node for o in cands.options if _host_tracked(snapshot.nodes[o.node])}
     caps = ceilings if ceilings is not None and any(c is not None for c in ceilings) else None
-    kept = [
+    return [
         o
         for o in cands.options
         if (o.node not in tracked or _host_fits(snapshot, specs[o.target].job, o, table))
         and (caps is None or (cap := caps[o.target]) is None or cap.admits(o))
     ]
-    jobs_used = sorted({j for o in kept for j in o.victims})
-    job_new = {j: i for i, j in enumerate(jobs_used)}
+
+
+def _nodes_used(
+    snapshot: ClusterSnapshot, table: JobTable, kept: list[RawOption], jobs_used: list[int]
+) -> list[int]:
+    """The options' nodes and every node a candidate victim runs on (sorted indices)."""
     node_set = {o.node for o in kept}
     by_id = snapshot.job_by_id
     for j in jobs_used:
         for name in by_id[table.ids[j]].gpus:
             node_set.add(table.node_index[name])
-    nodes_used = sorted(node_set)
-    node_new = {n: i for i, n in enumerate(nodes_used)}
-    domains = tuple(sorted({d.name for d in snapshot.nvlink_domains}))
+    return sorted(node_set)
+
+
+def _node_data(
+    snapshot: ClusterSnapshot, nodes_used: list[int], domains: tuple[str, ...]
+) -> list[NodeData]:
     dom_idx = {d: i for i, d in enumerate(domains)}
     node_data = []
     for n in nodes_used:
@@ -159,7 +209,17 @@ def to_problem(
                 node.memory_free_mb,
             )
         )
-    users = tuple(sorted({by_id[table.ids[j]].user for j in jobs_used}))
+    return node_data
+
+
+def _job_data(
+    snapshot: ClusterSnapshot,
+    table: JobTable,
+    jobs_used: list[int],
+    node_new: dict[int, int],
+    users: tuple[str, ...],
+) -> list[JobData]:
+    by_id = snapshot.job_by_id
     user_idx = {u: i for i, u in enumerate(users)}
     job_data = []
     for j in jobs_used:
@@ -179,6 +239,12 @@ def to_problem(
                 job.memory_mb_per_node,
             )
         )
+    return job_data
+
+
+def _option_data(
+    kept: list[RawOption], node_new: dict[int, int], job_new: dict[int, int]
+) -> list[OptionData]:
     # Members of a class carry copies of the same options: convert each placement once.
     converted: dict[tuple[object, ...], tuple[int, tuple[int, ...], int]] = {}
     option_list = []
@@ -196,36 +262,25 @@ def to_problem(
                 o.target, hit[0], o.mask, o.kind, hit[1], o.busy, hit[2], o.wait_s, o.blockers
             )
         )
-    options = tuple(option_list)
-    targets = tuple(
-        TargetData(
-            s.job.id,
-            s.value,
-            s.nodes,
-            s.item.gpus_per_node,
-            s.same_domain,
-            s.job.cpus_per_node,
-            s.job.memory_mb_per_node,
-            s.job.user,
-        )
-        for s in specs
-    )
+    return option_list
+
+
+def _limit_data(
+    specs: list[TargetSpec],
+    option_list: list[OptionData],
+    job_data: list[JobData],
+    users: tuple[str, ...],
+    budget: Budget,
+) -> LimitData:
     lost_caps = tuple(
         None if (x := budget.per_user_lost.get(u)) is None else to_milli(x) for u in users
     )
-    limits = LimitData(
+    return LimitData(
         max_victims=budget.victims,
         max_lost=None if budget.gpu_hours is None else to_milli(budget.gpu_hours),
         user_caps=tuple(budget.per_user.get(u) for u in users) if budget.per_user else (),
         user_lost_caps=lost_caps if budget.per_user_lost else (),
         served_caps=_served_caps(specs, option_list, job_data, users, budget),
-    )
-    data = ProblemData(targets, tuple(node_data), tuple(job_data), users, options, limits, domains)
-    return Indexed(
-        data,
-        tuple(snapshot.nodes[n].name for n in nodes_used),
-        tuple(table.ids[j] for j in jobs_used),
-        tuple(kept),
     )
 
 

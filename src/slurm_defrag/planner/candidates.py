@@ -753,11 +753,7 @@ class CandidateBuilder:
     ) -> tuple[list[set[int]], set[int], dict[int, dict[Geometry, set[int]]]]:
         """(singleton nodes per target, nodes kept whole, co-hosting blocks per node)."""
         full_nodes: set[int] = set()
-        # A class: one demand, geometry and eligible list (a job's own -w/-x/--constraint
-        # gives it a list of its own; the exchange argument holds within one list).
-        classes: dict[tuple[DemandItem, bool, Geometry, int], list[int]] = defaultdict(list)
-        for t, spec in enumerate(self.targets):
-            classes[(spec.item, spec.same_domain, spec.geometry, id(infos[t].eligible))].append(t)
+        classes = self._classes(infos)
         # Targets of one demand share their eligible list (eligibility()): one pool set,
         # one "kept whole" scan and one overlap test per distinct list, not per target or
         # class (500 targets x 10,000 nodes was 5 million set insertions and lookups).
@@ -785,17 +781,7 @@ class CandidateBuilder:
             if whole is None:  # shared victims, or too many victim sets to rank
                 whole = whole_of[pid] = self._kept_whole(info.eligible)
             full_nodes |= whole
-            # At most this many nodes of the pool are ever used: shares of targets that
-            # can use some node of it.
-            pool = pools[members[0]]
-            m_shares = 0
-            for s, p in zip(self.targets, pools, strict=True):
-                key = (pid, id(p))
-                hit = meets.get(key)
-                if hit is None:
-                    hit = meets[key] = not pool.isdisjoint(p)
-                if hit:
-                    m_shares += s.nodes
+            m_shares = self._shares_meeting(pid, pools[members[0]], pools, meets)
             own = sum(self.targets[t].nodes for t in members)
             ranked, theta = self.rank(info.eligible, g, m_shares, own)
             keep = {n for _, n in ranked}
@@ -803,6 +789,41 @@ class CandidateBuilder:
                 kept[t] = keep
                 infos[t].ranked = ranked
             pool_entries[pid].append((g, theta, len(members)))
+        return kept, full_nodes, self._cohosting(pool_entries, pool_of, full_nodes)
+
+    def _classes(
+        self, infos: list[TargetInfo]
+    ) -> dict[tuple[DemandItem, bool, Geometry, int], list[int]]:
+        """Targets by class: one demand, geometry and eligible list (a job's own
+        -w/-x/--constraint gives it a list of its own; the exchange argument holds within
+        one list)."""
+        classes: dict[tuple[DemandItem, bool, Geometry, int], list[int]] = defaultdict(list)
+        for t, spec in enumerate(self.targets):
+            classes[(spec.item, spec.same_domain, spec.geometry, id(infos[t].eligible))].append(t)
+        return classes
+
+    def _shares_meeting(
+        self, pid: int, pool: set[int], pools: list[set[int]], meets: dict[tuple[int, int], bool]
+    ) -> int:
+        """At most this many nodes of the pool are ever used: shares of targets that can
+        use some node of it (``meets`` memoizes the overlap test per pair of pools)."""
+        m_shares = 0
+        for s, p in zip(self.targets, pools, strict=True):
+            key = (pid, id(p))
+            hit = meets.get(key)
+            if hit is None:
+                hit = meets[key] = not pool.isdisjoint(p)
+            if hit:
+                m_shares += s.nodes
+        return m_shares
+
+    def _cohosting(
+        self,
+        pool_entries: dict[int, list[tuple[Geometry, float, int]]],
+        pool_of: dict[int, set[int]],
+        full_nodes: set[int],
+    ) -> dict[int, dict[Geometry, set[int]]]:
+        """Co-hosting blocks per node not kept whole."""
         # Per node, the entries of every pool holding it (order does not matter to
         # _bargains: it takes maxima and sums).
         at_node: dict[int, list[tuple[Geometry, float, int]]] = defaultdict(list)
@@ -817,7 +838,7 @@ class CandidateBuilder:
                 blocks = self._bargains(n, entries)
                 if blocks:
                     cohost[n] = blocks
-        return kept, full_nodes, cohost
+        return cohost
 
     def _kept_whole(self, eligible: list[int]) -> set[int]:
         """Nodes whose every option is kept: shared victims, or too many victim sets."""

@@ -84,66 +84,12 @@ def node_notes(
     eligible nodes with the lowest cost bounds: enough to rank what is shown.
     """
     info = cands.info[t]
-    b = cands.builder
-    g = spec.geometry
-    index = b.node_index
-    chosen_idx = {index[name] for name in chosen}
-    if info.ranked is not None:  # pruned: the class ranking has the cheapest nodes
-        others = [n for _, n in info.ranked if n not in chosen_idx]
-    else:
-        others = [
-            n
-            for _, n in sorted(
-                (b.lower_bound(n, g), n) for n in info.eligible if n not in chosen_idx
-            )
-        ]
-    shown = sorted(chosen_idx) + others[:MAX_NOTES]
+    chosen_idx = {cands.builder.node_index[name] for name in chosen}
     chosen_models = {snapshot.node_by_name[n].gpu_model for n in chosen}
-    possible: list[tuple[int, NodeNote]] = []
-    for n in shown:
-        node = snapshot.nodes[n]
-        opts = [o for o in b.single(n, g) if o is not None]
-        swaps = [] if opts else _swaps_on(cands, n, spec)
-        if not opts and n in chosen_idx:  # hosted beside other shares of the plan only
-            detail = "beside other shares of the plan"
-            if swaps:
-                detail += "; alone it would requeue a job as large as its share: " + (
-                    _jobs_text(snapshot, cands, table, swaps)
-                )
-            verdict, cost, rank = "chosen", None, -1
-        elif swaps:
-            verdict, detail, cost = (
-                "swap",
-                f"every {g} block requeues a job as large as the share, which frees "
-                "nothing (it only moves who waits): " + _jobs_text(snapshot, cands, table, swaps),
-                None,
-            )
-            rank = 1 << 62
-        elif not opts:
-            verdict, detail, cost = (
-                "protected",
-                _blocked_text(snapshot, cands, table, n, spec),
-                None,
-            )
-            rank = 1 << 62
-        else:
-            best = min(opts, key=lambda o: o.composite(weight))
-            verdict = "chosen" if node.name in chosen else "possible"
-            detail = ("cheapest alone: " if verdict == "possible" else "") + _way(
-                best, table, snapshot
-            )
-            cost = best.cost / MILLI
-            rank = -1 if verdict == "chosen" else best.composite(weight)
-        if (
-            spec.item.gpu_model is None
-            and chosen_models
-            and node.gpu_model not in chosen_models
-            and node.name not in chosen
-        ):
-            detail = f"{node.gpu_model}, eligible since the job asks for no GPU model; " + detail
-        possible.append(
-            (rank, NodeNote(node=node.name, verdict=verdict, detail=detail, cost_gpu_hours=cost))
-        )
+    possible = [
+        _eligible_note(snapshot, spec, cands, table, n, chosen, chosen_idx, chosen_models, weight)
+        for n in _shown_nodes(cands, t, spec, chosen_idx)
+    ]
     possible.sort(key=lambda p: (p[0], p[1].node))
     notes = [n for _, n in possible]
     # Only as many "can never host it" notes as the cap keeps: text for every ineligible
@@ -164,6 +110,87 @@ def node_notes(
         rest = [x for x in notes if x.verdict != "chosen"]
         notes = keep + rest[: max(0, MAX_NOTES - len(keep))]
     return tuple(notes)
+
+
+def _shown_nodes(cands: Candidates, t: int, spec: TargetSpec, chosen_idx: set[int]) -> list[int]:
+    """The chosen nodes, then the ``MAX_NOTES`` eligible others with the lowest bounds."""
+    info = cands.info[t]
+    b = cands.builder
+    if info.ranked is not None:  # pruned: the class ranking has the cheapest nodes
+        others = [n for _, n in info.ranked if n not in chosen_idx]
+    else:
+        others = [
+            n
+            for _, n in sorted(
+                (b.lower_bound(n, spec.geometry), n) for n in info.eligible if n not in chosen_idx
+            )
+        ]
+    return sorted(chosen_idx) + others[:MAX_NOTES]
+
+
+def _eligible_note(
+    snapshot: ClusterSnapshot,
+    spec: TargetSpec,
+    cands: Candidates,
+    table: JobTable,
+    n: int,
+    chosen: set[str],
+    chosen_idx: set[int],
+    chosen_models: set[str | None],
+    weight: int,
+) -> tuple[int, NodeNote]:
+    """(rank, note) for eligible node ``n``: chosen first, then by cost, then the nodes
+    that cannot free a block."""
+    node = snapshot.nodes[n]
+    verdict, detail, cost, rank = _eligible_verdict(
+        snapshot, spec, cands, table, n, chosen, chosen_idx, weight
+    )
+    if (
+        spec.item.gpu_model is None
+        and chosen_models
+        and node.gpu_model not in chosen_models
+        and node.name not in chosen
+    ):
+        detail = f"{node.gpu_model}, eligible since the job asks for no GPU model; " + detail
+    return rank, NodeNote(node=node.name, verdict=verdict, detail=detail, cost_gpu_hours=cost)
+
+
+def _eligible_verdict(
+    snapshot: ClusterSnapshot,
+    spec: TargetSpec,
+    cands: Candidates,
+    table: JobTable,
+    n: int,
+    chosen: set[str],
+    chosen_idx: set[int],
+    weight: int,
+) -> tuple[str, str, float | None, int]:
+    """(verdict, detail, cost in GPU-hours, rank) of eligible node ``n``."""
+    g = spec.geometry
+    opts = [o for o in cands.builder.single(n, g) if o is not None]
+    swaps = [] if opts else _swaps_on(cands, n, spec)
+    if not opts and n in chosen_idx:  # hosted beside other shares of the plan only
+        detail = "beside other shares of the plan"
+        if swaps:
+            detail += "; alone it would requeue a job as large as its share: " + (
+                _jobs_text(snapshot, cands, table, swaps)
+            )
+        return "chosen", detail, None, -1
+    if swaps:
+        return (
+            "swap",
+            f"every {g} block requeues a job as large as the share, which frees "
+            "nothing (it only moves who waits): " + _jobs_text(snapshot, cands, table, swaps),
+            None,
+            1 << 62,
+        )
+    if not opts:
+        return "protected", _blocked_text(snapshot, cands, table, n, spec), None, 1 << 62
+    best = min(opts, key=lambda o: o.composite(weight))
+    verdict = "chosen" if snapshot.nodes[n].name in chosen else "possible"
+    detail = ("cheapest alone: " if verdict == "possible" else "") + _way(best, table, snapshot)
+    rank = -1 if verdict == "chosen" else best.composite(weight)
+    return verdict, detail, best.cost / MILLI, rank
 
 
 MAX_SWAPS = 6
@@ -227,42 +254,12 @@ def unserved_reason(
         return f"{head}its own node limits are not modelled, so no block is freed: {unreadable}"
     info = cands.info[t]
     if not info.eligible:
-        counts = cands.builder.verdict_counts(info.ineligible)
-        if not counts:
-            return head + f"no node in partition {spec.job.partition or '(any)'}"
-        return (
-            head
-            + "no node can ever host it: "
-            + ", ".join(f"{v} ({k} nodes)" for v, k in sorted(counts.items()))
-        )
+        return head + _no_eligible_text(cands, spec, t)
     b = cands.builder
     g = spec.geometry
     able = b.able_nodes(info.eligible, g)
-    if not able and any(b.gpus_way(n, g) for n in info.eligible):
-        return head + "no node can give its CPUs and memory, even requeueing every job it may"
-    swaps = [] if able else [x for n in info.eligible for x in _swaps_on(cands, n, spec)]
-    if swaps:
-        return head + (
-            "the only ways to free its GPUs requeue jobs as large as its share there, which "
-            "frees nothing (it only moves who waits): " + _jobs_text(snapshot, cands, table, swaps)
-        )
     if not able:
-        reasons: Counter[str] = Counter()
-        holders: set[str] = set()
-        for n in info.eligible:
-            st = cands.states.get(n)
-            if st is None:
-                continue
-            for i, bid in enumerate(st.blocker_ids):
-                if bid is not None and st.immovable >> i & 1 and bid not in holders:
-                    holders.add(bid)
-                    for r in table.protected.get(bid, ("held by a job not in the snapshot",)):
-                        reasons[r.split(" (")[0] if r.startswith("name=") else r] += 1
-        return (
-            head
-            + f"all {len(holders)} candidate victims are protected: "
-            + ", ".join(f"{r} ({k})" if k > 1 else r for r, k in reasons.most_common())
-        )
+        return head + _no_able_text(snapshot, cands, table, spec, t)
     if len(able) < spec.nodes:
         return head + (f"needs {spec.nodes} nodes, only {len(able)} can host a share")
     ranked, _ = b.rank(able, g, 1)
@@ -273,33 +270,84 @@ def unserved_reason(
         key=lambda o: (o.cost, len(o.victims)),
     )
     node = snapshot.nodes[best.node].name
-    lim = policy.limits
+    over = None
     if best.kind is OptionKind.REQUEUE:
-        if lim.max_victims_per_plan is not None and len(best.victims) > lim.max_victims_per_plan:
-            return head + (
-                f"its cheapest placement ({node}: {_way(best, table, snapshot)}) "
-                f"needs {len(best.victims)} requeues, limits.max_victims_per_plan "
-                f"allows {lim.max_victims_per_plan}"
-            )
-        lost = sum(table.costs[j].lost_gpu_hours for j in best.victims)
-        gh = lim.max_gpu_hours_lost_per_plan
-        if gh is not None and lost > gh:
-            return head + (
-                f"its cheapest placement ({node}) loses {lost:.2f} GPU-hours, "
-                f"limits.max_gpu_hours_lost_per_plan allows {gh:g}"
-            )
-        if served_cap is not None:
-            spent = _budget_spent(spec, best, table, node, served_cap)
-            if spent:
-                return head + spent
-    worth = _not_worth(policy, spec, best, table, node, cands, t)
-    if worth:
-        return head + worth
+        over = _over_limits(snapshot, policy, spec, best, table, node, served_cap)
+    why = over or _not_worth(policy, spec, best, table, node, cands, t)
+    if why:
+        return head + why
     return head + (
         "the GPUs or the limit budget it needs went to higher-value targets "
         f"(its cheapest placement alone: {node}: {_way(best, table, snapshot)}); "
         "limits: " + _limits_text(policy)
     )
+
+
+def _no_eligible_text(cands: Candidates, spec: TargetSpec, t: int) -> str:
+    counts = cands.builder.verdict_counts(cands.info[t].ineligible)
+    if not counts:
+        return f"no node in partition {spec.job.partition or '(any)'}"
+    return "no node can ever host it: " + ", ".join(
+        f"{v} ({k} nodes)" for v, k in sorted(counts.items())
+    )
+
+
+def _no_able_text(
+    snapshot: ClusterSnapshot, cands: Candidates, table: JobTable, spec: TargetSpec, t: int
+) -> str:
+    """Why no eligible node can free a block: host demand, the swap rule, or protections."""
+    b, g, eligible = cands.builder, spec.geometry, cands.info[t].eligible
+    if any(b.gpus_way(n, g) for n in eligible):
+        return "no node can give its CPUs and memory, even requeueing every job it may"
+    swaps = [x for n in eligible for x in _swaps_on(cands, n, spec)]
+    if swaps:
+        return (
+            "the only ways to free its GPUs requeue jobs as large as its share there, which "
+            "frees nothing (it only moves who waits): " + _jobs_text(snapshot, cands, table, swaps)
+        )
+    reasons: Counter[str] = Counter()
+    holders: set[str] = set()
+    for n in eligible:
+        st = cands.states.get(n)
+        if st is None:
+            continue
+        for i, bid in enumerate(st.blocker_ids):
+            if bid is not None and st.immovable >> i & 1 and bid not in holders:
+                holders.add(bid)
+                for r in table.protected.get(bid, ("held by a job not in the snapshot",)):
+                    reasons[r.split(" (")[0] if r.startswith("name=") else r] += 1
+    return f"all {len(holders)} candidate victims are protected: " + ", ".join(
+        f"{r} ({k})" if k > 1 else r for r, k in reasons.most_common()
+    )
+
+
+def _over_limits(
+    snapshot: ClusterSnapshot,
+    policy: Policy,
+    spec: TargetSpec,
+    best: RawOption,
+    table: JobTable,
+    node: str,
+    served_cap: ServedCap | None,
+) -> str | None:
+    """Which plan or beneficiary limit the cheapest requeue placement breaks (None: none)."""
+    lim = policy.limits
+    if lim.max_victims_per_plan is not None and len(best.victims) > lim.max_victims_per_plan:
+        return (
+            f"its cheapest placement ({node}: {_way(best, table, snapshot)}) "
+            f"needs {len(best.victims)} requeues, limits.max_victims_per_plan "
+            f"allows {lim.max_victims_per_plan}"
+        )
+    lost = sum(table.costs[j].lost_gpu_hours for j in best.victims)
+    gh = lim.max_gpu_hours_lost_per_plan
+    if gh is not None and lost > gh:
+        return (
+            f"its cheapest placement ({node}) loses {lost:.2f} GPU-hours, "
+            f"limits.max_gpu_hours_lost_per_plan allows {gh:g}"
+        )
+    if served_cap is not None:
+        return _budget_spent(spec, best, table, node, served_cap)
+    return None
 
 
 def _budget_spent(

@@ -90,13 +90,7 @@ def _make_plan(
         )
         return empty_plan(snapshot, "empty", why, skipped=skipped)
 
-    table = JobTable(
-        snapshot,
-        now,
-        policy.cost,
-        compile_protections(policy.protections, now),
-        {n.name: i for i, n in enumerate(snapshot.nodes)},
-    )
+    table = _job_table(snapshot, policy, now)
     max_gpus = max((n.gpu_count for n in snapshot.nodes), default=0)
     cost_weight = sum(s.nodes for s in specs) * max_gpus + 1
     builder = CandidateBuilder(
@@ -121,13 +115,7 @@ def _make_plan(
     deadline = clock.end("solve")
     fallback = prune and full <= settings.exact_fallback_max_options and not clock.cut
     if clock.over("problem"):  # no time to build and solve a model: the greedy plan
-        clock.note("solver")
-        result = greedy_result(ix.data, True, _preferred(ix, specs, previous), deadline)
-        if time.perf_counter() > deadline:  # it stopped on the clock: targets left untried
-            clock.note("greedy")
-        stats = _stats(
-            result, ix.data, Weights.for_problem(ix.data), "feasible", len(split(ix.data)), prune
-        )
+        result, stats = _greedy_only(ix, _preferred(ix, specs, previous), clock, deadline, prune)
     else:
         result, maybe = _solve(
             ix.data,
@@ -165,6 +153,30 @@ def _make_plan(
     return assemble(
         snapshot, policy, specs, skipped, cands, table, ix, result, stats, now, cost_weight, clock
     )
+
+
+def _job_table(snapshot: ClusterSnapshot, policy: Policy, now: datetime) -> JobTable:
+    return JobTable(
+        snapshot,
+        now,
+        policy.cost,
+        compile_protections(policy.protections, now),
+        {n.name: i for i, n in enumerate(snapshot.nodes)},
+    )
+
+
+def _greedy_only(
+    ix: Indexed, prefer: frozenset[int], clock: Deadline, deadline: float, prune: bool
+) -> tuple[SolveResult, SolveStats]:
+    """The greedy plan alone, when no time is left to build and solve a model."""
+    clock.note("solver")
+    result = greedy_result(ix.data, True, prefer, deadline)
+    if time.perf_counter() > deadline:  # it stopped on the clock: targets left untried
+        clock.note("greedy")
+    stats = _stats(
+        result, ix.data, Weights.for_problem(ix.data), "feasible", len(split(ix.data)), prune
+    )
+    return result, stats
 
 
 def _target_jobs(
@@ -397,6 +409,11 @@ def _all_unserved(data: ProblemData, w: Weights) -> int:
 def _within_limits(data: ProblemData, taken: Sequence[int], requeued: Sequence[int]) -> bool:
     """Does the plan (taken options, requeued jobs) keep every limit, counted as the
     limited model counts them?"""
+    return _within_plan_limits(data, requeued) and _within_served_caps(data, taken)
+
+
+def _within_plan_limits(data: ProblemData, requeued: Sequence[int]) -> bool:
+    """The plan's victim and lost-work limits, in total and per victim's user."""
     lim = data.limits
     if lim.max_victims is not None and len(requeued) > lim.max_victims:
         return False
@@ -411,6 +428,12 @@ def _within_limits(data: ProblemData, taken: Sequence[int], requeued: Sequence[i
             and sum(data.jobs[j].lost for j in requeued if data.jobs[j].user == u) > lost
         ):
             return False
+    return True
+
+
+def _within_served_caps(data: ProblemData, taken: Sequence[int]) -> bool:
+    """The beneficiary caps: other users' jobs requeued for each capped user's targets."""
+    lim = data.limits
     served: dict[int, set[int]] = {}
     for o in taken:
         c = data.target_cap[data.options[o].target]

@@ -14,12 +14,13 @@ plan of the same snapshot takes about a second (``bench/cycle_bench.py``).
 from __future__ import annotations
 
 import hashlib
+from collections.abc import Callable
 from datetime import datetime, timedelta
 
 from slurm_defrag.domain.cluster import ClusterSnapshot, Job
 from slurm_defrag.policy.file import Policy
 from slurm_defrag.policy.limits import PreemptionHistory
-from slurm_defrag.policy.protections import compile_protections
+from slurm_defrag.policy.protections import Protector, compile_protections
 
 
 def plan_inputs_fingerprint(
@@ -39,6 +40,19 @@ def plan_inputs_fingerprint(
     for strategy in policy.build_strategies():
         for c in strategy.propose(snapshot):
             seen.setdefault(c.job_id)
+    partitions = _add_targets(add, snapshot, policy, seen)
+    users = _add_nodes(add, snapshot, partitions, compile_protections(policy.protections, now))
+    _add_history(add, snapshot, policy, history, now, seen, users)
+    return h.hexdigest(), list(seen)
+
+
+_Add = Callable[..., None]
+
+
+def _add_targets(
+    add: _Add, snapshot: ClusterSnapshot, policy: Policy, seen: dict[str, None]
+) -> set[str]:
+    """The targets' fields a plan reads; returns their partitions."""
     partitions: set[str] = set()
     for jid in seen:
         job = snapshot.job_by_id[jid]
@@ -57,7 +71,14 @@ def plan_inputs_fingerprint(
             # would re-plan a steady cluster every cycle
             job.planned_start if policy.cost.target_wait_weight > 0 else None,
         )
-    protector = compile_protections(policy.protections, now)
+    return partitions
+
+
+def _add_nodes(
+    add: _Add, snapshot: ClusterSnapshot, partitions: set[str], protector: Protector
+) -> set[str]:
+    """The nodes of the targets' partitions and the jobs on their GPUs; returns those
+    jobs' users."""
     holders: dict[str, list[Job]] = {}
     for job in snapshot.jobs:
         for name in job.gpus:
@@ -105,6 +126,19 @@ def plan_inputs_fingerprint(
                 job.memory_mb_per_node,
                 protector.reasons(job),
             )
+    return users
+
+
+def _add_history(
+    add: _Add,
+    snapshot: ClusterSnapshot,
+    policy: Policy,
+    history: PreemptionHistory,
+    now: datetime,
+    seen: dict[str, None],
+    users: set[str],
+) -> None:
+    """The preemption history the limits read (only what a configured limit reads)."""
     lim = policy.limits
     add("active", history.active_plans() if lim.max_concurrent_plans is not None else None)
     if lim.max_preemptions_per_hour is not None:
@@ -124,7 +158,6 @@ def plan_inputs_fingerprint(
         if beneficiary_side:
             owners = sorted({snapshot.job_by_id[jid].user for jid in seen})
             add("for", [(u, usage.for_(u)) for u in owners])
-    return h.hexdigest(), list(seen)
 
 
 __all__ = ["plan_inputs_fingerprint"]

@@ -493,6 +493,24 @@ def compute_levers(
     owners = snapshot.gpu_owners
     nodes = [n for n in snapshot.nodes if n.gpu_count > 0]
     free = {n.name: _free(n, owners[n.name]) for n in nodes if n.available}
+    weights = _lever_weights(settings, nodes, free, orig)
+    if settings.route:
+        return _route_levers(snapshot, settings, weights)
+    features: dict[str, frozenset[str]] = {}
+    if settings.features:
+        tagged: dict[str, set[str]] = {n.name: set() for n in nodes}
+        sets = _fgd_sets(free, settings) if settings.fgd else _fit_sets(free, settings)
+        for feature, members in sets.items():
+            for name in members:
+                tagged[name].add(feature)
+        features = {name: frozenset(fs) for name, fs in tagged.items()}
+    return NodeLevers(weights, features)
+
+
+def _lever_weights(
+    settings: LeverSettings, nodes: list[Node], free: Mapping[str, _Free], orig: Mapping[str, int]
+) -> dict[str, int]:
+    """The Weight the lever wants for each GPU node (none for a lever that sets no Weight)."""
     weights: dict[str, int] = {}
     if settings.lever == "idle-bump":
         for n in nodes:
@@ -511,32 +529,30 @@ def compute_levers(
             f = free.get(n.name)
             tier = IDLE_TIER if f is None else _tier(f)
             weights[n.name] = order[n.name] * TIER_SPAN + tier
-    features: dict[str, frozenset[str]] = {}
-    if settings.route:
-        assert settings.mix is not None
-        # every node, GPU-less ones too: a CPU-only job raises no fragmentation there
-        every = {n.name: _free(n, owners.get(n.name, ())) for n in snapshot.nodes if n.available}
-        routed = _routed(list(snapshot.nodes))
-        score = settings.lever != "fgd-route"
-        table = route_table(
-            snapshot,
-            settings.mix,
-            every,
-            routed,
-            score=score,
-            weights=weights,
-            rank_by_order=settings.lever == "fgd-route-shape",
-        )
-        features = {name: frozenset({route_feature(name)}) for name in routed}
-        return NodeLevers(weights, features, table)
-    if settings.features:
-        tagged: dict[str, set[str]] = {n.name: set() for n in nodes}
-        sets = _fgd_sets(free, settings) if settings.fgd else _fit_sets(free, settings)
-        for feature, members in sets.items():
-            for name in members:
-                tagged[name].add(feature)
-        features = {name: frozenset(fs) for name, fs in tagged.items()}
-    return NodeLevers(weights, features)
+    return weights
+
+
+def _route_levers(
+    snapshot: ClusterSnapshot, settings: LeverSettings, weights: dict[str, int]
+) -> NodeLevers:
+    """The fgd-route levers: a route feature per routed node and the script's table."""
+    assert settings.mix is not None
+    owners = snapshot.gpu_owners
+    # every node, GPU-less ones too: a CPU-only job raises no fragmentation there
+    every = {n.name: _free(n, owners.get(n.name, ())) for n in snapshot.nodes if n.available}
+    routed = _routed(list(snapshot.nodes))
+    score = settings.lever != "fgd-route"
+    table = route_table(
+        snapshot,
+        settings.mix,
+        every,
+        routed,
+        score=score,
+        weights=weights,
+        rank_by_order=settings.lever == "fgd-route-shape",
+    )
+    features = {name: frozenset({route_feature(name)}) for name in routed}
+    return NodeLevers(weights, features, table)
 
 
 def _routed(nodes: list[Node]) -> list[str]:

@@ -194,6 +194,7 @@ class _Server(ThreadingHTTPServer):
     allowed: tuple[Network, ...] = ()
     max_connections = MAX_CONNECTIONS
     slots = threading.BoundedSemaphore(MAX_CONNECTIONS)  # replaced per server
+    routing: _Routing  # set right after construction, before the first request
 
     def verify_request(self, request: Any, client_address: Any) -> bool:
         # Runs in the accepting thread, before a handler thread is started.
@@ -243,6 +244,162 @@ class _Server6(_Server):
     address_family = socket.AF_INET6
 
 
+class _Handler(BaseHTTPRequestHandler):
+    """One request per connection, checked and routed by the server's :class:`_Routing`."""
+
+    timeout = 10  # seconds a client may stay silent before its connection is closed
+    server_version = "slurm-defrag"  # not the Python version
+    sys_version = ""
+
+    @property
+    def routing(self) -> _Routing:
+        server = self.server
+        assert isinstance(server, _Server)
+        return server.routing
+
+    def setup(self) -> None:
+        super().setup()
+        self.rfile.close()  # the plain socket file; ours bounds the whole request
+        self.rfile = io.BufferedReader(
+            _DeadlineReader(self.connection, self.routing.request_timeout_s, float(self.timeout))
+        )
+
+    def parse_request(self) -> bool:
+        if not super().parse_request():
+            return False
+        # HTTP/0.9 answers have no status line and no headers: not served.
+        if self.request_version == "HTTP/0.9":
+            self.send_error(400, "HTTP/0.9 is not served")
+            return False
+        return True
+
+    def send_error(self, code: int, message: str | None = None, explain: str | None = None) -> None:
+        # The standard error page is HTML without our headers (and, for a request
+        # line it could not read, without any header at all): JSON like the rest.
+        log.debug(
+            "http: %d %s for %r from %s",
+            code,
+            message or "",
+            getattr(self, "requestline", "")[:200],
+            self.client_address[0],
+        )
+        self.close_connection = True
+        if self.request_version in ("HTTP/0.9", ""):
+            self.request_version = "HTTP/1.0"
+        short = self.responses.get(code, ("error", ""))[0]
+        resp = Response.json({"error": message or short}, code)
+        self._send(
+            resp,
+            body=getattr(self, "command", None) != "HEAD"
+            and code >= 200
+            and code not in (204, 304),
+        )
+
+    # do_GET, do_HEAD, ... are set below: every method goes through _handle, so the
+    # header checks come first whatever the method (the address was checked by
+    # the server before this thread started).
+    def _handle(self, method: str) -> None:
+        routing = self.routing
+        if not host_allowed(self.headers.get("Host"), routing.host_names):
+            self._forbid(method, f"Host {self.headers.get('Host')!r} is not this server")
+            return
+        if method in WRITE_METHODS and self.headers.get("Origin") is not None:
+            self._forbid(method, f"cross-site write from {self.headers['Origin']!r}")
+            return
+        url = urlsplit(self.path)
+        path = url.path.rstrip("/") or "/"
+        if path == "/trigger" and routing.trigger is not None:
+            self._handle_trigger(method, routing.trigger, routing.trigger_secret)
+            return
+        page = routing.routes.get(path)
+        if page is None:
+            self._send(Response.json({"error": "not found"}, 404))
+        elif method not in READ_METHODS:
+            self._refuse_method(READ_METHODS)
+        else:
+            self._send(self._render(page, url.path, url.query), body=method == "GET")
+
+    def _handle_trigger(
+        self, method: str, trigger: Callable[[], Ticket | None], secret: bytes | None
+    ) -> None:
+        if method != "POST":
+            self._refuse_method(("POST",))
+        elif secret is not None and not secret_matches(self.headers.get(SECRET_HEADER), secret):
+            self._forbid(method, f"trigger without the right {SECRET_HEADER}")
+        else:
+            self._trigger(trigger())
+
+    def _trigger(self, ticket: Ticket | None) -> None:
+        if ticket is None or ticket.scheduled:
+            delay = 0.0 if ticket is None else ticket.delay_s
+            self._send(Response.json({"triggered": True, "in_s": round(delay, 3)}, 202))
+            return
+        # Folded into the cycle already pending: nothing new is scheduled.
+        self._send(
+            Response.json(
+                {"triggered": False, "coalesced": True, "in_s": round(ticket.delay_s, 3)},
+                429,
+            ),
+            extra={"Retry-After": str(max(1, math.ceil(ticket.delay_s)))},
+        )
+
+    @staticmethod
+    def _render(page: Page, path: str, query: str) -> Response:
+        try:
+            return page(parse_qs(query))
+        except Exception:  # a broken page must not kill the server thread
+            log.exception("http: GET %s failed", path)
+            return Response.json({"error": "internal error"}, 500)
+
+    def _forbid(self, method: str, why: str) -> None:
+        log.info(
+            "http: refused %s %s from %s: %s",
+            method,
+            self.path,
+            self.client_address[0],
+            why,
+        )
+        self._send(Response.json({"error": "forbidden"}, 403))
+
+    def _refuse_method(self, allowed_methods: tuple[str, ...]) -> None:
+        self._send(
+            Response.json({"error": "method not allowed"}, 405),
+            extra={"Allow": ", ".join(allowed_methods)},
+        )
+
+    def _send(
+        self, resp: Response, body: bool = True, extra: Mapping[str, str] | None = None
+    ) -> None:
+        self.close_connection = True  # one request per connection (see above)
+        self.connection.settimeout(self.timeout)  # the answer gets its own time
+        self.send_response(resp.status)
+        self.send_header("Content-Type", resp.content_type)
+        self.send_header("Content-Length", str(len(resp.body)))
+        for name, value in {**_SECURITY_HEADERS, **(extra or {})}.items():
+            self.send_header(name, value)
+        self.end_headers()
+        if body:
+            self.wfile.write(resp.body)
+
+    def log_message(self, format: str, *args: Any) -> None:
+        log.debug("http: " + format, *args)
+
+
+for _method in (*READ_METHODS, *WRITE_METHODS):
+    setattr(_Handler, f"do_{_method}", lambda self, m=_method: self._handle(m))
+
+
+@dataclass(frozen=True, slots=True)
+class _Routing:
+    """What one :class:`ControlServer` serves; its handlers read it from their server."""
+
+    routes: Mapping[str, Page]
+    host_names: tuple[str, ...]
+    trigger: Callable[[], Ticket | None] | None
+    trigger_secret: bytes | None
+    request_timeout_s: float
+
+
 class ControlServer:
     """Serves the routes until :meth:`close`; ``port`` 0 picks a free port.
 
@@ -253,9 +410,7 @@ class ControlServer:
     ``trigger_secret``: when given, ``POST /trigger`` needs it in ``X-Defrag-Trigger-Secret``.
     """
 
-    # Complexity exception: the request handler class is defined here to close over the routes
-    # and settings; mccabe counts its methods into this constructor.
-    def __init__(  # noqa: C901
+    def __init__(
         self,
         host: str,
         port: int,
@@ -280,145 +435,15 @@ class ControlServer:
 
             routes["/healthz"] = healthz
 
-        class Handler(BaseHTTPRequestHandler):
-            timeout = 10  # seconds a client may stay silent before its connection is closed
-            server_version = "slurm-defrag"  # not the Python version
-            sys_version = ""
-
-            def setup(self) -> None:
-                super().setup()
-                self.rfile.close()  # the plain socket file; ours bounds the whole request
-                self.rfile = io.BufferedReader(
-                    _DeadlineReader(self.connection, request_timeout_s, float(self.timeout))
-                )
-
-            def parse_request(self) -> bool:
-                if not super().parse_request():
-                    return False
-                # HTTP/0.9 answers have no status line and no headers: not served.
-                if self.request_version == "HTTP/0.9":
-                    self.send_error(400, "HTTP/0.9 is not served")
-                    return False
-                return True
-
-            def send_error(
-                self, code: int, message: str | None = None, explain: str | None = None
-            ) -> None:
-                # The standard error page is HTML without our headers (and, for a request
-                # line it could not read, without any header at all): JSON like the rest.
-                log.debug(
-                    "http: %d %s for %r from %s",
-                    code,
-                    message or "",
-                    getattr(self, "requestline", "")[:200],
-                    self.client_address[0],
-                )
-                self.close_connection = True
-                if self.request_version in ("HTTP/0.9", ""):
-                    self.request_version = "HTTP/1.0"
-                short = self.responses.get(code, ("error", ""))[0]
-                resp = Response.json({"error": message or short}, code)
-                self._send(
-                    resp,
-                    body=getattr(self, "command", None) != "HEAD"
-                    and code >= 200
-                    and code not in (204, 304),
-                )
-
-            # do_GET, do_HEAD, ... are set below: every method goes through _handle, so the
-            # header checks come first whatever the method (the address was checked by
-            # the server before this thread started).
-            def _handle(self, method: str) -> None:
-                if not host_allowed(self.headers.get("Host"), host_names):
-                    self._forbid(method, f"Host {self.headers.get('Host')!r} is not this server")
-                    return
-                if method in WRITE_METHODS and self.headers.get("Origin") is not None:
-                    self._forbid(method, f"cross-site write from {self.headers['Origin']!r}")
-                    return
-                url = urlsplit(self.path)
-                path = url.path.rstrip("/") or "/"
-                if path == "/trigger" and trigger is not None:
-                    if method != "POST":
-                        self._refuse_method(("POST",))
-                    elif trigger_secret is not None and not secret_matches(
-                        self.headers.get(SECRET_HEADER), trigger_secret
-                    ):
-                        self._forbid(method, f"trigger without the right {SECRET_HEADER}")
-                    else:
-                        self._trigger(trigger())
-                    return
-                page = routes.get(path)
-                if page is None:
-                    self._send(Response.json({"error": "not found"}, 404))
-                elif method not in READ_METHODS:
-                    self._refuse_method(READ_METHODS)
-                else:
-                    self._send(self._render(page, url.path, url.query), body=method == "GET")
-
-            def _trigger(self, ticket: Ticket | None) -> None:
-                if ticket is None or ticket.scheduled:
-                    delay = 0.0 if ticket is None else ticket.delay_s
-                    self._send(Response.json({"triggered": True, "in_s": round(delay, 3)}, 202))
-                    return
-                # Folded into the cycle already pending: nothing new is scheduled.
-                self._send(
-                    Response.json(
-                        {"triggered": False, "coalesced": True, "in_s": round(ticket.delay_s, 3)},
-                        429,
-                    ),
-                    extra={"Retry-After": str(max(1, math.ceil(ticket.delay_s)))},
-                )
-
-            @staticmethod
-            def _render(page: Page, path: str, query: str) -> Response:
-                try:
-                    return page(parse_qs(query))
-                except Exception:  # a broken page must not kill the server thread
-                    log.exception("http: GET %s failed", path)
-                    return Response.json({"error": "internal error"}, 500)
-
-            def _forbid(self, method: str, why: str) -> None:
-                log.info(
-                    "http: refused %s %s from %s: %s",
-                    method,
-                    self.path,
-                    self.client_address[0],
-                    why,
-                )
-                self._send(Response.json({"error": "forbidden"}, 403))
-
-            def _refuse_method(self, allowed_methods: tuple[str, ...]) -> None:
-                self._send(
-                    Response.json({"error": "method not allowed"}, 405),
-                    extra={"Allow": ", ".join(allowed_methods)},
-                )
-
-            def _send(
-                self, resp: Response, body: bool = True, extra: Mapping[str, str] | None = None
-            ) -> None:
-                self.close_connection = True  # one request per connection (see above)
-                self.connection.settimeout(self.timeout)  # the answer gets its own time
-                self.send_response(resp.status)
-                self.send_header("Content-Type", resp.content_type)
-                self.send_header("Content-Length", str(len(resp.body)))
-                for name, value in {**_SECURITY_HEADERS, **(extra or {})}.items():
-                    self.send_header(name, value)
-                self.end_headers()
-                if body:
-                    self.wfile.write(resp.body)
-
-            def log_message(self, format: str, *args: Any) -> None:
-                log.debug("http: " + format, *args)
-
-        for method in (*READ_METHODS, *WRITE_METHODS):
-            setattr(Handler, f"do_{method}", lambda self, m=method: self._handle(m))
-
         server_class = _Server6 if ":" in host else _Server
         try:
-            self._server = server_class((host, port), Handler)
+            self._server = server_class((host, port), _Handler)
         except OSError as exc:
             shown = f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
             raise ListenError(shown, str(exc.strerror or exc)) from None
+        self._server.routing = _Routing(
+            routes, host_names, trigger, trigger_secret, request_timeout_s
+        )
         self._server.allowed = tuple(allow)
         self._server.max_connections = max_connections
         self._server.slots = threading.BoundedSemaphore(max_connections)

@@ -122,6 +122,35 @@ def parse_mode(policy: str) -> SlurmMode | None:
     if not rest:
         return SlurmMode(LeverSettings("none"))
     lever, _, every = rest.partition("/")
+    m = _modifiers(lever)
+    lever, _, members = m.lever.partition("@")
+    members, cpu_aware, _ = members.partition(":c")
+    _check_mode(policy, lever, members, m)
+    mix = Mix((TaskClass(1, 1, MILLI, 1.0),))  # placeholder until with_mix() sets the real one
+    n = _every(policy, every)
+    mix_or_none = mix if lever.startswith("fgd-") else None
+    buckets = CPU_BUCKETS if cpu_aware else ()
+    settings = LeverSettings(
+        lever, mix=mix_or_none, min_members=int(members or 1), cpu_buckets=buckets
+    )
+    return SlurmMode(settings, n, m.seen, m.warm, m.short, m.keep, m.cap, m.uncapped)
+
+
+@dataclass(frozen=True, slots=True)
+class _Modifiers:
+    """The ``~`` modifiers of a lever name, and what is left of it (``lever@M:c``)."""
+
+    lever: str
+    cap: float | None
+    uncapped: bool
+    keep: float | None
+    short: str | None
+    warm: bool
+    seen: bool
+
+
+def _modifiers(lever: str) -> _Modifiers:
+    # Stripped in this order: ~cap<P>, ~nocap, ~keep*, ~short*, then the mix suffixes.
     cap_match = BOOST_CAP.search(lever)
     cap = int(cap_match[1]) / 100 if cap_match else None
     lever = BOOST_CAP.sub("", lever)
@@ -135,37 +164,37 @@ def parse_mode(policy: str) -> SlurmMode | None:
     lever = lever.removesuffix(WARM_MIX)
     seen = warm or lever.endswith(SEEN_MIX)
     lever = lever.removesuffix(SEEN_MIX)
-    lever, _, members = lever.partition("@")
-    members, cpu_aware, _ = members.partition(":c")
+    return _Modifiers(lever, cap, uncapped, keep, short, warm, seen)
+
+
+def _check_mode(policy: str, lever: str, members: str, m: _Modifiers) -> None:
+    """Refuse a mode whose parts do not go together, naming the policy."""
     if members and (not members.isdigit() or int(members) < 1):
         raise ValueError(f"policy {policy!r}: @M must be a whole number of nodes >= 1")
-    if keep is not None and short is None:
+    if m.keep is not None and m.short is None:
         raise ValueError(
             f"policy {policy!r}: {KEEP_SCARCE} needs {SHORT_FIRST} or {SHORT_FIRST_ALL}"
         )
-    if cap is not None and (short is None or not 0 < cap <= 1 or uncapped):
+    if m.cap is not None and (m.short is None or not 0 < m.cap <= 1 or m.uncapped):
         raise ValueError(
             f"policy {policy!r}: ~cap<P> needs {SHORT_FIRST} or {SHORT_FIRST_ALL} and P in "
             f"1-100 (and no {UNCAPPED})"
         )
-    if uncapped and short is None:
+    if m.uncapped and m.short is None:
         raise ValueError(f"policy {policy!r}: {UNCAPPED} needs {SHORT_FIRST} or {SHORT_FIRST_ALL}")
     if lever not in LEVERS:
         raise ValueError(f"policy {policy!r}: lever {lever!r}; choose from {', '.join(LEVERS)}")
-    if seen and not lever.startswith("fgd-"):
+    if m.seen and not lever.startswith("fgd-"):
         raise ValueError(f"policy {policy!r}: {SEEN_MIX} needs an fgd-* lever (a mix to weigh)")
-    mix = Mix((TaskClass(1, 1, MILLI, 1.0),))  # placeholder until with_mix() sets the real one
-    n = DEFAULT_EVERY
-    if every:
-        if not every.isdigit() or int(every) < 1:
-            raise ValueError(f"policy {policy!r}: /N must be a whole number of arrivals >= 1")
-        n = int(every)
-    mix_or_none = mix if lever.startswith("fgd-") else None
-    buckets = CPU_BUCKETS if cpu_aware else ()
-    settings = LeverSettings(
-        lever, mix=mix_or_none, min_members=int(members or 1), cpu_buckets=buckets
-    )
-    return SlurmMode(settings, n, seen, warm, short, keep, cap, uncapped)
+
+
+def _every(policy: str, every: str) -> int:
+    """``/N``: the lever is applied before every N-th arrival (default when absent)."""
+    if not every:
+        return DEFAULT_EVERY
+    if not every.isdigit() or int(every) < 1:
+        raise ValueError(f"policy {policy!r}: /N must be a whole number of arrivals >= 1")
+    return int(every)
 
 
 def short_first_of(

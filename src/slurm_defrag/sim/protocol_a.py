@@ -29,8 +29,8 @@ from slurm_defrag.sim.defrag import (
     RunningJob,
     requeue_limit,
 )
-from slurm_defrag.sim.frag import typical_types
-from slurm_defrag.sim.levers import SLURM_POLICY, SimLevers, parse_mode, with_mix
+from slurm_defrag.sim.frag import TaskType, typical_types
+from slurm_defrag.sim.levers import SLURM_POLICY, SimLevers, SlurmMode, parse_mode, with_mix
 from slurm_defrag.sim.model import JobSpec, NodeSpec, Placement
 from slurm_defrag.sim.policies.base import PolicyContext
 from slurm_defrag.sim.policies.registry import build
@@ -99,14 +99,7 @@ def run_a(
     jobs = inflate(trace, state.total_gpu_milli, ratio, rng, shuffle)
     rank = rng.permutation(state.size).astype(np.int64)
     types = typical_types(trace)
-    mode = parse_mode(policy)
-    if mode is not None:
-        if mode.short_first:
-            raise InputError(
-                f"policy {policy!r}: ~short orders queued jobs by time limit; Protocol A "
-                "has neither a queue nor time limits (use it in Protocol B)"
-            )
-        mode = with_mix(mode, types)
+    mode = _slurm_mode(policy, types)
     chooser = build(SLURM_POLICY if mode else policy, PolicyContext(state, types, rank))
     levers = SimLevers(state, mode.lever, seen_mix=mode.seen_mix) if mode else None
     if levers is not None and mode is not None and mode.warm:
@@ -131,14 +124,7 @@ def run_a(
         return True
 
     for i, job in enumerate(jobs):
-        if levers is not None and mode is not None and i % mode.every == 0:
-            levers.apply()  # one service cycle every N arrivals (no clock here)
-            if hook is not None and levers.route is not None:
-                hook.route(levers.route)
-        if hook is not None:
-            job = hook.apply(job)
-        if levers is not None:
-            levers.observe(str(i), job)  # the next cycle's snapshot shows it
+        job = _levers_see(levers, hook, mode, i, job)
         arrived += job.total_milli
         if not place(i, job) and job.num_gpu:
             limit = requeue_limit(len(running))
@@ -177,6 +163,40 @@ def run_a(
         requeue_cap=requeue_cap,
         lever_changes=levers.changes if levers else 0,
     )
+
+
+def _slurm_mode(policy: str, types: Sequence[TaskType]) -> SlurmMode | None:
+    """The slurm-mode configuration ``policy`` names (None: another policy), with the
+    trace's task types as its mix."""
+    mode = parse_mode(policy)
+    if mode is None:
+        return None
+    if mode.short_first:
+        raise InputError(
+            f"policy {policy!r}: ~short orders queued jobs by time limit; Protocol A "
+            "has neither a queue nor time limits (use it in Protocol B)"
+        )
+    return with_mix(mode, types)
+
+
+def _levers_see(
+    levers: SimLevers | None,
+    hook: SubmitHook | None,
+    mode: SlurmMode | None,
+    i: int,
+    job: JobSpec,
+) -> JobSpec:
+    """Arrival ``i`` in slurm mode: a service cycle every N arrivals (no clock here), the
+    job_submit.lua route applied to the job, and the job shown to the next cycle."""
+    if levers is not None and mode is not None and i % mode.every == 0:
+        levers.apply()
+        if hook is not None and levers.route is not None:
+            hook.route(levers.route)
+    if hook is not None:
+        job = hook.apply(job)
+    if levers is not None:
+        levers.observe(str(i), job)  # the next cycle's snapshot shows it
+    return job
 
 
 def _defrag(

@@ -38,7 +38,7 @@ import numpy as np
 from slurm_defrag.errors import InputError
 from slurm_defrag.sim.cluster import ClusterState
 from slurm_defrag.sim.defrag import DefragStep, NoDefrag
-from slurm_defrag.sim.engine import Engine, EngineConfig
+from slurm_defrag.sim.engine import Engine, EngineConfig, EngineStats
 from slurm_defrag.sim.frag import typical_types
 from slurm_defrag.sim.levers import (
     SLURM_POLICY,
@@ -137,17 +137,7 @@ def run_b(
     pool = job_pool(trace, cfg.max_runtime)
     rate = arrival_rate(pool, state.total_gpu_milli, cfg.load)
     jobs = arrivals(pool, rate, cfg.horizon, rng)
-    if cfg.user_limits or cfg.ckpt_share:
-        side = np.random.default_rng([seed, 14])
-        limited = with_user_limits(jobs, cfg.max_runtime, cfg.ckpt_share, side)
-        jobs = (
-            limited
-            if cfg.user_limits
-            else [
-                replace(j, ckpt_interval=k.ckpt_interval)
-                for j, k in zip(jobs, limited, strict=True)
-            ]
-        )
+    jobs = _with_limits(jobs, cfg, seed)
     jobs = with_owners(jobs, POPULATION, np.random.default_rng([seed, 41]))
 
     def model() -> PriorityModel | None:
@@ -243,22 +233,7 @@ def _simulate(
     stats = engine.run()
     jobs = engine.jobs
 
-    waits: list[float] = []
-    large: list[float] = []
-    measured: list[JobSpec] = []
-    unfinished = 0
-    for job, rec in zip(jobs, stats.records, strict=True):
-        if rec.refused or not cfg.warmup <= job.submit < cfg.horizon:
-            continue
-        if rec.end is None:
-            unfinished += 1
-            w = stats.end_time - job.submit
-        else:
-            w = rec.end - job.submit - job.duration
-        waits.append(w)
-        measured.append(job)
-        if job.num_gpu >= LARGE_GPUS:
-            large.append(w)
+    waits, large, measured, unfinished = _waits(jobs, stats, cfg)
     tail = Tail.of(waits)
     by_class, class_jobs = class_means(measured, waits)
     span = cfg.horizon - cfg.warmup
@@ -292,3 +267,38 @@ def _simulate(
         class_jobs=class_jobs,
         refused=stats.refused,
     )
+
+
+def _with_limits(jobs: list[JobSpec], cfg: SettingsB, seed: int) -> list[JobSpec]:
+    """Users' time limits and checkpoints (their own random stream), as configured."""
+    if not (cfg.user_limits or cfg.ckpt_share):
+        return jobs
+    side = np.random.default_rng([seed, 14])
+    limited = with_user_limits(jobs, cfg.max_runtime, cfg.ckpt_share, side)
+    if cfg.user_limits:
+        return limited
+    return [replace(j, ckpt_interval=k.ckpt_interval) for j, k in zip(jobs, limited, strict=True)]
+
+
+def _waits(
+    jobs: Sequence[JobSpec], stats: EngineStats, cfg: SettingsB
+) -> tuple[list[float], list[float], list[JobSpec], int]:
+    """(waits, waits of large jobs, the jobs measured, unfinished jobs) of the jobs
+    submitted in the measured window; an unfinished job waited until the end."""
+    waits: list[float] = []
+    large: list[float] = []
+    measured: list[JobSpec] = []
+    unfinished = 0
+    for job, rec in zip(jobs, stats.records, strict=True):
+        if rec.refused or not cfg.warmup <= job.submit < cfg.horizon:
+            continue
+        if rec.end is None:
+            unfinished += 1
+            w = stats.end_time - job.submit
+        else:
+            w = rec.end - job.submit - job.duration
+        waits.append(w)
+        measured.append(job)
+        if job.num_gpu >= LARGE_GPUS:
+            large.append(w)
+    return waits, large, measured, unfinished

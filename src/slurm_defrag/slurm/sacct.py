@@ -146,8 +146,8 @@ SITE_FIELDS = (
     "JobID,JobName,User,Account,Partition,QOS,State,Submit,Start,End,Elapsed,Timelimit,"
     "NNodes,AllocCPUS,ReqCPUS,AllocTRES,ReqTRES,ReqMem"
 )
-"""The fields ``simulate --workload sacct:FILE`` reads from the text form (docs/benchmarks.md,
-"Your own workload"); others are ignored, and only JobID, Submit, Start and End or
+"""The fields ``simulate --workload sacct:FILE`` reads from the text form
+(docs/site-workload.md); others are ignored, and only JobID, Submit, Start and End or
 Elapsed are needed."""
 MAX_PROBLEMS = 100_000
 """Bad records remembered (each one line); more are counted only."""

@@ -366,16 +366,7 @@ def job_records(text: str) -> list[JobRecord]:
 
 def _job_record(chunk: str) -> JobRecord:
     r = JobRecord(text=chunk)
-    body = chunk
-    if chunk.endswith(_END):
-        body = chunk[: -len(_END)]
-    elif chunk.endswith(_END[:-2]):  # cut at "\n\n" (tests) or the last record of a file
-        body = chunk[: -len(_END) + 2]
-    elif chunk.endswith(_END_26):
-        body = chunk[: -len(_END_26)]
-    else:
-        r.problems.append("the record does not end as Slurm ends one")
-    first, _, rest = body.partition("\n")
+    first, _, rest = _record_body(r, chunk).partition("\n")
     head = _FIRST_LINE.fullmatch(first)
     if head is None:
         match = re.match(r"JobId=(\S*)", first)
@@ -384,26 +375,40 @@ def _job_record(chunk: str) -> JobRecord:
         return r
     r.job_id = head["JobId"]
     r.fields.update({k: v for k, v in head.groupdict().items() if v is not None})
+    _read_lines(r, rest.split("\n") if rest else [])
+    for key in _TRAILING_SPACE & set(r.fields):
+        r.fields[key] = r.fields[key].removesuffix(" ")
+    missing = [k for k in _REQUIRED if k not in r.fields]
+    if missing:
+        r.problems.append(f"no {missing[0]}= line")
+    return r
+
+
+def _record_body(r: JobRecord, chunk: str) -> str:
+    """The record without the blank line(s) Slurm ends it with (a problem if it has none)."""
+    if chunk.endswith(_END):
+        return chunk[: -len(_END)]
+    if chunk.endswith(_END[:-2]):  # cut at "\n\n" (tests) or the last record of a file
+        return chunk[: -len(_END) + 2]
+    if chunk.endswith(_END_26):
+        return chunk[: -len(_END_26)]
+    r.problems.append("the record does not end as Slurm ends one")
+    return chunk
+
+
+def _read_lines(r: JobRecord, lines: list[str]) -> None:
+    """The lines after the first, each a known line in Slurm's order or the continuation
+    of the value before it."""
     slot = -1
     last: str | None = "JobName"  # the key whose value continues on an unknown line
-    for line in rest.split("\n") if rest else []:
+    for line in lines:
         km = _LINE_KEY.match(line)
         key = km[2] if km else None
         at = _SLOT.get(key or "")
-        detail = at == _NODES_SLOT and km is not None and km[1] is not None
-        in_order = at is not None and (at > slot or (detail and slot == _NODES_SLOT))
-        if at is not None and (km[1] is not None) != (at == _NODES_SLOT):  # type: ignore[index]
-            in_order = False  # "Nodes=" is indented by five, everything else by three
+        detail, in_order = _line_order(km, at, slot)
         if in_order and key is not None and at is not None:
             slot = at
-            parsed = _template_line(line.lstrip(" "), key)
-            if detail:
-                r.details.append(parsed)
-            else:
-                twice = sorted(set(parsed) & set(r.fields))
-                if twice:
-                    r.problems.append(f"{twice[0]}= appears twice")
-                r.fields.update(parsed)
+            _take_line(r, line, key, detail)
             last = key if key in _REST_OF_LINE else None
         elif last is not None:
             # Not a line Slurm would print here: the value before goes on over this line.
@@ -414,12 +419,26 @@ def _job_record(chunk: str) -> JobRecord:
         elif not line.startswith("   "):
             r.problems.append(f"line {line[:40]!r} is not part of a job record")
         # else: a line of a newer Slurm we do not know (and do not read)
-    for key in _TRAILING_SPACE & set(r.fields):
-        r.fields[key] = r.fields[key].removesuffix(" ")
-    missing = [k for k in _REQUIRED if k not in r.fields]
-    if missing:
-        r.problems.append(f"no {missing[0]}= line")
-    return r
+
+
+def _line_order(km: re.Match[str] | None, at: int | None, slot: int) -> tuple[bool, bool]:
+    """(a ``Nodes=`` detail line, a known line where Slurm prints it after ``slot``)."""
+    detail = at == _NODES_SLOT and km is not None and km[1] is not None
+    in_order = at is not None and (at > slot or (detail and slot == _NODES_SLOT))
+    if at is not None and (km[1] is not None) != (at == _NODES_SLOT):  # type: ignore[index]
+        in_order = False  # "Nodes=" is indented by five, everything else by three
+    return detail, in_order
+
+
+def _take_line(r: JobRecord, line: str, key: str, detail: bool) -> None:
+    parsed = _template_line(line.lstrip(" "), key)
+    if detail:
+        r.details.append(parsed)
+        return
+    twice = sorted(set(parsed) & set(r.fields))
+    if twice:
+        r.problems.append(f"{twice[0]}= appears twice")
+    r.fields.update(parsed)
 
 
 def _exclusive(r: Record) -> bool:

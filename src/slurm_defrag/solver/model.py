@@ -377,6 +377,51 @@ class _GapStop(cp_model.CpSolverSolutionCallback):
             self.stop_search()
 
 
+@dataclass(frozen=True, slots=True)
+class _Chosen:
+    """A plan as option, target and job indices."""
+
+    served: tuple[int, ...]
+    taken: list[int]
+    requeued: tuple[int, ...]
+
+    @classmethod
+    def of_greedy(cls, plan: GreedyPlan) -> _Chosen:
+        return cls(
+            served=tuple(sorted(plan.served)),
+            taken=sorted(plan.taken),
+            requeued=tuple(sorted(plan.requeued)),
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class _ValuePhase:
+    """What phase 1 left: the unserved value fixed for phase 2, and its proven bound."""
+
+    status: SolveStatus
+    work: float
+    capped: bool
+    total: int  # all targets' value
+    unserved: int  # the better of CP-SAT's and the greedy's
+    unserved_lb: int
+    # The phase-1 solver when its plan beats the greedy one (it then hints phase 2).
+    better: cp_model.CpSolver | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class _CostPhase:
+    """What phase 2 left: the plan, its weighted cost and the cost's proven bound."""
+
+    status: SolveStatus
+    work: float
+    capped: bool
+    big: bool  # stopped once the cost was proven (the busy-GPU term may be unproven)
+    runtime: float  # both phases, wall seconds
+    chosen: _Chosen
+    cost: int
+    cost_lb: int
+
+
 class PlannerModel:
     """Build once, solve once. ``with_limits=False`` gives the relaxation the planner uses
     to decompose and to bound."""
@@ -412,9 +457,20 @@ class PlannerModel:
         limit = time_limit if time_limit is not None else settings.max_time_in_seconds
         work = work_limit if work_limit is not None else settings.max_deterministic_time
         t0 = time.perf_counter()
-        d, v, w = self.data, self.vars, self.weights
+        first = greedy(self.data, self.groups, self.with_limits, prefer)
+        p1 = self._value_phase(settings, first, limit / 2, work / 2)
+        if p1.status is SolveStatus.INFEASIBLE or p1.status is SolveStatus.MODEL_INVALID:
+            return SolveResult(status=p1.status, runtime_s=time.perf_counter() - t0)
+        p2 = self._cost_phase(settings, first, p1, t0, limit, work)
+        return self._result(p1, p2)
+
+    def _value_phase(
+        self, settings: SolverSettings, first: GreedyPlan, limit: float, work: float
+    ) -> _ValuePhase:
+        """Phase 1: the least unserved target value, hinted with the greedy plan; CP-SAT is
+        skipped when counting nodes proves the greedy plan best."""
+        d = self.data
         total = sum(t.value for t in d.targets)
-        first = greedy(d, self.groups, self.with_limits, prefer)
         g_unserved = total - sum(d.targets[t].value for t in first.served)
         self._hint_greedy(first)
         self.objective.value_phase()
@@ -423,73 +479,82 @@ class PlannerModel:
             for i, t in enumerate(d.targets)
             if len({d.options[o].node for o in d.target_options[i]}) < t.nodes
         )
-        s1: cp_model.CpSolver | None = None
         if g_unserved == hopeless:
             # The greedy plan serves every target that has options on enough nodes: the
             # value phase is proven without CP-SAT (2.8 s of presolve on the big bench).
-            st1, used1, capped1 = SolveStatus.OPTIMAL, 0.0, False
-            unserved = unserved_lb = g_unserved
-        else:
-            s1, st1, used1, capped1 = self._run(settings, limit / 2, work / 2)
-        if s1 is None:
-            pass
-        elif st1 in (SolveStatus.OPTIMAL, SolveStatus.FEASIBLE):
-            unserved = round(s1.objective_value)
-            unserved_lb = round(s1.best_objective_bound)
-        else:  # nothing in time: the greedy plan, bounded by what CP-SAT proved
-            unserved, unserved_lb = g_unserved, 0
-        if st1 is SolveStatus.INFEASIBLE or st1 is SolveStatus.MODEL_INVALID:
-            return SolveResult(status=st1, runtime_s=time.perf_counter() - t0)
-        use_greedy = s1 is None or unserved >= g_unserved
-        unserved = min(unserved, g_unserved)
-        if not use_greedy:
-            assert s1 is not None
-            self._hint(s1)
-        self.objective.cost_phase(unserved)
+            return _ValuePhase(SolveStatus.OPTIMAL, 0.0, False, total, g_unserved, g_unserved)
+        s1, st1, used1, capped1 = self._run(settings, limit, work)
+        if st1 not in (SolveStatus.OPTIMAL, SolveStatus.FEASIBLE):
+            # Nothing in time: the greedy plan, bounded by what CP-SAT proved.
+            return _ValuePhase(st1, used1, capped1, total, g_unserved, 0)
+        unserved, unserved_lb = round(s1.objective_value), round(s1.best_objective_bound)
+        if unserved >= g_unserved:  # CP-SAT found nothing better than the greedy plan
+            return _ValuePhase(st1, used1, capped1, total, g_unserved, unserved_lb)
+        return _ValuePhase(st1, used1, capped1, total, unserved, unserved_lb, better=s1)
+
+    def _cost_phase(
+        self,
+        settings: SolverSettings,
+        first: GreedyPlan,
+        p1: _ValuePhase,
+        t0: float,
+        limit: float,
+        work: float,
+    ) -> _CostPhase:
+        """Phase 2: the least cost with phase 1's unserved value fixed, hinted with the
+        better plan of phase 1; the plan is read from whichever solver holds it."""
+        if p1.better is not None:
+            self._hint(p1.better)
+        self.objective.cost_phase(p1.unserved)
         left = max(0.05, limit - (time.perf_counter() - t0))
         # Big models stop once the cost is proven; the busy-GPU preference is then the
         # greedy's and CP-SAT's best effort (proving it took 24 s more on the 10,000-node
         # bench for 3 busy GPUs). Small ones prove it too.
         big = len(self.groups.live) > settings.full_model_max_options
         s2, st2, used2, capped2 = self._run(
-            settings, left, max(0.05, work - used1), gap=d.max_busy if big else 0
+            settings, left, max(0.05, work - p1.work), gap=self.data.max_busy if big else 0
         )
         runtime = time.perf_counter() - t0
-        capped = capped1 or capped2
         if st2 in (SolveStatus.OPTIMAL, SolveStatus.FEASIBLE):
             cost, cost_lb = round(s2.objective_value), round(s2.best_objective_bound)
-            served = tuple(i for i, x in enumerate(v.serve) if s2.boolean_value(x))
-            taken = [o for o in self.groups.live if s2.boolean_value(v.take[o])]
-            requeued = tuple(i for i, x in enumerate(v.requeue) if s2.boolean_value(x))
-        else:
-            # Time ran out before phase 2 found a plan: the hinted one is still a plan.
-            cost_lb = 0
-            if use_greedy or s1 is None:
-                served, taken = tuple(sorted(first.served)), sorted(first.taken)
-                requeued = tuple(sorted(first.requeued))
-            else:
-                served = tuple(i for i, x in enumerate(v.serve) if s1.boolean_value(x))
-                taken = [o for o in self.groups.live if s1.boolean_value(v.take[o])]
-                requeued = tuple(i for i, x in enumerate(v.requeue) if s1.boolean_value(x))
-            cost = self._cost_of(set(taken), set(requeued))
-        value_proven = st1 is SolveStatus.OPTIMAL or unserved == unserved_lb
-        cost_proven = st2 is SolveStatus.OPTIMAL or (big and cost - cost_lb <= d.max_busy)
+            return _CostPhase(st2, used2, capped2, big, runtime, self._read(s2), cost, cost_lb)
+        # Time ran out before phase 2 found a plan: the hinted one is still a plan.
+        chosen = _Chosen.of_greedy(first) if p1.better is None else self._read(p1.better)
+        cost = self._cost_of(set(chosen.taken), set(chosen.requeued))
+        return _CostPhase(st2, used2, capped2, big, runtime, chosen, cost, 0)
+
+    def _read(self, solver: cp_model.CpSolver) -> _Chosen:
+        """The plan in ``solver``'s solution (read once, here)."""
+        v = self.vars
+        return _Chosen(
+            served=tuple(i for i, x in enumerate(v.serve) if solver.boolean_value(x)),
+            taken=[o for o in self.groups.live if solver.boolean_value(v.take[o])],
+            requeued=tuple(i for i, x in enumerate(v.requeue) if solver.boolean_value(x)),
+        )
+
+    def _result(self, p1: _ValuePhase, p2: _CostPhase) -> SolveResult:
+        """Both phases as one result: the weighted objective, its bound and what is proven."""
+        d, w = self.data, self.weights
+        unserved, cost, cost_lb = p1.unserved, p2.cost, p2.cost_lb
+        value_proven = p1.status is SolveStatus.OPTIMAL or unserved == p1.unserved_lb
+        cost_proven = p2.status is SolveStatus.OPTIMAL or (p2.big and cost - cost_lb <= d.max_busy)
         # The cost bound holds for plans leaving at most ``unserved`` unserved; the
         # composite bound only when that is proven least.
-        bound = w.value * unserved + cost_lb if value_proven else w.value * unserved_lb
+        bound = w.value * unserved + cost_lb if value_proven else w.value * p1.unserved_lb
+        chosen = p2.chosen
         return SolveResult(
             status=SolveStatus.OPTIMAL if value_proven and cost_proven else SolveStatus.FEASIBLE,
             objective=w.value * unserved + cost,
             bound=bound,
-            runtime_s=runtime,
-            taken=tuple(deal(d, self.groups, set(served), taken)),
-            requeued=requeued,
-            served=served,
-            value_bound=total - unserved_lb,
+            runtime_s=p2.runtime,
+            taken=tuple(deal(d, self.groups, set(chosen.served), chosen.taken)),
+            requeued=chosen.requeued,
+            served=chosen.served,
+            value_bound=p1.total - p1.unserved_lb,
             cost=(cost - cost % w.cost) // w.cost if cost >= 0 else 0,
             cost_bound=-(-(cost_lb - d.max_busy) // w.cost) if cost_lb > d.max_busy else 0,
-            work=used1 + used2,
-            wall_capped=capped,
+            work=p1.work + p2.work,
+            wall_capped=p1.capped or p2.capped,
         )
 
     def _run(

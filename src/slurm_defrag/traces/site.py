@@ -2,7 +2,7 @@
 
 ``simulate --workload sacct:FILE`` replays the jobs a site's ``sacct`` recorded
 (:func:`slurm_defrag.slurm.sacct.read_site_jobs`) on the nodes of a snapshot of that site
-(a file, or the live cluster). The translation (docs/benchmarks.md, "Your own workload"):
+(a file, or the live cluster). The translation (docs/site-workload.md):
 
 * **Nodes**: every node of the snapshot, whatever its state (the inventory, not what is up
   today), in the snapshot's order, with its GPUs, GPU model (``none`` without GPUs),

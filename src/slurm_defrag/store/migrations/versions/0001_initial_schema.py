@@ -19,6 +19,26 @@ depends_on: str | Sequence[str] | None = None
 
 
 def upgrade() -> None:
+    _create_group_metrics_hourly()
+    _create_jobs()
+    _create_leases()
+    _create_nodes()
+    _create_rollup_progress()
+    _create_snapshot_configs()
+    _create_gpu_allocations()
+    _create_job_states()
+    _create_node_metrics()
+    _create_node_metrics_hourly()
+    _create_node_states()
+    _create_snapshots()
+    _create_group_metrics()
+    _create_plans()
+    _create_plan_steps()
+    _create_slurm_commands()
+
+
+def _create_group_metrics_hourly() -> None:
+    """The ``group_metrics_hourly`` table and its indexes."""
     op.create_table(
         "group_metrics_hourly",
         sa.Column("cluster", sa.String(length=128), nullable=False),
@@ -40,6 +60,10 @@ def upgrade() -> None:
             "cluster", "scope", "name", "hour_t", name=op.f("pk_group_metrics_hourly")
         ),
     )
+
+
+def _create_jobs() -> None:
+    """The ``jobs`` table and its indexes."""
     op.create_table(
         "jobs",
         sa.Column("id", sa.Integer(), nullable=False),
@@ -52,6 +76,10 @@ def upgrade() -> None:
         sa.PrimaryKeyConstraint("id", name=op.f("pk_jobs")),
         sa.UniqueConstraint("cluster", "job_id", name=op.f("uq_jobs_cluster_job_id")),
     )
+
+
+def _create_leases() -> None:
+    """The ``leases`` table and its indexes."""
     op.create_table(
         "leases",
         sa.Column("name", sa.String(length=64), nullable=False),
@@ -61,6 +89,10 @@ def upgrade() -> None:
         sa.Column("expires_at", sa.Double(), nullable=False),
         sa.PrimaryKeyConstraint("name", name=op.f("pk_leases")),
     )
+
+
+def _create_nodes() -> None:
+    """The ``nodes`` table and its indexes."""
     op.create_table(
         "nodes",
         sa.Column("id", sa.Integer(), nullable=False),
@@ -69,18 +101,30 @@ def upgrade() -> None:
         sa.PrimaryKeyConstraint("id", name=op.f("pk_nodes")),
         sa.UniqueConstraint("cluster", "name", name=op.f("uq_nodes_cluster_name")),
     )
+
+
+def _create_rollup_progress() -> None:
+    """The ``rollup_progress`` table and its indexes."""
     op.create_table(
         "rollup_progress",
         sa.Column("cluster", sa.String(length=128), nullable=False),
         sa.Column("rolled_until_t", sa.Double(), nullable=False),
         sa.PrimaryKeyConstraint("cluster", name=op.f("pk_rollup_progress")),
     )
+
+
+def _create_snapshot_configs() -> None:
+    """The ``snapshot_configs`` table and its indexes."""
     op.create_table(
         "snapshot_configs",
         sa.Column("hash", sa.String(length=64), nullable=False),
         sa.Column("body", sa.Text(), nullable=False),
         sa.PrimaryKeyConstraint("hash", name=op.f("pk_snapshot_configs")),
     )
+
+
+def _create_gpu_allocations() -> None:
+    """The ``gpu_allocations`` table and its indexes."""
     op.create_table(
         "gpu_allocations",
         sa.Column("id", sa.Integer(), nullable=False),
@@ -109,6 +153,10 @@ def upgrade() -> None:
         ["node_id", "gpu_index", "to_snapshot"],
         unique=False,
     )
+
+
+def _create_job_states() -> None:
+    """The ``job_states`` table and its indexes."""
     op.create_table(
         "job_states",
         sa.Column("id", sa.Integer(), nullable=False),
@@ -124,6 +172,10 @@ def upgrade() -> None:
         op.f("ix_job_states_from_snapshot"), "job_states", ["from_snapshot"], unique=False
     )
     op.create_index("ix_job_states_open", "job_states", ["job_ref", "to_snapshot"], unique=False)
+
+
+def _create_node_metrics() -> None:
+    """The ``node_metrics`` table and its indexes."""
     op.create_table(
         "node_metrics",
         sa.Column("id", sa.Integer(), nullable=False),
@@ -153,6 +205,10 @@ def upgrade() -> None:
     op.create_index(
         "ix_node_metrics_open", "node_metrics", ["node_id", "to_snapshot"], unique=False
     )
+
+
+def _create_node_metrics_hourly() -> None:
+    """The ``node_metrics_hourly`` table and its indexes."""
     op.create_table(
         "node_metrics_hourly",
         sa.Column("node_id", sa.Integer(), nullable=False),
@@ -177,6 +233,10 @@ def upgrade() -> None:
     op.create_index(
         "ix_node_metrics_hourly_hour_t", "node_metrics_hourly", ["hour_t"], unique=False
     )
+
+
+def _create_node_states() -> None:
+    """The ``node_states`` table and its indexes."""
     op.create_table(
         "node_states",
         sa.Column("id", sa.Integer(), nullable=False),
@@ -200,6 +260,10 @@ def upgrade() -> None:
         op.f("ix_node_states_from_snapshot"), "node_states", ["from_snapshot"], unique=False
     )
     op.create_index("ix_node_states_open", "node_states", ["node_id", "to_snapshot"], unique=False)
+
+
+def _create_snapshots() -> None:
+    """The ``snapshots`` table and its indexes."""
     op.create_table(
         "snapshots",
         sa.Column("id", sa.Integer(), nullable=False),
@@ -239,6 +303,10 @@ def upgrade() -> None:
         sqlite_autoincrement=True,
     )
     op.create_index("ix_snapshots_cluster_t", "snapshots", ["cluster", "t"], unique=False)
+
+
+def _create_group_metrics() -> None:
+    """The ``group_metrics`` table and its indexes."""
     op.create_table(
         "group_metrics",
         sa.Column("snapshot_id", sa.Integer(), nullable=False),
@@ -270,6 +338,10 @@ def upgrade() -> None:
     op.create_index(
         "ix_group_metrics_series", "group_metrics", ["cluster", "scope", "name", "t"], unique=False
     )
+
+
+def _create_plans() -> None:
+    """The ``plans`` table and its indexes."""
     op.create_table(
         "plans",
         sa.Column("id", sa.Integer(), nullable=False),
@@ -303,6 +375,10 @@ def upgrade() -> None:
     )
     op.create_index(op.f("ix_plans_snapshot_id"), "plans", ["snapshot_id"], unique=False)
     op.create_index("ix_plans_status", "plans", ["status"], unique=False)
+
+
+def _create_plan_steps() -> None:
+    """The ``plan_steps`` table and its indexes."""
     op.create_table(
         "plan_steps",
         sa.Column("id", sa.Integer(), nullable=False),
@@ -325,6 +401,10 @@ def upgrade() -> None:
         sa.PrimaryKeyConstraint("id", name=op.f("pk_plan_steps")),
         sa.UniqueConstraint("plan_id", "seq", name=op.f("uq_plan_steps_plan_id_seq")),
     )
+
+
+def _create_slurm_commands() -> None:
+    """The ``slurm_commands`` table and its indexes."""
     op.create_table(
         "slurm_commands",
         sa.Column("id", sa.Integer(), nullable=False),

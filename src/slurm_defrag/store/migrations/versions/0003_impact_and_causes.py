@@ -51,6 +51,15 @@ _job_runs = sa.table(
 
 
 def upgrade() -> None:
+    _add_columns()
+    _create_job_runs()
+    _create_strands()
+    _index_interval_ends()
+    _backfill_runs(op.get_bind())
+
+
+def _add_columns() -> None:
+    """The snapshots' service mode and the group metrics' new columns."""
     with op.batch_alter_table("snapshots") as batch:
         batch.add_column(
             sa.Column(
@@ -83,6 +92,10 @@ def upgrade() -> None:
                 comment="NULL: an hour with samples stored before revision 0003",
             )
         )
+
+
+def _create_job_runs() -> None:
+    """The ``job_runs`` table and its indexes."""
     op.create_table(
         "job_runs",
         sa.Column("id", sa.Integer(), nullable=False),
@@ -138,6 +151,10 @@ def upgrade() -> None:
         unique=False,
     )
     op.create_index("ix_job_runs_job_ref", "job_runs", ["job_ref"], unique=False)
+
+
+def _create_strands() -> None:
+    """The strand tables (hourly rollups and progress) and their indexes."""
     op.create_table(
         "strand_hourly",
         sa.Column("id", sa.Integer(), nullable=False),
@@ -162,11 +179,14 @@ def upgrade() -> None:
         sa.Column("until_t", sa.Double(), nullable=False),
         sa.PrimaryKeyConstraint("cluster", name=op.f("pk_strand_progress")),
     )
+
+
+def _index_interval_ends() -> None:
+    """Indexes on where intervals end (the open ones are looked up by it)."""
     op.create_index("ix_node_metrics_to_t", "node_metrics", ["to_t"], unique=False)
     op.create_index(
         "ix_gpu_allocations_to_snapshot", "gpu_allocations", ["to_snapshot"], unique=False
     )
-    _backfill_runs(op.get_bind())
 
 
 def downgrade() -> None:
