@@ -18,6 +18,7 @@ if TYPE_CHECKING:
     from collections.abc import Sequence
 
     from slurm_defrag import suite as suite_mod
+    from slurm_defrag.sim.protocol_a import ResultA
     from slurm_defrag.sim.protocol_b import ResultB
 
 
@@ -262,7 +263,6 @@ def simulate(
     if site_file is not None:
         _simulate_site(s, site_file, snapshot, out, json_out)
         return
-    console = output_console()
     title = f"openb {trace}, overlay {overlay}" + (", NVLink jobs" if nvlink_jobs else "")
     if protocol == "a":
         runs_a = suite.protocol_a(s, traces=traces)
@@ -270,17 +270,8 @@ def simulate(
         if out is not None:
             report.plot_a(runs_a, out / "protocol_a.png", f"Protocol A: {title}")
         if not json_out:
-            as_paper = (trace, overlay, order, ratio, nvlink_jobs) == (
-                "default",
-                "none",
-                "shuffle",
-                1.3,
-                False,
-            )
-            table = report.table_a(runs_a, f"Protocol A — {title}, {ratio:.0%} arrived", as_paper)
-            console.print(table)
-            if any(r.defrag != "none" for r in runs_a):
-                console.print(report.table_a_defrag(runs_a, f"Protocol A with defrag — {title}"))
+            as_paper = (trace, overlay, order, ratio, nvlink_jobs) == PAPER_SETTING
+            _print_a(runs_a, f"Protocol A — {title}, {ratio:.0%} arrived", title, as_paper)
     else:
         runs_b = suite.protocol_b(s, traces=traces)
         text = report.to_json("B", s.settings(), runs_b)
@@ -364,6 +355,21 @@ def _simulate_site(
         return
     _print_b(runs, title.replace("Protocol B:", "Protocol B —", 1))
     output_console().print(summary, markup=False, highlight=False)
+
+
+PAPER_SETTING = ("default", "none", "shuffle", 1.3, False)
+"""(trace, overlay, order, ratio, NVLink jobs) of the FGD paper's Protocol A: its table
+shows the paper's figures beside ours."""
+
+
+def _print_a(runs: Sequence[ResultA], heading: str, title: str, as_paper: bool) -> None:
+    """The Protocol A table, and the defrag table when a run defragmented."""
+    from slurm_defrag.sim import report
+
+    console = output_console()
+    console.print(report.table_a(runs, heading, as_paper))
+    if any(r.defrag != "none" for r in runs):
+        console.print(report.table_a_defrag(runs, f"Protocol A with defrag — {title}"))
 
 
 def _print_b(runs: Sequence[ResultB], title: str) -> None:
