@@ -14,7 +14,7 @@ import sys
 from pathlib import Path
 
 import repo_traces  # noqa: F401  (sets SLURM_DEFRAG_TRACES for a checkout)
-from slurm_defrag.planner import workload_mix
+from slurm_defrag.packing import workload_mix
 
 coverage, max_types = float(sys.argv[1]), int(sys.argv[2])
 workload_mix.MixEstimate.__init__.__defaults__ = (workload_mix.KEEP_JOBS, max_types, coverage)

@@ -304,7 +304,7 @@ estimate: it misses jobs that ended and counts jobs still queued (a node looks f
 it is), and it misses the jobs it does not route (their own --prefer, --exclusive,
 several nodes, array tasks after the first) and those Slurm put elsewhere (a node looks
 emptier). Each cycle's table starts it again from what Slurm reports.
-The measure is the one in src/slurm_defrag/planner/fit_classes.py, which tests compare
+The measure is the one in src/slurm_defrag/packing/fit_classes.py, which tests compare
 with this one; rises are cached per node state, so a submission costs one pass over the
 nodes with a table lookup each once the common states are known.
 ]]
@@ -1143,7 +1143,7 @@ A priority boost, set at submit as a negative --nice (added to the user's own):
 cap (priority points) is what `plugins render` read as the site's priority range (the sum
 of its PriorityWeight*) times the admin's share (--boost-cap, default 10 %): the boost
 keeps its order (tier, then shortest limit) and never outweighs more than that share of
-fair-share, QOS and the rest (src/slurm_defrag/planner/queue_order.py). cap = 0
+fair-share, QOS and the rest (src/slurm_defrag/packing/queue_order.py). cap = 0
 (priority/basic, or no weights): no job's priority changes. A table without a cap (the
 simulator without a priority model) gives the raw boost.
 

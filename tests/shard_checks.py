@@ -4,8 +4,8 @@ the live test and the offline replay of its recordings (tests/slurm)."""
 from __future__ import annotations
 
 from slurm_defrag.domain.cluster import ClusterSnapshot, JobState
-from slurm_defrag.planner.fit_classes import TaskClass
-from slurm_defrag.planner.workload_mix import job_class
+from slurm_defrag.packing.fit_classes import TaskClass
+from slurm_defrag.packing.workload_mix import job_class
 
 NODE = "node04"
 SHARDS = 32

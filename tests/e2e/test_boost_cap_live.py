@@ -48,8 +48,8 @@ from test_priority_crosscheck_live import (
 )
 
 from plugins.plugins_support import ETC, Cluster, reload_script, require
-from slurm_defrag.planner.levers import SHORT_FIRST_SPAN
-from slurm_defrag.planner.queue_order import BOOST_SPANS, capped
+from slurm_defrag.packing.node_levers import SHORT_FIRST_SPAN
+from slurm_defrag.packing.queue_order import BOOST_SPANS, capped
 
 pytestmark = pytest.mark.slurm
 

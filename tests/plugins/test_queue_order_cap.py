@@ -5,7 +5,7 @@ any jobs:
 * no boost is above the cap (and none is negative);
 * the order the uncapped boost sets among jobs is kept (never reversed);
 * cap 0 (priority/basic, no weights, ``--boost-cap 0``) changes no job;
-* the script's arithmetic is :func:`slurm_defrag.planner.queue_order.capped`'s.
+* the script's arithmetic is :func:`slurm_defrag.packing.queue_order.capped`'s.
 """
 
 from __future__ import annotations
@@ -20,8 +20,8 @@ from hypothesis import strategies as st
 from typer.testing import CliRunner
 
 from slurm_defrag.cli import app
-from slurm_defrag.planner.levers import SHORT_FIRST_SPAN, short_first_entry
-from slurm_defrag.planner.queue_order import NICE_LIMIT, WEIGHTS, capped, read_range
+from slurm_defrag.packing.node_levers import SHORT_FIRST_SPAN, short_first_entry
+from slurm_defrag.packing.queue_order import NICE_LIMIT, WEIGHTS, capped, read_range
 
 from .hook_cost import CountedHook
 from .test_render import COMPOSE, compose_conf

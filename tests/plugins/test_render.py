@@ -566,7 +566,7 @@ def test_the_route_file_is_named_in_the_table_and_read_by_the_doctor(tmp_path: P
 def test_keep_scarce_marks_big_variants_of_common_nodes() -> None:
     """mark_kept: a type whose whole shape few nodes hold, beside a common type with as
     many GPUs; never a model of its own, never a type without CPUs or memory."""
-    from slurm_defrag.planner.levers import mark_kept
+    from slurm_defrag.packing.node_levers import mark_kept
 
     types: list[dict[str, object]] = [
         {"gpus": 8, "nodes": 18, "cpus": 96, "mem": 393216, "hosts": "a[1-18]"},

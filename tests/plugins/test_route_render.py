@@ -12,8 +12,8 @@ import pytest
 from slurm_defrag.actuator.lua_table import to_lua
 from slurm_defrag.commands.plugins import render_lua
 from slurm_defrag.domain.cluster import ClusterSnapshot, Node
-from slurm_defrag.planner.fit_classes import Mix, TaskClass
-from slurm_defrag.planner.levers import LeverSettings, compute_levers
+from slurm_defrag.packing.fit_classes import Mix, TaskClass
+from slurm_defrag.packing.node_levers import LeverSettings, compute_levers
 from slurm_defrag.synth import EPOCH
 
 from .plugins_support import PLUGINS, require

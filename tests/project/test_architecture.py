@@ -16,7 +16,10 @@ import grimp
 
 
 def _package_graph() -> tuple[dict[str, set[str]], dict[tuple[str, str], tuple[str, str]]]:
-    graph = grimp.build_graph("slurm_defrag", include_external_packages=False)
+    # No cache: grimp keeps one mtime file per package for all its data files, so after
+    # lint-imports (include_external_packages = true) has seen an edit, a cached build
+    # here would take its stale imports for the edited modules as current.
+    graph = grimp.build_graph("slurm_defrag", include_external_packages=False, cache_dir=None)
     edges: dict[str, set[str]] = defaultdict(set)
     witness: dict[tuple[str, str], tuple[str, str]] = {}
     for module in graph.modules:

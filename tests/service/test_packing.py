@@ -8,7 +8,7 @@ import pytest
 
 from service_helpers import CycleFactory, FakeClock
 from slurm_defrag.domain.cluster import ClusterSnapshot, Job, JobState, Node
-from slurm_defrag.planner.levers import TIER_SPAN
+from slurm_defrag.packing.node_levers import TIER_SPAN
 from slurm_defrag.slurm.fake import FakeSlurm
 from slurm_defrag.store.database import Store
 from slurm_defrag.store.plans import Plans

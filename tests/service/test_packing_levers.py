@@ -5,7 +5,7 @@ from __future__ import annotations
 from slurm_defrag.actuator.audit import AuditingWriter
 from slurm_defrag.actuator.packing import Packer
 from slurm_defrag.domain.cluster import ClusterSnapshot, Job, JobState, Node
-from slurm_defrag.planner.levers import MAX_WEIGHT, LeverSettings
+from slurm_defrag.packing.node_levers import MAX_WEIGHT, LeverSettings
 from slurm_defrag.slurm.fake import FakeSlurm
 from slurm_defrag.store.database import Store
 from slurm_defrag.store.plans import Plans

@@ -6,7 +6,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from slurm_defrag.planner.levers import LeverSettings
+from slurm_defrag.packing.node_levers import LeverSettings
 from slurm_defrag.sim.cluster import ClusterState
 from slurm_defrag.sim.levers import SimLevers, parse_mode
 from slurm_defrag.sim.model import JobSpec, NodeSpec, Placement

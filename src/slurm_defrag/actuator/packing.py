@@ -9,7 +9,7 @@ open ``packing`` record in the plans table: ``weight`` on node, args ``original`
 ``weight``), so they survive a crash and are restored when packing is disabled or the
 service stops. Every change goes through the auditing writer.
 
-:meth:`Packer.apply_levers` applies a lever of :mod:`slurm_defrag.planner.levers` (the
+:meth:`Packer.apply_levers` applies a lever of :mod:`slurm_defrag.packing.node_levers` (the
 same function the simulator's slurm mode runs): Weights as above, and node features with
 ``scontrol update NodeName=.. AvailableFeatures=.. ActiveFeatures=..`` — the node's own
 features (recorded before the first change, step ``features`` with args ``original``)
@@ -27,7 +27,7 @@ import time
 from slurm_defrag.actuator.audit import AuditingWriter
 from slurm_defrag.actuator.route_file import RouteFile
 from slurm_defrag.domain.cluster import ClusterSnapshot
-from slurm_defrag.planner.levers import MAX_WEIGHT, LeverSettings, compute_levers, is_ours
+from slurm_defrag.packing.node_levers import MAX_WEIGHT, LeverSettings, compute_levers, is_ours
 from slurm_defrag.store.plans import NewStep, PlanRecord, Plans
 
 log = logging.getLogger(__name__)

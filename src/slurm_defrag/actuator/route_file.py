@@ -1,7 +1,7 @@
 """The per-job route's file: what job_submit.lua routes by, rewritten every cycle.
 
-The ``fgd-route`` levers (:mod:`slurm_defrag.planner.levers`) hand job_submit.lua the
-cycle's free resources of every node (:func:`~slurm_defrag.planner.levers.route_table`).
+The ``fgd-route`` levers (:mod:`slurm_defrag.packing.node_levers`) hand job_submit.lua the
+cycle's free resources of every node (:func:`~slurm_defrag.packing.node_levers.route_table`).
 slurmctld runs the script in its own process, so the table goes through a file on the
 controller's local disk: written to a temporary file and renamed over the old one (the
 script never sees half a file), with a first line that changes at every write (the
@@ -109,7 +109,7 @@ def _check_keys(entry: Mapping[str, object], allowed: frozenset[str], what: str)
 
 
 def route_lines(entry: Mapping[str, object], *, generated_at: int, valid_s: int) -> list[str]:
-    """The records of the route ``entry`` (:func:`~slurm_defrag.planner.levers.route_table`)
+    """The records of the route ``entry`` (:func:`~slurm_defrag.packing.node_levers.route_table`)
     in format :data:`FORMAT`, without the stamp; ValueError for a value the format cannot
     hold (job_submit.lua would refuse the file)."""
     _check_keys(entry, _ROUTE_KEYS, "route")
@@ -187,7 +187,7 @@ class RouteFile:
         self._writes = itertools.count(1)
 
     def write(self, entry: Mapping[str, object]) -> None:
-        """This cycle's route (:func:`~slurm_defrag.planner.levers.route_table`)."""
+        """This cycle's route (:func:`~slurm_defrag.packing.node_levers.route_table`)."""
         now = self.clock()
         lines = [
             f"{STAMP} {now:.6f} {os.getpid()} {next(self._writes)}",

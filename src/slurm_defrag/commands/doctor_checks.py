@@ -488,7 +488,7 @@ def check_queue_order(env: Env) -> Result:
     """What job_submit.lua's queue order (``short_first``) may change: the cap on its boost
     in priority points and as a share of the live priority range, and the weights it is
     read from (``scontrol show config``), against the range the table was rendered for."""
-    from slurm_defrag.planner.queue_order import read_range
+    from slurm_defrag.packing.queue_order import read_range
 
     conf = env.conf()
     if "lua" not in conf.get("JobSubmitPlugins", ""):

@@ -42,7 +42,7 @@ the queue order job_submit.lua sets, as a priority boost (a negative ``--nice`` 
 the job's own) of tier x ``span`` + ``span`` minus the time limit in minutes, scaled into
 ``[0, cap]``: ``cap`` = ``--boost-cap`` (default 10 %) x the site's priority range
 (``range``, the sum of the ``PriorityWeight*`` read from slurm.conf or
-``--priority-config``, listed in ``weights``; :mod:`slurm_defrag.planner.queue_order`).
+``--priority-config``, listed in ``weights``; :mod:`slurm_defrag.packing.queue_order`).
 Tier 2: a one-node GPU job only a few nodes can hold (the nodes of its partitions with
 its GPU count and type, CPUs and memory are at most SHARE of their GPU nodes); tier 1: at
 least ``large_gpus`` GPUs per node; tier 0: every other job, boosted only with ``all``.
@@ -50,7 +50,7 @@ Within a tier the short limits go first (slurm-plugins/README.md; measured in
 docs/benchmarks.md, "Short first on scarce shapes" and "Large first, short first").
 
 ``keep`` (``--keep-scarce DEMAND``): a type marked ``kept = true`` (the big-CPU or
-big-memory variant of a common node, :func:`slurm_defrag.planner.levers.mark_kept`) is
+big-memory variant of a common node, :func:`slurm_defrag.packing.node_levers.mark_kept`) is
 kept for the jobs only such nodes can hold: while the scarce jobs submitted in the last
 ``window`` minutes ask for at least ``demand`` of the kept nodes' time, job_submit.lua
 adds its ``hosts`` to every other one-node job's ``--exclude`` when the job fits a node
@@ -81,8 +81,8 @@ import typer
 
 from slurm_defrag.actuator.lua_table import lua_string, to_lua, write_atomically
 from slurm_defrag.errors import InputError
-from slurm_defrag.planner.levers import mark_kept, short_first_entry
-from slurm_defrag.planner.queue_order import (
+from slurm_defrag.packing.node_levers import mark_kept, short_first_entry
+from slurm_defrag.packing.queue_order import (
     DEFAULT_CAP_SHARE,
     PriorityRange,
     check_share,
@@ -127,7 +127,7 @@ class RenderOptions:
     large_first: int | None = None
     """GPUs per node from which a job goes before smaller ones."""
     keep_scarce: float | None = None
-    """Keep the scarce node types (planner.levers.mark_kept) for the jobs only they hold
+    """Keep the scarce node types (packing.node_levers.mark_kept) for the jobs only they hold
     while their demand is at least this (0: always)."""
     boost_cap: float = DEFAULT_CAP_SHARE
     """The queue-order boost is at most this share of the site's priority range."""

@@ -11,7 +11,7 @@ import typer
 
 from slurm_defrag.commands.common import JsonOpt
 from slurm_defrag.errors import InputError
-from slurm_defrag.planner.levers import LEVERS
+from slurm_defrag.packing.node_levers import LEVERS
 from slurm_defrag.report.console import output_console
 
 if TYPE_CHECKING:

@@ -34,10 +34,10 @@ from slurm_defrag.domain.cluster import ClusterSnapshot
 from slurm_defrag.domain.plan import ActionKind, Plan
 from slurm_defrag.metrics.cache import MetricsCache
 from slurm_defrag.metrics.compute import compute
+from slurm_defrag.packing.node_levers import IDLE_BUMP, LeverSettings
+from slurm_defrag.packing.workload_mix import MixEstimate, job_class
 from slurm_defrag.planner.facade import make_plan
 from slurm_defrag.planner.fingerprint import plan_inputs_fingerprint
-from slurm_defrag.planner.levers import IDLE_BUMP, LeverSettings
-from slurm_defrag.planner.workload_mix import MixEstimate, job_class
 from slurm_defrag.policy.file import Policy
 from slurm_defrag.service.history import StoreHistory
 from slurm_defrag.service.observer import NO_OBSERVER, Observer
@@ -103,7 +103,7 @@ class CycleRules:
     ttl_s: float
     packing_bump: int | None = None
     packing_lever: str = IDLE_BUMP
-    """Which lever packing runs (:data:`~slurm_defrag.planner.levers.LEVERS`); the
+    """Which lever packing runs (:data:`~slurm_defrag.packing.node_levers.LEVERS`); the
     default raises whole-free nodes by ``packing_bump``."""
     replan_after_s: float = 600.0
     """Re-plan at least this often even when the planner's inputs did not change: victims'

@@ -1,6 +1,6 @@
 """The service's packing levers, run on the simulator's state once per cycle.
 
-The decision is the product's (:func:`slurm_defrag.planner.levers.compute_levers`); this
+The decision is the product's (:func:`slurm_defrag.packing.node_levers.compute_levers`); this
 module only turns :class:`~slurm_defrag.sim.cluster.ClusterState` into the snapshot that
 function reads and writes its answer back as node Weights and features — what the
 service's :class:`~slurm_defrag.actuator.packing.Packer` does with ``scontrol update``.
@@ -12,7 +12,7 @@ The snapshot is the light variant of :mod:`~slurm_defrag.sim.snapshot_view`: nod
 (``ClusterState.version``), so a cycle costs one snapshot validation plus the lever.
 
 Policy names select a configuration (:func:`parse_mode`): ``slurm`` is Slurm alone;
-``slurm+<lever>`` adds a lever from :data:`~slurm_defrag.planner.levers.LEVERS`, and
+``slurm+<lever>`` adds a lever from :data:`~slurm_defrag.packing.node_levers.LEVERS`, and
 ``slurm+<lever>/<N>`` applies it every N arrivals (Protocol A, which has no clock;
 ``slurm+<lever>@<M>/<N>``: each class's feature on at least M nodes,
 ``LeverSettings.min_members``; ``@<M>:c``: CPU-aware classes, :data:`CPU_BUCKETS`;
@@ -23,7 +23,7 @@ first; ``~short-all``: every job by its limit, large and scarce ones first; ``~k
 with either: the scarce nodes kept for the scarce jobs while they are in demand,
 ``~keep-always``: always; Protocol B, :func:`short_first_of`). Under a priority model
 the boost is capped as ``plugins render`` caps it (issue #41 item 2,
-:mod:`slurm_defrag.planner.queue_order`): at most 10 % of the site's priority range by
+:mod:`slurm_defrag.packing.queue_order`): at most 10 % of the site's priority range by
 default, ``~cap<P>`` P %, ``~nocap`` the raw boost; without a priority model there is no
 range and the raw boost stands (the simulator before #41). In Protocol B the cycle is
 ``EngineConfig.lever_interval`` seconds, the service's 60 s.
@@ -40,16 +40,16 @@ import numpy as np
 from slurm_defrag.domain.cluster import ClusterSnapshot, Node, Partition
 from slurm_defrag.domain.units import MILLI
 from slurm_defrag.errors import InputError
-from slurm_defrag.planner.fit_classes import Mix, TaskClass
-from slurm_defrag.planner.levers import (
+from slurm_defrag.packing.fit_classes import Mix, TaskClass
+from slurm_defrag.packing.node_levers import (
     LEVERS,
     LeverSettings,
     compute_levers,
     is_ours,
     short_first_entry,
 )
-from slurm_defrag.planner.queue_order import DEFAULT_CAP_SHARE
-from slurm_defrag.planner.workload_mix import MixEstimate
+from slurm_defrag.packing.queue_order import DEFAULT_CAP_SHARE
+from slurm_defrag.packing.workload_mix import MixEstimate
 from slurm_defrag.sim.cluster import ClusterState
 from slurm_defrag.sim.frag import TaskType
 from slurm_defrag.sim.model import JobSpec
@@ -93,7 +93,7 @@ class SlurmMode:
     """Protocol A: arrivals per service cycle."""
     seen_mix: bool = False
     """``~seen``: an ``fgd-*`` lever weighs by the mix of the jobs seen so far, counted as
-    the service counts them (:class:`~slurm_defrag.planner.workload_mix.MixEstimate`),
+    the service counts them (:class:`~slurm_defrag.packing.workload_mix.MixEstimate`),
     instead of the whole trace's (which a site does not have)."""
     warm: bool = False
     """``~warm``: ``~seen`` whose estimate already holds as many jobs as it keeps, drawn
@@ -105,7 +105,7 @@ class SlurmMode:
     job_submit.lua sets (:func:`short_first_of`)."""
     keep: float | None = None
     """``~keep`` (with ``~short*``): job_submit.lua keeps other jobs off the scarce node
-    types (``--keep-scarce``, :func:`~slurm_defrag.planner.levers.mark_kept`) while the
+    types (``--keep-scarce``, :func:`~slurm_defrag.packing.node_levers.mark_kept`) while the
     scarce jobs ask for :data:`KEEP_DEMAND` of their time; ``~keep-always``: always (0)."""
     boost_cap: float | None = None
     """``~cap<P>``: the boost bounded to P/100 of the site's priority range

@@ -29,7 +29,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-from slurm_defrag.planner.queue_order import MULTIFACTOR, PriorityRange, read_range
+from slurm_defrag.packing.queue_order import MULTIFACTOR, PriorityRange, read_range
 
 DAY = 86400.0
 
@@ -90,7 +90,7 @@ class MultifactorConfig:
 
     def priority_range(self) -> PriorityRange:
         """These weights as ``plugins render`` reads a site's
-        (:func:`~slurm_defrag.planner.queue_order.read_range`): what job_submit.lua's
+        (:func:`~slurm_defrag.packing.queue_order.read_range`): what job_submit.lua's
         queue-order boost is capped by, the same way on both sides."""
         return read_range(
             {

@@ -4,7 +4,7 @@ The simulator does not mirror the hook in Python: it loads ``slurm-plugins/job_s
 into an embedded Lua 5.1 (the release Debian builds Slurm against), with a stub of the
 ``slurm`` table slurmctld provides and the node table ``slurm-defrag plugins render``
 would write for the simulated cluster (its ``pack`` entry from
-:func:`slurm_defrag.planner.levers.pack_table`, the one both use), and calls
+:func:`slurm_defrag.packing.node_levers.pack_table`, the one both use), and calls
 ``slurm_job_submit`` on a job description shaped like what sbatch sends for the job:
 ``--gres=gpu:K`` for whole GPUs, ``--gres=shard:S`` for a share of one GPU, nothing for
 CPU only, one node. The ``--prefer`` it sets is copied to the job, and so is the
@@ -34,7 +34,7 @@ from typing import Any
 from slurm_defrag.domain.units import MILLI
 from slurm_defrag.errors import InputError
 from slurm_defrag.hooks_location import candidates, plugins_dir
-from slurm_defrag.planner.levers import SHARDS_PER_GPU, LeverSettings, mark_kept, pack_table
+from slurm_defrag.packing.node_levers import SHARDS_PER_GPU, LeverSettings, mark_kept, pack_table
 from slurm_defrag.sim.cluster import ClusterState
 from slurm_defrag.sim.levers import SimLevers
 from slurm_defrag.sim.model import JobSpec
@@ -84,7 +84,8 @@ def node_table(
 ) -> dict[str, Any]:
     """defrag_nodes.lua for the simulated cluster: one partition, node types by GPU count
     and model, CPUs and memory (as ``plugins render`` writes them), the levers' ``pack``
-    entry and the ``short_first`` one (:func:`~slurm_defrag.planner.levers.short_first_entry`)."""
+    entry and the ``short_first`` one
+    (:func:`~slurm_defrag.packing.node_levers.short_first_entry`)."""
     import hostlist
 
     types: dict[tuple[int, str, int, int], list[str]] = {}
@@ -198,7 +199,7 @@ class SubmitHook:
         self.calls = 0
 
     def route(self, entry: Mapping[str, Any]) -> None:
-        """A new cycle's ``route`` entry (:func:`slurm_defrag.planner.levers.route_table`),
+        """A new cycle's ``route`` entry (:func:`slurm_defrag.packing.node_levers.route_table`),
         as slurmctld reloads the script when the service rewrites the table: from now on
         every job is asked (the answer depends on what came before it)."""
         d = self._lua.globals().slurm_defrag

@@ -63,7 +63,7 @@ class SlurmConf:
     priority: dict[str, str] = field(default_factory=dict)
     """``Priority*`` settings (``PriorityType``, ``PriorityWeight*``), keys lower-cased:
     what the queue-order lever's cap is read from
-    (:func:`slurm_defrag.planner.queue_order.read_range`)."""
+    (:func:`slurm_defrag.packing.queue_order.read_range`)."""
 
     @property
     def default_partition(self) -> str | None:

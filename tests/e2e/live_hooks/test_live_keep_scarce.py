@@ -8,7 +8,7 @@ in its window live in its Lua state from one submission to the next.
 
 The table marks node01-03 (the A100 and A100-80GB nodes) kept, by hand, so that node04
 is the only other node: which types the render keeps (big variants of common nodes,
-``planner.levers.mark_kept``) is tested offline; the compose cluster's four nodes are
+``packing.node_levers.mark_kept``) is tested offline; the compose cluster's four nodes are
 alike in CPUs and memory.
 """
 

@@ -40,7 +40,7 @@ Levers (:data:`LEVERS`):
   class (k whole GPUs, or a share of S shards for each share size of the workload mix)
   the nodes where one request of the class (the mix's typical CPU count for it) raises
   FGD fragmentation least, in steps of ``RISE_STEP`` milli-GPUs
-  (:mod:`~slurm_defrag.planner.fit_classes`); needs ``LeverSettings.mix``. CPU-only jobs
+  (:mod:`~slurm_defrag.packing.fit_classes`); needs ``LeverSettings.mix``. CPU-only jobs
   (``defrag_fitcpu``) count most: in Protocol A, packing every GPU job the FGD way but
   leaving CPU-only jobs to first fit leaves 7.7 % of the GPUs unallocated, worse than
   first fit everywhere (5.5 %): their CPUs strand the GPUs beside them
@@ -79,7 +79,7 @@ from typing import Any
 from slurm_defrag.domain.cluster import ClusterSnapshot, Node
 from slurm_defrag.domain.units import MILLI
 from slurm_defrag.errors import InputError
-from slurm_defrag.planner.fit_classes import Mix, NodeFree, TaskClass, rise
+from slurm_defrag.packing.fit_classes import Mix, NodeFree, TaskClass, rise
 
 LEVERS = (
     "none",
@@ -247,7 +247,7 @@ SHORT_FIRST_SPAN = 10080
 """job_submit.lua's ``short_first`` boosts a job's priority by its tier times this plus
 this minus its time limit in minutes (a week: a limit of a week or more, or none, adds
 nothing), scaled into ``[0, cap]`` by the table's ``cap``
-(:mod:`slurm_defrag.planner.queue_order`)."""
+(:mod:`slurm_defrag.packing.queue_order`)."""
 
 
 KEEP_WINDOW_MIN = 360
@@ -269,7 +269,7 @@ def short_first_entry(
     (a demand: the share of the kept nodes' time the scarce jobs of the last
     :data:`KEEP_WINDOW_MIN` minutes ask for; 0: always) the other jobs are kept off the
     node types :func:`mark_kept` marks. ``cap``: the largest boost in priority points
-    (:mod:`~slurm_defrag.planner.queue_order`); None: the raw boost."""
+    (:mod:`~slurm_defrag.packing.queue_order`); None: the raw boost."""
     if not 0 < share <= 1:
         raise InputError(f"--short-first: {share} is not a share of nodes in (0, 1]")
     if large_gpus is not None and large_gpus < 1:

@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 
 from slurm_defrag.domain.cluster import ClusterSnapshot, Job, JobState, Node
-from slurm_defrag.planner.fit_classes import Mix, TaskClass
-from slurm_defrag.planner.levers import (
+from slurm_defrag.packing.fit_classes import Mix, TaskClass
+from slurm_defrag.packing.node_levers import (
     IDLE_TIER,
     MAX_WEIGHT,
     TIER_SPAN,

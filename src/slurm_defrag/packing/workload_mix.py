@@ -20,7 +20,7 @@ from collections.abc import Iterable
 
 from slurm_defrag.domain.cluster import ClusterSnapshot, Job, JobState
 from slurm_defrag.domain.units import MILLI, share_milli
-from slurm_defrag.planner.fit_classes import Mix, TaskClass
+from slurm_defrag.packing.fit_classes import Mix, TaskClass
 
 KEEP_JOBS = 5000
 """Jobs the estimate remembers: about a day of arrivals on a busy 1,000-GPU cluster."""

@@ -8,8 +8,8 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from slurm_defrag.errors import InputError
-from slurm_defrag.planner.levers import SHORT_FIRST_SPAN
-from slurm_defrag.planner.queue_order import NICE_LIMIT, PriorityRange, capped, read_range
+from slurm_defrag.packing.node_levers import SHORT_FIRST_SPAN
+from slurm_defrag.packing.queue_order import NICE_LIMIT, PriorityRange, capped, read_range
 
 # as 24.11's `scontrol show config` prints them (tests/fixtures/*/scontrol_show_config.txt),
 # after controller.parse_show_config: (null) is ""

@@ -7,8 +7,8 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from slurm_defrag.domain.cluster import ClusterSnapshot, GpuRequest, Job, JobState, Node
-from slurm_defrag.planner.fit_classes import TaskClass
-from slurm_defrag.planner.workload_mix import MixEstimate, job_class
+from slurm_defrag.packing.fit_classes import TaskClass
+from slurm_defrag.packing.workload_mix import MixEstimate, job_class
 from slurm_defrag.synth import EPOCH
 
 
