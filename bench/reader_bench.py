@@ -28,7 +28,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from slurm_defrag.slurm.cli import CliSlurm
-from slurm_defrag.slurm.scontrol_text import job_records, one_line
+from slurm_defrag.slurm.parse.scontrol_text import job_records, one_line
 from slurm_defrag.slurm.settings import SlurmSettings
 
 FIXTURES = Path(__file__).resolve().parents[1] / "tests" / "fixtures"

@@ -25,10 +25,11 @@ import httpx
 import pytest
 
 from slurm_defrag.domain.cluster import Job
-from slurm_defrag.slurm import ids, scontrol_text
+from slurm_defrag.slurm import ids
 from slurm_defrag.slurm.cli import CliSlurm
 from slurm_defrag.slurm.errors import SlurmParseError, SlurmRejectedError
 from slurm_defrag.slurm.fake import FakeSlurm
+from slurm_defrag.slurm.parse import scontrol_text
 from slurm_defrag.slurm.rest import RestSlurm
 from slurm_defrag.slurm.settings import SlurmSettings
 

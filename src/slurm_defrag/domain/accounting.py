@@ -2,7 +2,7 @@
 
 The impact report reads job waits from the snapshots' pending-to-running transitions; a
 site may refine them with ``sacct`` (exact submit and start times, jobs the snapshots never
-saw). :mod:`slurm_defrag.slurm.sacct` reads that output into these records.
+saw). :mod:`slurm_defrag.slurm.parse.sacct` reads that output into these records.
 """
 
 from __future__ import annotations

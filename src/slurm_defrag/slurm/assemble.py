@@ -6,7 +6,7 @@ reports NVLinks; each node records which source gave it), node reservations from
 active reservations (22.05 and pyslurm do not put them on the node), and a stable order
 (nodes, partitions, reservations by name, jobs by id) so snapshots diff cleanly.
 
-Job records a reader could not understand (:mod:`slurm_defrag.slurm.records`) are said
+Job records a reader could not understand (:mod:`slurm_defrag.slurm.parse.records`) are said
 here, one warning each per read, whatever the backend.
 """
 
@@ -35,7 +35,7 @@ from slurm_defrag.domain.topology import BUILTIN_TOPOLOGIES, GpuTopology
 from slurm_defrag.domain.units import MILLI, share_milli
 from slurm_defrag.errors import InputError
 from slurm_defrag.slurm.errors import SlurmParseError
-from slurm_defrag.slurm.mapping import natural_key, show
+from slurm_defrag.slurm.parse.mapping import natural_key, show
 from slurm_defrag.slurm.settings import SlurmSettings
 from slurm_defrag.slurm.topology_block import topology_conf_domains
 from slurm_defrag.slurm.topology_sources import Found, GresConfText, resolve
@@ -56,7 +56,7 @@ class Parts:
     nvlink_domains: Sequence[NvlinkDomain] = ()
     """Multi-node NVLink domains (cli: topology/block blocks); nodes get theirs named."""
     left_out: Sequence[str] = ()
-    """Job records the reader could not identify (:mod:`slurm_defrag.slurm.records`)."""
+    """Job records the reader could not identify (:mod:`slurm_defrag.slurm.parse.records`)."""
 
 
 def assemble(

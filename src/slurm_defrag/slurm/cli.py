@@ -48,7 +48,7 @@ required lines present, one record per JobId) and only what survives is used:
 
 Whichever is read, a job record whose fields do not read (a request Slurm holds but no
 parser knows, ``--gres=gpu:abc:xyz:1``) costs that job, not the read: it is kept out of
-planning, or left out (:mod:`slurm_defrag.slurm.records`, issue #40).
+planning, or left out (:mod:`slurm_defrag.slurm.parse.records`, issue #40).
 """
 
 from __future__ import annotations
@@ -71,11 +71,12 @@ from slurm_defrag.domain.cluster import (
     Reservation,
     record_reason,
 )
-from slurm_defrag.slurm import ids, openapi, scontrol_text, topology_block
+from slurm_defrag.slurm import ids, topology_block
 from slurm_defrag.slurm.assemble import Parts, assemble
 from slurm_defrag.slurm.errors import SlurmParseError, SlurmRejectedError
-from slurm_defrag.slurm.mapping import Doc, show
-from slurm_defrag.slurm.records import JobsRead
+from slurm_defrag.slurm.parse import openapi, scontrol_text
+from slurm_defrag.slurm.parse.mapping import Doc, show
+from slurm_defrag.slurm.parse.records import JobsRead
 from slurm_defrag.slurm.runner import Runner, run, run_capture, subprocess_runner
 from slurm_defrag.slurm.settings import SlurmSettings
 from slurm_defrag.slurm.topology_sources import GresConfText

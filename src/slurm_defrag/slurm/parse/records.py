@@ -32,8 +32,8 @@ from typing import Any, TypeVar
 from pydantic import ValidationError
 
 from slurm_defrag.domain.cluster import Job, RecordPart, record_reason
-from slurm_defrag.slurm import mapping as m
 from slurm_defrag.slurm.errors import SlurmParseError
+from slurm_defrag.slurm.parse import mapping as m
 
 T = TypeVar("T")
 
