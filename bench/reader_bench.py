@@ -27,7 +27,7 @@ import time
 from collections.abc import Sequence
 from pathlib import Path
 
-from slurm_defrag.slurm.cli import CliSlurm
+from slurm_defrag.slurm.cli_backend import CliSlurm
 from slurm_defrag.slurm.parse.scontrol_text import job_records, one_line
 from slurm_defrag.slurm.settings import SlurmSettings
 

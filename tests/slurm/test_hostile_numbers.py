@@ -364,7 +364,7 @@ def test_scontrol_text_integer_is_ascii_and_bounded(
 )
 def test_cli_json_decoder_limits_are_parse_errors(out: str) -> None:
     """json.loads raises ValueError (int digit limit) / RecursionError, not JSONDecodeError."""
-    from slurm_defrag.slurm.cli import CliSlurm
+    from slurm_defrag.slurm.cli_backend import CliSlurm
 
     with pytest.raises(SlurmParseError, match="squeue --json: output is not JSON"):
         CliSlurm.decode(out, "squeue --json")
@@ -377,9 +377,9 @@ def test_admin_host_lists_are_sized_before_expanding(tmp_path: Path, hosts: str)
     """gres.conf, slurm.conf and topology_templates host lists were expanded eagerly by
     python-hostlist: ``gpu[0-99999999]`` in an admin file is one clear line, not gigabytes."""
     from slurm_defrag.errors import InputError
-    from slurm_defrag.slurm.gres_conf import parse_gres_conf_links
+    from slurm_defrag.slurm.discovery.gres_conf import parse_gres_conf_links
+    from slurm_defrag.slurm.discovery.slurm_conf import parse_slurm_conf
     from slurm_defrag.slurm.parse.mapping import expand_config_hosts
-    from slurm_defrag.slurm.slurm_conf import parse_slurm_conf
 
     with pytest.raises(InputError, match="bad host list"):
         expand_config_hosts(hosts, "topology_templates")

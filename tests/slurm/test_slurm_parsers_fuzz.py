@@ -36,7 +36,7 @@ from slurm_inputs import (
 )
 
 from fuzzing import FUZZ, FUZZ_EXAMPLES, assert_clean
-from slurm_defrag.slurm.cli import CliSlurm
+from slurm_defrag.slurm.cli_backend import CliSlurm
 from slurm_defrag.slurm.parse import openapi
 from slurm_defrag.slurm.parse import scontrol_text as text_parser
 from slurm_defrag.slurm.parse.mapping import Doc

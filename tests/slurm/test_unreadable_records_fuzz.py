@@ -51,8 +51,8 @@ from test_unreadable_records import HOSTILE_REQUESTS
 
 from fuzzing import FUZZ
 from slurm_defrag.domain.cluster import ClusterSnapshot, Job, Node
-from slurm_defrag.slurm import assemble as assembly
-from slurm_defrag.slurm.cli import CliSlurm
+from slurm_defrag.slurm import snapshot_assembly as assembly
+from slurm_defrag.slurm.cli_backend import CliSlurm
 from slurm_defrag.slurm.errors import SlurmParseError
 from slurm_defrag.slurm.parse import openapi
 from slurm_defrag.slurm.parse.mapping import Doc

@@ -43,13 +43,13 @@ from slurm_defrag.domain.cluster import (
 )
 from slurm_defrag.errors import InputError
 from slurm_defrag.slurm import ids
-from slurm_defrag.slurm.assemble import Parts, assemble
 from slurm_defrag.slurm.errors import SlurmParseError, SlurmRejectedError, from_failure
 from slurm_defrag.slurm.parse import cpu_memory
 from slurm_defrag.slurm.parse import mapping as m
 from slurm_defrag.slurm.parse.records import JobParts, Unidentified, json_job_head, read_job
 from slurm_defrag.slurm.port import SlurmWriter
 from slurm_defrag.slurm.settings import SlurmSettings
+from slurm_defrag.slurm.snapshot_assembly import Parts, assemble
 
 log = logging.getLogger(__name__)
 
@@ -520,7 +520,7 @@ class PyslurmSlurm:
     def _clearer(self) -> SlurmWriter:
         """The writer of updates that clear a field (see the module docstring)."""
         if self._clearing_writer is None:
-            from slurm_defrag.slurm.cli import CliSlurm
+            from slurm_defrag.slurm.cli_backend import CliSlurm
 
             self._clearing_writer = CliSlurm(self.settings)
         return self._clearing_writer

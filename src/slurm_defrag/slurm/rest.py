@@ -26,7 +26,6 @@ import httpx
 from slurm_defrag.domain.cluster import ClusterSnapshot
 from slurm_defrag.errors import InputError
 from slurm_defrag.slurm import ids
-from slurm_defrag.slurm.assemble import Parts, assemble
 from slurm_defrag.slurm.errors import (
     SlurmParseError,
     SlurmRejectedError,
@@ -36,6 +35,7 @@ from slurm_defrag.slurm.errors import (
 from slurm_defrag.slurm.parse import openapi
 from slurm_defrag.slurm.parse.mapping import Doc
 from slurm_defrag.slurm.settings import SlurmSettings
+from slurm_defrag.slurm.snapshot_assembly import Parts, assemble
 
 API_VERSIONS = (
     "v0.0.45",

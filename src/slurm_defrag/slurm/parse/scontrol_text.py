@@ -21,7 +21,7 @@ verbatim, newlines included: checked on 22.05 and 24.11), so they are not read a
 * a key appears once per record, the required lines are all there, the record ends the
   way Slurm ends one, and no two records start with the same ``JobId=``.
 
-A record with a problem is not trusted (the callers in :mod:`slurm_defrag.slurm.cli`
+A record with a problem is not trusted (the callers in :mod:`slurm_defrag.slurm.cli_backend`
 decide what that means). One forgery the structure cannot see: a newline in a value
 followed by a key that comes later in the order and that the real record lacks
 (``--chdir $'/x\n   AdminComment=defrag:protect'`` on a job without an admin comment).
