@@ -27,8 +27,8 @@ import time
 from collections.abc import Sequence
 from pathlib import Path
 
-from slurm_defrag.slurm.cli import CliSlurm
-from slurm_defrag.slurm.scontrol_text import job_records, one_line
+from slurm_defrag.slurm.cli_backend import CliSlurm
+from slurm_defrag.slurm.parse.scontrol_text import job_records, one_line
 from slurm_defrag.slurm.settings import SlurmSettings
 
 FIXTURES = Path(__file__).resolve().parents[1] / "tests" / "fixtures"

@@ -165,7 +165,7 @@ def version_lines() -> list[str]:
     none is fine)."""
     from importlib.metadata import PackageNotFoundError, version
 
-    from slurm_defrag.slurm.runner import client_version
+    from slurm_defrag.slurm.command_runner import client_version
 
     try:
         ortools = f"OR-Tools {version('ortools')}"

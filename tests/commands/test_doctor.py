@@ -17,7 +17,7 @@ from builders import node, snapshot
 from cli_run import run_main
 from slurm_defrag.commands import doctor_checks as dc
 from slurm_defrag.service.settings import ServiceSettings
-from slurm_defrag.slurm.cli import CliSlurm
+from slurm_defrag.slurm.cli_backend import CliSlurm
 from slurm_defrag.slurm.fake import FakeSlurm
 from slurm_defrag.store import migrate
 from slurm_defrag.store.engine import make_engine
@@ -571,7 +571,7 @@ def _rendered(tmp_path: Path, weights: str, **opts: Any) -> str:
     """defrag_nodes.lua as `plugins render` writes it for a slurm.conf with these lines
     (a partition named short_first too: the check must not read it as the entry)."""
     from slurm_defrag.commands.plugins import RenderOptions, build_table, render_lua
-    from slurm_defrag.slurm.slurm_conf import parse_slurm_conf
+    from slurm_defrag.slurm.discovery.slurm_conf import parse_slurm_conf
 
     conf = tmp_path / "slurm.conf"
     conf.write_text(

@@ -389,7 +389,7 @@ def _load_slurm_conf_and_render(path: Path) -> object:
     """slurm.conf as ``plugins render`` reads it (nodes' GRES, CPUs, RealMemory, partitions),
     then the table it builds, queue order on: the admin's file is read, never trusted."""
     from slurm_defrag.commands.plugins import RenderOptions, build_table
-    from slurm_defrag.slurm.slurm_conf import parse_slurm_conf
+    from slurm_defrag.slurm.discovery.slurm_conf import parse_slurm_conf
 
     conf = parse_slurm_conf(path)
     return build_table(conf, {}, RenderOptions(pack_feature=None, short_first=0.1, large_first=4))

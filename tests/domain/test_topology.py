@@ -23,7 +23,11 @@ from slurm_defrag.domain.topology import (
     nvlink_pairs,
     popcount,
 )
-from slurm_defrag.slurm.gres_conf import LinksParseError, from_links_matrix, parse_gres_conf_links
+from slurm_defrag.slurm.discovery.gres_conf import (
+    LinksParseError,
+    from_links_matrix,
+    parse_gres_conf_links,
+)
 
 FIXTURES = Path(__file__).resolve().parent.parent / "fixtures"
 

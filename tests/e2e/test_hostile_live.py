@@ -55,8 +55,8 @@ from infra import require
 from slurm_defrag.domain.cluster import ClusterSnapshot, Job
 from slurm_defrag.planner.facade import make_plan
 from slurm_defrag.policy.file import load_policy
-from slurm_defrag.slurm.cli import CliSlurm
-from slurm_defrag.slurm.runner import subprocess_runner
+from slurm_defrag.slurm.cli_backend import CliSlurm
+from slurm_defrag.slurm.command_runner import subprocess_runner
 from slurm_defrag.slurm.settings import SlurmSettings
 
 pytestmark = pytest.mark.slurm

@@ -42,8 +42,8 @@ from infra import ROOT, require
 from slurm_defrag.domain.cluster import ClusterSnapshot
 from slurm_defrag.planner.facade import make_plan
 from slurm_defrag.policy.file import load_policy
-from slurm_defrag.slurm.cli import CliSlurm
-from slurm_defrag.slurm.runner import CommandResult, subprocess_runner
+from slurm_defrag.slurm.cli_backend import CliSlurm
+from slurm_defrag.slurm.command_runner import CommandResult, subprocess_runner
 from slurm_defrag.slurm.settings import SlurmSettings
 
 pytestmark = [pytest.mark.slurm, pytest.mark.newsuite]

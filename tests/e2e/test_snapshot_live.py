@@ -33,7 +33,7 @@ from live_cluster import config, exclusive_cluster, wait_evaluated
 
 from infra import require
 from slurm_defrag.domain.cluster import ClusterSnapshot, JobState, NodeFlag
-from slurm_defrag.slurm.cli import CliSlurm
+from slurm_defrag.slurm.cli_backend import CliSlurm
 from slurm_defrag.slurm.rest import RestSlurm
 from slurm_defrag.slurm.settings import SlurmSettings
 

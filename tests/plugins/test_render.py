@@ -16,8 +16,8 @@ from slurm_defrag.cli import app
 from slurm_defrag.commands.plugins import RenderOptions, build_table, render_lua
 from slurm_defrag.domain.topology import BUILTIN_TOPOLOGIES
 from slurm_defrag.errors import InputError
-from slurm_defrag.slurm.gres_conf import parse_gres_conf_links
-from slurm_defrag.slurm.slurm_conf import parse_gres_field, parse_slurm_conf
+from slurm_defrag.slurm.discovery.gres_conf import parse_gres_conf_links
+from slurm_defrag.slurm.discovery.slurm_conf import parse_gres_field, parse_slurm_conf
 
 from .plugins_support import PLUGINS, ROOT, require
 

@@ -24,7 +24,7 @@ from typing import Any
 
 import httpx
 
-from slurm_defrag.slurm.cli import CliSlurm
+from slurm_defrag.slurm.cli_backend import CliSlurm
 from slurm_defrag.slurm.pyslurm_adapter import PyslurmSlurm
 from slurm_defrag.slurm.rest import RestSlurm
 from slurm_defrag.slurm.settings import SlurmSettings

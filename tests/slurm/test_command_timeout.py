@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from slurm_defrag.slurm.cli import CliSlurm
+from slurm_defrag.slurm.cli_backend import CliSlurm
 from slurm_defrag.slurm.errors import SlurmUnavailableError
 from slurm_defrag.slurm.settings import SlurmSettings
 

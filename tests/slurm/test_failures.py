@@ -16,7 +16,7 @@ import pytest
 from slurm_defrag import cli
 from slurm_defrag.errors import ExitCode
 from slurm_defrag.slurm import backends
-from slurm_defrag.slurm.cli import CliSlurm
+from slurm_defrag.slurm.cli_backend import CliSlurm
 from slurm_defrag.slurm.errors import (
     SlurmParseError,
     SlurmRejectedError,

@@ -18,10 +18,10 @@ from typing import Any
 import pytest
 
 from slurm_defrag.domain.cluster import GpuRequest, Job, JobState, Node
-from slurm_defrag.slurm import host, openapi, scontrol_text
 from slurm_defrag.slurm.errors import SlurmParseError
 from slurm_defrag.slurm.fake import FakeSlurm
-from slurm_defrag.slurm.mapping import Doc
+from slurm_defrag.slurm.parse import cpu_memory, openapi, scontrol_text
+from slurm_defrag.slurm.parse.mapping import Doc
 from slurm_defrag.slurm.pyslurm_adapter import job as pyslurm_job
 from slurm_defrag.slurm.pyslurm_adapter import layout_host
 
@@ -384,8 +384,8 @@ def test_pyslurm_layout() -> None:
         "node02": {"cpu_ids": "0-5,16", "memory": None},
     }
     per_node = layout_host(layout, "jobs[0]")
-    assert per_node == [host.HostUse(4, 4096), host.HostUse(7, 0)]
-    assert host.held(per_node) == host.HostUse(4, 0)  # node02's memory unknown
+    assert per_node == [cpu_memory.HostUse(4, 4096), cpu_memory.HostUse(7, 0)]
+    assert cpu_memory.held(per_node) == cpu_memory.HostUse(4, 0)  # node02's memory unknown
 
 
 @pytest.mark.parametrize(
@@ -404,19 +404,19 @@ def test_pyslurm_layout() -> None:
     ],
 )
 def test_memory_sizes(text: str, mb: int | None) -> None:
-    assert host.memory_mb(text, "w", "f") == mb
+    assert cpu_memory.memory_mb(text, "w", "f") == mb
 
 
 @pytest.mark.parametrize("text", ["lots", "4GB", "-1", "1e3"])
 def test_memory_garbage_names_the_field(text: str) -> None:
     with pytest.raises(SlurmParseError, match=r"^w: jobs\[0\]\.MinMemoryNode: not a memory"):
-        host.memory_mb(text, "w", "jobs[0].MinMemoryNode")
+        cpu_memory.memory_mb(text, "w", "jobs[0].MinMemoryNode")
 
 
 def test_gpus_per_node_of_requests() -> None:
-    assert host.gpus_per_node(None) == 0
-    assert host.gpus_per_node(GpuRequest(nodes=2, gpus_per_node=4)) == 4
-    assert host.gpus_per_node(GpuRequest(nodes=2, total_gpus=3)) == 2  # --gpus=3 -N2
+    assert cpu_memory.gpus_per_node(None) == 0
+    assert cpu_memory.gpus_per_node(GpuRequest(nodes=2, gpus_per_node=4)) == 4
+    assert cpu_memory.gpus_per_node(GpuRequest(nodes=2, total_gpus=3)) == 2  # --gpus=3 -N2
 
 
 def test_pyslurm_jobs(recordings: SimpleNamespace) -> None:
@@ -462,16 +462,19 @@ def test_pyslurm_pending_job_planned_start(
 
 
 def test_running_job_without_allocation_is_unknown_and_pending_ignores_allocation() -> None:
-    need = host.HostUse(4, 1000)
-    assert host.job_use(JobState.RUNNING, [], need) == {"cpus_per_node": 0, "memory_mb_per_node": 0}
-    assert host.job_use(JobState.PENDING, [host.HostUse(9, 9)], need) == {
+    need = cpu_memory.HostUse(4, 1000)
+    assert cpu_memory.job_use(JobState.RUNNING, [], need) == {
+        "cpus_per_node": 0,
+        "memory_mb_per_node": 0,
+    }
+    assert cpu_memory.job_use(JobState.PENDING, [cpu_memory.HostUse(9, 9)], need) == {
         "cpus_per_node": 4,
         "memory_mb_per_node": 1000,
     }
 
 
 def test_node_fields_fall_back_to_totals() -> None:
-    fields = host.node_fields(cpus=64, cpus_alloc=None, memory=0, memory_alloc=None)
+    fields = cpu_memory.node_fields(cpus=64, cpus_alloc=None, memory=0, memory_alloc=None)
     node = Node(name="n", **fields)
     assert (node.cpus, node.cpus_alloc, node.memory_mb, node.memory_alloc_mb) == (64, 0, None, 0)
 

@@ -21,10 +21,11 @@ import pytest
 
 from fuzzing import assert_clean
 from slurm_defrag.domain.gres import GresParseError, gpu_indices, parse_gres
-from slurm_defrag.slurm import host, openapi, pyslurm_adapter
-from slurm_defrag.slurm import mapping as m
+from slurm_defrag.slurm import pyslurm_adapter
 from slurm_defrag.slurm.errors import SlurmParseError, SlurmRejectedError
-from slurm_defrag.slurm.mapping import Doc
+from slurm_defrag.slurm.parse import cpu_memory, openapi
+from slurm_defrag.slurm.parse import mapping as m
+from slurm_defrag.slurm.parse.mapping import Doc
 from slurm_defrag.slurm.rest import RestSlurm
 from slurm_defrag.slurm.settings import SlurmSettings
 
@@ -74,10 +75,10 @@ def test_gres_count_with_thousands_of_digits_is_refused() -> None:
 
 def test_cpu_ids_are_counted_not_expanded() -> None:
     """Defect: ``CPU_IDs=0-99999999`` was expanded into a set to count it."""
-    assert host.count_ids("0-3,2-5,8", "w", "CPU_IDs") == 7  # overlaps counted once
+    assert cpu_memory.count_ids("0-3,2-5,8", "w", "CPU_IDs") == 7  # overlaps counted once
     for ids in ("0-999999", "0-99999999"):  # the first took over 64 MB before the fix
-        refused(host.count_ids, ids, "w", "CPU_IDs", match="w: CPU_IDs: not a CPU id list")
-    assert assert_clean(host.count_ids, "0-65535", "w", "CPU_IDs") == 65536
+        refused(cpu_memory.count_ids, ids, "w", "CPU_IDs", match="w: CPU_IDs: not a CPU id list")
+    assert assert_clean(cpu_memory.count_ids, "0-65535", "w", "CPU_IDs") == 65536
 
 
 @pytest.mark.parametrize(
@@ -108,7 +109,7 @@ def test_host_list_of_a_big_cluster_still_expands() -> None:
 def test_memory_size_is_bounded(text: str, match: str) -> None:
     """Defect: ``Mem=999...`` (400 digits) was float inf, and round(inf) an OverflowError."""
     with pytest.raises(SlurmParseError, match=match):
-        host.memory_mb(text, "w", "Mem")
+        cpu_memory.memory_mb(text, "w", "Mem")
 
 
 def test_duration_digits_are_bounded() -> None:
@@ -348,7 +349,7 @@ def test_scontrol_text_integer_is_ascii_and_bounded(
     recordings: SimpleNamespace, value: str
 ) -> None:
     """``NumNodes=²`` / 5,000 digits in ``scontrol show job -d``: ValueError traceback."""
-    from slurm_defrag.slurm import scontrol_text
+    from slurm_defrag.slurm.parse import scontrol_text
 
     text = recordings.text("24.11", "scontrol_show_job_-d.txt").replace(
         "NumNodes=1 ", f"NumNodes={value} ", 1
@@ -363,7 +364,7 @@ def test_scontrol_text_integer_is_ascii_and_bounded(
 )
 def test_cli_json_decoder_limits_are_parse_errors(out: str) -> None:
     """json.loads raises ValueError (int digit limit) / RecursionError, not JSONDecodeError."""
-    from slurm_defrag.slurm.cli import CliSlurm
+    from slurm_defrag.slurm.cli_backend import CliSlurm
 
     with pytest.raises(SlurmParseError, match="squeue --json: output is not JSON"):
         CliSlurm.decode(out, "squeue --json")
@@ -376,9 +377,9 @@ def test_admin_host_lists_are_sized_before_expanding(tmp_path: Path, hosts: str)
     """gres.conf, slurm.conf and topology_templates host lists were expanded eagerly by
     python-hostlist: ``gpu[0-99999999]`` in an admin file is one clear line, not gigabytes."""
     from slurm_defrag.errors import InputError
-    from slurm_defrag.slurm.gres_conf import parse_gres_conf_links
-    from slurm_defrag.slurm.mapping import expand_config_hosts
-    from slurm_defrag.slurm.slurm_conf import parse_slurm_conf
+    from slurm_defrag.slurm.discovery.gres_conf import parse_gres_conf_links
+    from slurm_defrag.slurm.discovery.slurm_conf import parse_slurm_conf
+    from slurm_defrag.slurm.parse.mapping import expand_config_hosts
 
     with pytest.raises(InputError, match="bad host list"):
         expand_config_hosts(hosts, "topology_templates")

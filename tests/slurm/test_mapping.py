@@ -5,9 +5,9 @@ from __future__ import annotations
 import pytest
 
 from slurm_defrag.domain.cluster import JobState, NodeFlag
-from slurm_defrag.slurm import mapping as m
 from slurm_defrag.slurm.errors import SlurmParseError
-from slurm_defrag.slurm.scontrol_text import parse_line, parse_records
+from slurm_defrag.slurm.parse import mapping as m
+from slurm_defrag.slurm.parse.scontrol_text import parse_line, parse_records
 
 
 @pytest.mark.parametrize(

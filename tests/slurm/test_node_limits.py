@@ -14,8 +14,8 @@ from types import SimpleNamespace
 import pytest
 
 from slurm_defrag.domain.cluster import Job
-from slurm_defrag.slurm import openapi, scontrol_text
-from slurm_defrag.slurm.mapping import Doc
+from slurm_defrag.slurm.parse import openapi, scontrol_text
+from slurm_defrag.slurm.parse.mapping import Doc
 from slurm_defrag.slurm.pyslurm_adapter import job as pyslurm_job
 
 VERSIONS = ("22.05", "24.11")

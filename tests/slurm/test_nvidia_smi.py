@@ -16,8 +16,8 @@ from pathlib import Path
 import pytest
 
 from cli_run import assert_one_line_error, run_main
-from slurm_defrag.slurm import nvidia_smi as smi
-from slurm_defrag.slurm.nvidia_smi import (
+from slurm_defrag.slurm.discovery import nvidia_smi as smi
+from slurm_defrag.slurm.discovery.nvidia_smi import (
     TopologyParseError,
     apply_link_status,
     parse_link_status,

@@ -15,7 +15,11 @@ from hypothesis import strategies as st
 from slurm_inputs import mutated_text, random_text
 
 from fuzzing import FUZZ, assert_clean
-from slurm_defrag.slurm.nvidia_smi import apply_link_status, parse_link_status, parse_topo_matrix
+from slurm_defrag.slurm.discovery.nvidia_smi import (
+    apply_link_status,
+    parse_link_status,
+    parse_topo_matrix,
+)
 
 pytestmark = pytest.mark.slow  # 10,000 cases per parser under CI (tests/fuzzing.py)
 

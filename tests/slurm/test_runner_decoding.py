@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import sys
 
-from slurm_defrag.slurm.runner import run, subprocess_runner
+from slurm_defrag.slurm.command_runner import run, subprocess_runner
 
 
 def _printer(data: bytes) -> list[str]:

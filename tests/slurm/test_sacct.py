@@ -1,4 +1,4 @@
-"""``sacct -P`` output read for ``report impact --sacct`` (slurm/sacct.py)."""
+"""``sacct -P`` output read for ``report impact --sacct`` (slurm/parse/sacct.py)."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ import pytest
 
 from slurm_defrag.domain.accounting import AccountedJob
 from slurm_defrag.errors import InputError
-from slurm_defrag.slurm.sacct import parse_sacct, read_sacct
+from slurm_defrag.slurm.parse.sacct import parse_sacct, read_sacct
 
 OUTPUT = """\
 JobID|Submit|Start|State|AllocTRES|ReqTRES

@@ -8,7 +8,7 @@ from __future__ import annotations
 import pytest
 
 from infra import ROOT
-from slurm_defrag.slurm.sacct import read_site_jobs
+from slurm_defrag.slurm.parse.sacct import read_site_jobs
 from slurm_defrag.snapshot_file import load_snapshot
 from slurm_defrag.traces.site import MULTI_NODE, site_workload
 

@@ -1,4 +1,4 @@
-"""A site's accounting read for ``simulate --workload sacct:FILE`` (slurm/sacct.py,
+"""A site's accounting read for ``simulate --workload sacct:FILE`` (slurm/parse/sacct.py,
 ``read_site_jobs``): the ``-P`` text form and ``--json`` of Slurm 22.05 and 24.11."""
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ import pytest
 from infra import ROOT
 from slurm_defrag.domain.accounting import SiteJob
 from slurm_defrag.errors import InputError
-from slurm_defrag.slurm.sacct import parse_site_json, parse_site_text, read_site_jobs
+from slurm_defrag.slurm.parse.sacct import parse_site_json, parse_site_text, read_site_jobs
 
 FIXTURES = ROOT / "tests" / "fixtures" / "sacct"
 

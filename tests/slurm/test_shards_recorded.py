@@ -17,7 +17,7 @@ from test_text_forgery import TEXT_ONLY, Replay
 
 from shard_checks import check_shard_snapshot
 from slurm_defrag.domain.gres import GresParseError, shard_count, shard_use
-from slurm_defrag.slurm.cli import CliSlurm
+from slurm_defrag.slurm.cli_backend import CliSlurm
 from slurm_defrag.slurm.errors import SlurmParseError
 from slurm_defrag.slurm.settings import SlurmSettings
 

@@ -36,10 +36,10 @@ from slurm_inputs import (
 )
 
 from fuzzing import FUZZ, FUZZ_EXAMPLES, assert_clean
-from slurm_defrag.slurm import openapi
-from slurm_defrag.slurm import scontrol_text as text_parser
-from slurm_defrag.slurm.cli import CliSlurm
-from slurm_defrag.slurm.mapping import Doc
+from slurm_defrag.slurm.cli_backend import CliSlurm
+from slurm_defrag.slurm.parse import openapi
+from slurm_defrag.slurm.parse import scontrol_text as text_parser
+from slurm_defrag.slurm.parse.mapping import Doc
 from slurm_defrag.slurm.pyslurm_adapter import PyslurmSlurm, parts_from
 from slurm_defrag.slurm.rest import RestSlurm
 from slurm_defrag.slurm.settings import SlurmSettings

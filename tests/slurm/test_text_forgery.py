@@ -25,10 +25,11 @@ import httpx
 import pytest
 
 from slurm_defrag.domain.cluster import Job
-from slurm_defrag.slurm import ids, scontrol_text
-from slurm_defrag.slurm.cli import CliSlurm
+from slurm_defrag.slurm import ids
+from slurm_defrag.slurm.cli_backend import CliSlurm
 from slurm_defrag.slurm.errors import SlurmParseError, SlurmRejectedError
 from slurm_defrag.slurm.fake import FakeSlurm
+from slurm_defrag.slurm.parse import scontrol_text
 from slurm_defrag.slurm.rest import RestSlurm
 from slurm_defrag.slurm.settings import SlurmSettings
 
@@ -180,7 +181,7 @@ def test_cross_check_compares_a_comment_with_a_newline_that_reads_exactly(
     assert "AdminComment" not in r.fields
     jobs = by_id(cli(scene, Replay(scene, "json")).snapshot().jobs)
     job = jobs[f3].model_copy(update={"comment": value})
-    from slurm_defrag.slurm.cli import cross_check
+    from slurm_defrag.slurm.cli_backend import cross_check
 
     with caplog.at_level(logging.WARNING):
         cross_check([job], records)
@@ -385,7 +386,7 @@ def test_rereads_are_bounded(
 ) -> None:
     """Hostile jobs cannot make a text snapshot arbitrarily slow: beyond REREAD_MAX
     doubtful records per snapshot, jobs are left out (with the warning) unread."""
-    from slurm_defrag.slurm import cli as cli_module
+    from slurm_defrag.slurm import cli_backend as cli_module
 
     monkeypatch.setattr(cli_module, "REREAD_MAX", 0)
     runner = Replay(scene, "text", TEXT_ONLY)

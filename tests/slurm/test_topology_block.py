@@ -14,10 +14,10 @@ from types import SimpleNamespace
 import pytest
 
 from slurm_defrag.domain.cluster import NvlinkDomain
-from slurm_defrag.slurm.cli import CliSlurm
+from slurm_defrag.slurm.cli_backend import CliSlurm
+from slurm_defrag.slurm.discovery.topology_block import nvlink_domains, topology_plugin
 from slurm_defrag.slurm.errors import SlurmParseError
 from slurm_defrag.slurm.settings import SlurmSettings
-from slurm_defrag.slurm.topology_block import nvlink_domains, topology_plugin
 
 BLOCK = Path(__file__).resolve().parent.parent / "fixtures" / "topology-block-24.11"
 VARIANTS = BLOCK / "variants"
@@ -198,14 +198,14 @@ def test_recorded_rest_nodes_do_not_name_blocks(api: str) -> None:
 
 
 def test_topology_conf_of_the_recorded_cluster() -> None:
-    from slurm_defrag.slurm.topology_block import topology_conf_domains
+    from slurm_defrag.slurm.discovery.topology_block import topology_conf_domains
 
     got = topology_conf_domains(text(BLOCK / "config" / "topology.conf"), "topology.conf")
     assert got == domains(("b1", ("node01", "node02")), ("b2", ("node03", "node04")))
 
 
 def test_topology_conf_any_case_comments_and_tree_lines() -> None:
-    from slurm_defrag.slurm.topology_block import topology_conf_domains
+    from slurm_defrag.slurm.discovery.topology_block import topology_conf_domains
 
     conf = "# racks\nblockname=r1 nodes=node[01-02]  # NVL72 a\n\nBlockSizes=2\n"
     assert topology_conf_domains(conf, "t.conf") == domains(("r1", ("node01", "node02")))
@@ -224,7 +224,7 @@ def test_topology_conf_any_case_comments_and_tree_lines() -> None:
 )
 def test_topology_conf_bad_line_is_one_input_error(conf: str, message: str) -> None:
     from slurm_defrag.errors import InputError
-    from slurm_defrag.slurm.topology_block import topology_conf_domains
+    from slurm_defrag.slurm.discovery.topology_block import topology_conf_domains
 
     with pytest.raises(InputError) as err:
         topology_conf_domains(conf, "t.conf")
@@ -263,8 +263,8 @@ def test_the_controller_config_is_read_again_after_its_ttl(
     """A long-running service notices a switch to topology/block (slurmctld restarted)."""
     import subprocess
 
-    from slurm_defrag.slurm import cli as cli_module
-    from slurm_defrag.slurm.cli import CliSlurm
+    from slurm_defrag.slurm import cli_backend as cli_module
+    from slurm_defrag.slurm.cli_backend import CliSlurm
 
     configs = iter(["TopologyPlugin = topology/tree\n", "TopologyPlugin = topology/block\n"] * 2)
 

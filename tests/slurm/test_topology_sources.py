@@ -17,11 +17,9 @@ import pytest
 
 from slurm_defrag.domain.cluster import ClusterSnapshot
 from slurm_defrag.errors import InputError
-from slurm_defrag.slurm.cli import CliSlurm, slurm_conf_dir
-from slurm_defrag.slurm.errors import SlurmParseError
-from slurm_defrag.slurm.gres_conf import from_links_matrix, parse_gres_conf_links
-from slurm_defrag.slurm.settings import SlurmSettings
-from slurm_defrag.slurm.topology_sources import (
+from slurm_defrag.slurm.cli_backend import CliSlurm, slurm_conf_dir
+from slurm_defrag.slurm.discovery.gres_conf import from_links_matrix, parse_gres_conf_links
+from slurm_defrag.slurm.discovery.topology_sources import (
     GresConfText,
     read_collector_file,
     read_topology_dir,
@@ -30,6 +28,8 @@ from slurm_defrag.slurm.topology_sources import (
     topology_report,
     unknown_topology_warning,
 )
+from slurm_defrag.slurm.errors import SlurmParseError
+from slurm_defrag.slurm.settings import SlurmSettings
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "slurm-22.05"
 TAKEN = datetime(2026, 1, 1, tzinfo=UTC)
@@ -190,8 +190,8 @@ def test_a_bad_collector_file_leaves_its_node_unknown_not_the_read_failed(
 
 def test_a_gpu_count_mismatch_is_a_config_error_only_where_the_admin_named_it() -> None:
     from builders import node
-    from slurm_defrag.slurm.assemble import _checked
-    from slurm_defrag.slurm.topology_sources import Found
+    from slurm_defrag.slurm.discovery.topology_sources import Found
+    from slurm_defrag.slurm.snapshot_assembly import _checked
 
     n8 = node("node01", gpu_count=8)
     four = Found(from_links_matrix(["-1,1,1,1", "1,-1,1,1", "1,1,-1,1", "1,1,1,-1"], "x"), "map")
@@ -328,7 +328,7 @@ def test_an_unreadable_config_location_leaves_nodes_unknown_with_a_warning(
 def test_a_bad_discovered_gres_conf_is_no_source_with_a_warning(
     caplog: pytest.LogCaptureFixture,
 ) -> None:
-    from slurm_defrag.slurm.topology_sources import GresConfText, discovered_topologies
+    from slurm_defrag.slurm.discovery.topology_sources import GresConfText, discovered_topologies
 
     bad = GresConfText("gres.conf beside slurm.conf", "NodeName=n1 Name=gpu Links=0,1\n")
     assert discovered_topologies(bad) == {}

@@ -167,7 +167,7 @@ def warnings_about(caplog: pytest.LogCaptureFixture, job_id: str) -> list[str]:
     return [
         r.getMessage()
         for r in caplog.records
-        if r.name == "slurm_defrag.slurm.assemble" and f"job {job_id} " in r.getMessage()
+        if r.name == "slurm_defrag.slurm.snapshot_assembly" and f"job {job_id} " in r.getMessage()
     ]
 
 

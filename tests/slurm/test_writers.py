@@ -11,7 +11,7 @@ import pytest
 
 from slurm_defrag.domain.cluster import ClusterSnapshot, JobState, NodeFlag
 from slurm_defrag.slurm.backends import SlurmBackend
-from slurm_defrag.slurm.cli import CliSlurm
+from slurm_defrag.slurm.cli_backend import CliSlurm
 from slurm_defrag.slurm.errors import SlurmRejectedError
 from slurm_defrag.slurm.fake import FakeSlurm
 from slurm_defrag.slurm.port import SlurmReader, SlurmWriter

@@ -10,7 +10,7 @@ from infra import ROOT
 from slurm_defrag.domain.accounting import SiteJob
 from slurm_defrag.domain.cluster import ClusterSnapshot, Node
 from slurm_defrag.errors import InputError
-from slurm_defrag.slurm.sacct import read_site_jobs
+from slurm_defrag.slurm.parse.sacct import read_site_jobs
 from slurm_defrag.snapshot_file import load_snapshot
 from slurm_defrag.traces.site import MULTI_NODE, UNTRACKED, inventory, site_workload
 

@@ -93,7 +93,7 @@ def doctor(
     from slurm_defrag.errors import DefragError
     from slurm_defrag.service.settings import load
     from slurm_defrag.slurm.backends import open_backend
-    from slurm_defrag.slurm.cli import CliSlurm
+    from slurm_defrag.slurm.cli_backend import CliSlurm
 
     settings = load(config, db_url=db)
     updates: dict[str, object] = {}

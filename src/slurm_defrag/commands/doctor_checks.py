@@ -30,7 +30,7 @@ if TYPE_CHECKING:
 
     from slurm_defrag.domain.cluster import ClusterSnapshot
     from slurm_defrag.service.settings import ServiceSettings
-    from slurm_defrag.slurm.cli import CliSlurm
+    from slurm_defrag.slurm.cli_backend import CliSlurm
     from slurm_defrag.slurm.port import SlurmReader
 
 Status = Literal["ok", "warn", "fail", "skip"]
@@ -270,7 +270,7 @@ def _rights_blocked(
 
 def check_topology(env: Env) -> Result:
     """Every GPU node has a known NVLink topology, and from where (per source)."""
-    from slurm_defrag.slurm.topology_sources import topology_report
+    from slurm_defrag.slurm.discovery.topology_sources import topology_report
 
     snap = env.snapshot()
     report = topology_report(snap)

@@ -88,7 +88,7 @@ from slurm_defrag.packing.queue_order import (
     check_share,
     read_range,
 )
-from slurm_defrag.slurm.slurm_conf import SlurmConf, parse_slurm_conf
+from slurm_defrag.slurm.discovery.slurm_conf import SlurmConf, parse_slurm_conf
 
 if TYPE_CHECKING:  # pydantic models: imported when used, to keep startup fast
     from slurm_defrag.domain.topology import GpuTopology
@@ -648,8 +648,8 @@ def render(
     no_touch: _RenderNoTouchOpt = False,
 ) -> None:
     """Write defrag_nodes.lua, the node table job_submit.lua reads."""
+    from slurm_defrag.slurm.discovery.topology_sources import node_topologies
     from slurm_defrag.slurm.settings import load_settings
-    from slurm_defrag.slurm.topology_sources import node_topologies
 
     templates = _read_topology_map(topology_map) if topology_map is not None else None
     settings = load_settings(gres_conf=gres_conf, topology_templates=templates)

@@ -128,7 +128,7 @@ def impact(
     _check_plot(plot, "report impact --plot")
     records = None
     if sacct is not None:
-        from slurm_defrag.slurm.sacct import read_sacct
+        from slurm_defrag.slurm.parse.sacct import read_sacct
 
         records = read_sacct(sacct)
     with Store.open(db) as store, translate_errors(store.url):

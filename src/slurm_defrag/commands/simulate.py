@@ -313,7 +313,7 @@ def _simulate_site(
     from slurm_defrag import suite
     from slurm_defrag.commands.common import load_or_read_snapshot
     from slurm_defrag.sim import report
-    from slurm_defrag.slurm.sacct import read_site_jobs
+    from slurm_defrag.slurm.parse.sacct import read_site_jobs
     from slurm_defrag.traces.site import site_workload
 
     read = read_site_jobs(path)

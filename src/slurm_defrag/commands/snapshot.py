@@ -91,7 +91,7 @@ def snapshot(
         sys.stdout.write(dump_snapshot(snap) + "\n")
         return
     output_console().print(summary_table(snap))
-    from slurm_defrag.slurm.topology_sources import unknown_topology_warning
+    from slurm_defrag.slurm.discovery.topology_sources import unknown_topology_warning
 
     warning = unknown_topology_warning(snap)
     if warning is not None:

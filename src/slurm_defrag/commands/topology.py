@@ -64,7 +64,7 @@ def collect(
 ) -> None:
     """Read this node's GPU-to-GPU NVLink matrix and write OUTPUT/<node>.json atomically."""
     from slurm_defrag.errors import InputError
-    from slurm_defrag.slurm import nvidia_smi as smi
+    from slurm_defrag.slurm.discovery import nvidia_smi as smi
 
     name = smi.check_node_name(node if node is not None else smi.default_node_name())
     if status_file is not None and from_file is None:
@@ -86,7 +86,7 @@ def collect(
 
 def _read(path: Path) -> str:
     from slurm_defrag.errors import InputError
-    from slurm_defrag.slurm.nvidia_smi import MAX_OUTPUT_CHARS
+    from slurm_defrag.slurm.discovery.nvidia_smi import MAX_OUTPUT_CHARS
 
     try:
         with path.open(encoding="utf-8", errors="strict") as f:

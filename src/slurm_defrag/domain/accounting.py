@@ -2,7 +2,7 @@
 
 The impact report reads job waits from the snapshots' pending-to-running transitions; a
 site may refine them with ``sacct`` (exact submit and start times, jobs the snapshots never
-saw). :mod:`slurm_defrag.slurm.sacct` reads that output into these records.
+saw). :mod:`slurm_defrag.slurm.parse.sacct` reads that output into these records.
 """
 
 from __future__ import annotations
@@ -26,7 +26,7 @@ class AccountedJob:
 @dataclass(frozen=True)
 class SiteJob:
     """One finished job of a site's accounting, as ``simulate --workload sacct:FILE``
-    replays it (:func:`slurm_defrag.slurm.sacct.read_site_jobs`); times are epoch seconds,
+    replays it (:func:`slurm_defrag.slurm.parse.sacct.read_site_jobs`); times are epoch seconds,
     resources the job's totals over its ``nodes``."""
 
     job_id: str
@@ -54,7 +54,7 @@ class SiteJob:
 
 @dataclass
 class SiteRead:
-    """What :func:`~slurm_defrag.slurm.sacct.read_site_jobs` made of a file: the jobs, one
+    """What :func:`~slurm_defrag.slurm.parse.sacct.read_site_jobs` made of a file: the jobs, one
     line per bad record, and how many records were skipped for each reason."""
 
     jobs: list[SiteJob]

@@ -74,7 +74,7 @@ COMMENT_KEYS: dict[str, CommentKey] = {
         (CommentField.ADMIN, CommentField.USER),
         "job_submit.lua at submission (AdminComment, which then wins); without the hook the "
         "owner (Comment), about their own pending job",
-        "the service: whether a pending job needs an NVLink block (slurm/mapping.py)",
+        "the service: whether a pending job needs an NVLink block (slurm/parse/mapping.py)",
     ),
     "defrag:gpn": CommentKey(
         (CommentField.ADMIN,),

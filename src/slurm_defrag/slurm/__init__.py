@@ -1,6 +1,15 @@
 """Adapters to Slurm: the only code that runs Slurm commands or talks to slurmrestd/pyslurm.
 
-``port.py`` defines what the rest of slurm-defrag may ask of Slurm; ``cli.py``, ``rest.py``
-and ``pyslurm_adapter.py`` implement it; ``fake.py`` is an in-memory Slurm for unit tests and
-for dry-run.
+Three rooms:
+
+* here, the port and the backends: ``port.py`` defines what the rest of slurm-defrag may
+  ask of Slurm; ``cli_backend.py``, ``rest.py`` and ``pyslurm_adapter.py`` implement it
+  (``backends.py`` picks one by name); ``fake.py`` is an in-memory Slurm for unit tests and
+  for dry-run; ``snapshot_assembly.py`` turns what a backend read into one snapshot;
+  ``command_runner.py`` runs one command, ``ids.py`` checks what a writer passes on,
+  ``controller.py`` reads the controller for ``doctor``; ``errors.py`` and ``settings.py``;
+* ``parse/``: Slurm's output (JSON, ``scontrol`` text, pyslurm dicts, ``sacct``) read
+  into domain values, pure and backend-free;
+* ``discovery/``: the NVLink topology Slurm never reports (gres.conf, nvidia-smi,
+  topology/block, the topology sources) and slurm.conf.
 """

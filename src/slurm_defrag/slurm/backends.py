@@ -22,6 +22,6 @@ def open_backend(settings: SlurmSettings) -> SlurmBackend:
         from slurm_defrag.slurm.pyslurm_adapter import PyslurmSlurm
 
         return PyslurmSlurm(settings)
-    from slurm_defrag.slurm.cli import CliSlurm
+    from slurm_defrag.slurm.cli_backend import CliSlurm
 
     return CliSlurm(settings)

@@ -31,7 +31,7 @@ from slurm_defrag.domain.cluster import (
 )
 from slurm_defrag.slurm import ids
 from slurm_defrag.slurm.errors import SlurmRejectedError
-from slurm_defrag.slurm.mapping import default_nvlink, reservation_state
+from slurm_defrag.slurm.parse.mapping import default_nvlink, reservation_state
 
 _DRAIN_FLAGS = frozenset({NodeFlag.DRAIN, NodeFlag.DRAINING, NodeFlag.DRAINED})
 # Node field allocated -> job field held on each node (dumps leave out unset ones: .get).

@@ -8,7 +8,7 @@ takes a comma-separated job list), ``NodeName=node01,node02`` updates two nodes,
 or ``?`` in a slurmrestd path addresses another endpoint.
 
 Job ids: what ``scontrol requeue`` / ``update JobId=`` accept for *one* job and what the
-readers produce (:func:`slurm_defrag.slurm.mapping.job_id`):
+readers produce (:func:`slurm_defrag.slurm.parse.mapping.job_id`):
 
 * ``123`` - a job (``job_id``, at most 10 digits: Slurm ids are uint32);
 * ``123_4`` - one array task (``array_job_id`` ``_`` ``array_task_id``);

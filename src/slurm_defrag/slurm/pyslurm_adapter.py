@@ -17,7 +17,7 @@ nothing, and the delete then fails with "Requested reservation is in use" (seen 
 pyslurm's ``Node`` has no per-GPU indices (``allocated_gres`` holds counts, and is even
 empty on 24.11): a node's busy GPUs are the union of the running jobs' layouts. A job's
 shards come as a count per node, without the GPU (:func:`layout_shard_nodes`). So where a
-job whose record did not read whole (:mod:`slurm_defrag.slurm.records`) may hold GPUs its
+job whose record did not read whole (:mod:`slurm_defrag.slurm.parse.records`) may hold GPUs its
 layout does not name, every GPU of the node counts busy (:class:`_Jobs`).
 """
 
@@ -42,13 +42,14 @@ from slurm_defrag.domain.cluster import (
     Reservation,
 )
 from slurm_defrag.errors import InputError
-from slurm_defrag.slurm import host, ids
-from slurm_defrag.slurm import mapping as m
-from slurm_defrag.slurm.assemble import Parts, assemble
+from slurm_defrag.slurm import ids
 from slurm_defrag.slurm.errors import SlurmParseError, SlurmRejectedError, from_failure
+from slurm_defrag.slurm.parse import cpu_memory
+from slurm_defrag.slurm.parse import mapping as m
+from slurm_defrag.slurm.parse.records import JobParts, Unidentified, json_job_head, read_job
 from slurm_defrag.slurm.port import SlurmWriter
-from slurm_defrag.slurm.records import JobParts, Unidentified, json_job_head, read_job
 from slurm_defrag.slurm.settings import SlurmSettings
+from slurm_defrag.slurm.snapshot_assembly import Parts, assemble
 
 log = logging.getLogger(__name__)
 
@@ -78,7 +79,7 @@ _JOB_FIELDS = {
 }
 
 
-# host.node_fields() parameter -> the Node attribute holding it.
+# cpu_memory.node_fields() parameter -> the Node attribute holding it.
 _NODE_HOST = {
     "cpus": "total_cpus",
     "effective_cpus": "effective_cpus",
@@ -88,7 +89,7 @@ _NODE_HOST = {
     "memory_alloc": "allocated_memory",
 }
 
-# host.needed() parameter -> the Job attribute holding it.
+# cpu_memory.needed() parameter -> the Job attribute holding it.
 _ASKED = {
     "cpus": "cpus",
     "nodes": "num_nodes",
@@ -169,13 +170,13 @@ def layout_shard_nodes(layout: Mapping[str, Any]) -> set[str]:
     return out
 
 
-def layout_host(layout: Mapping[str, Any], path: str) -> list[host.HostUse]:
+def layout_host(layout: Mapping[str, Any], path: str) -> list[cpu_memory.HostUse]:
     """``{"node01": {"cpu_ids": "0-3", "memory": 4096}}`` -> CPUs and memory per node."""
     out = []
     for node, res in _layout(layout, path).items():
         d = m.Doc(res, WHERE, f"{path}.layout.{node}")
-        cpus = host.count_ids(d.text("cpu_ids"), WHERE, d.field("cpu_ids"))
-        out.append(host.HostUse(cpus, d.number("memory") or 0))
+        cpus = cpu_memory.count_ids(d.text("cpu_ids"), WHERE, d.field("cpu_ids"))
+        out.append(cpu_memory.HostUse(cpus, d.number("memory") or 0))
     return out
 
 
@@ -207,8 +208,8 @@ def job(d: m.Doc, layout: Any, parts: JobParts | None = None) -> Job | None:
 
     def use() -> dict[str, int]:
         asked = {param: d.number(key) for param, key in _ASKED.items()}
-        need = host.needed(**asked, gpus=host.gpus_per_node(request))
-        return host.job_use(f["state"], layout_host(layout, d.path), need)
+        need = cpu_memory.needed(**asked, gpus=cpu_memory.gpus_per_node(request))
+        return cpu_memory.job_use(f["state"], layout_host(layout, d.path), need)
 
     f |= r.group(P.HOST_USE, use)
     return r.build(d.where, d.path, f)
@@ -290,7 +291,7 @@ def node(
         features=m.split_list(d.get("active_features"), d.where, d.field("active_features")),
         weight=d.number("weight"),
         reason=d.text("reason"),
-        **host.node_fields(**{param: d.number(key) for param, key in _NODE_HOST.items()}),
+        **cpu_memory.node_fields(**{param: d.number(key) for param, key in _NODE_HOST.items()}),
     )
 
 
@@ -519,7 +520,7 @@ class PyslurmSlurm:
     def _clearer(self) -> SlurmWriter:
         """The writer of updates that clear a field (see the module docstring)."""
         if self._clearing_writer is None:
-            from slurm_defrag.slurm.cli import CliSlurm
+            from slurm_defrag.slurm.cli_backend import CliSlurm
 
             self._clearing_writer = CliSlurm(self.settings)
         return self._clearing_writer

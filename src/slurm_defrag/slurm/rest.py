@@ -3,7 +3,7 @@
 The API version is discovered once, newest first, with ``GET /slurm/<v>/ping`` (a 404
 means this slurmrestd does not serve that version): Slurm 22.05 serves v0.0.36-38, 24.11
 v0.0.40-42, 26.05 v0.0.42-45 (recorded: tests/fixtures/slurm-26.05). Responses are
-mapped by :mod:`slurm_defrag.slurm.openapi`, the same code the cli backend uses for
+mapped by :mod:`slurm_defrag.slurm.parse.openapi`, the same code the cli backend uses for
 ``--json`` output.
 
 Writes go through the endpoints the discovered version has. slurmrestd has no requeue
@@ -25,16 +25,17 @@ import httpx
 
 from slurm_defrag.domain.cluster import ClusterSnapshot
 from slurm_defrag.errors import InputError
-from slurm_defrag.slurm import ids, openapi
-from slurm_defrag.slurm.assemble import Parts, assemble
+from slurm_defrag.slurm import ids
 from slurm_defrag.slurm.errors import (
     SlurmParseError,
     SlurmRejectedError,
     SlurmUnavailableError,
     from_failure,
 )
-from slurm_defrag.slurm.mapping import Doc
+from slurm_defrag.slurm.parse import openapi
+from slurm_defrag.slurm.parse.mapping import Doc
 from slurm_defrag.slurm.settings import SlurmSettings
+from slurm_defrag.slurm.snapshot_assembly import Parts, assemble
 
 API_VERSIONS = (
     "v0.0.45",

@@ -1,7 +1,7 @@
 """A site's own workload: its accounting's jobs on its node inventory, for Protocol B.
 
 ``simulate --workload sacct:FILE`` replays the jobs a site's ``sacct`` recorded
-(:func:`slurm_defrag.slurm.sacct.read_site_jobs`) on the nodes of a snapshot of that site
+(:func:`slurm_defrag.slurm.parse.sacct.read_site_jobs`) on the nodes of a snapshot of that site
 (a file, or the live cluster). The translation (docs/site-workload.md):
 
 * **Nodes**: every node of the snapshot, whatever its state (the inventory, not what is up

@@ -18,7 +18,7 @@ from pathlib import Path
 
 from slurm_defrag.domain.gres import GresParseError, gpu_entries
 from slurm_defrag.errors import InputError
-from slurm_defrag.slurm.mapping import expand_config_hosts
+from slurm_defrag.slurm.parse.mapping import expand_config_hosts
 
 # What Slurm accepts in node, partition and GRES type names that we write into the table
 # (its own parser allows little more; anything else is a typo or an attack on the Lua).

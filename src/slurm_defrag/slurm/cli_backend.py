@@ -16,7 +16,7 @@ domains        only with topology/block            23.11; not asked)
 (24.11's ``sinfo --json`` groups nodes, so it is not used there.) NVLink domains: from
 23.11 ``scontrol show config`` is read once for ``TopologyPlugin``; when it is
 ``topology/block``, every snapshot reads ``scontrol show topology`` and each
-``BlockName=`` line becomes a domain (:mod:`slurm_defrag.slurm.topology_block`; no JSON
+``BlockName=`` line becomes a domain (:mod:`slurm_defrag.slurm.discovery.topology_block`; no JSON
 of 24.11 shows blocks). When a ``--json`` command
 is refused (older Slurm, no JSON serializer plugin) the ``scontrol show`` text is read
 instead. With ``cross_check_text`` on, ``scontrol show job -d`` is read as well and every
@@ -48,7 +48,7 @@ required lines present, one record per JobId) and only what survives is used:
 
 Whichever is read, a job record whose fields do not read (a request Slurm holds but no
 parser knows, ``--gres=gpu:abc:xyz:1``) costs that job, not the read: it is kept out of
-planning, or left out (:mod:`slurm_defrag.slurm.records`, issue #40).
+planning, or left out (:mod:`slurm_defrag.slurm.parse.records`, issue #40).
 """
 
 from __future__ import annotations
@@ -71,14 +71,16 @@ from slurm_defrag.domain.cluster import (
     Reservation,
     record_reason,
 )
-from slurm_defrag.slurm import ids, openapi, scontrol_text, topology_block
-from slurm_defrag.slurm.assemble import Parts, assemble
+from slurm_defrag.slurm import ids
+from slurm_defrag.slurm.command_runner import Runner, run, run_capture, subprocess_runner
+from slurm_defrag.slurm.discovery import topology_block
+from slurm_defrag.slurm.discovery.topology_sources import GresConfText
 from slurm_defrag.slurm.errors import SlurmParseError, SlurmRejectedError
-from slurm_defrag.slurm.mapping import Doc, show
-from slurm_defrag.slurm.records import JobsRead
-from slurm_defrag.slurm.runner import Runner, run, run_capture, subprocess_runner
+from slurm_defrag.slurm.parse import openapi, scontrol_text
+from slurm_defrag.slurm.parse.mapping import Doc, show
+from slurm_defrag.slurm.parse.records import JobsRead
 from slurm_defrag.slurm.settings import SlurmSettings
-from slurm_defrag.slurm.topology_sources import GresConfText
+from slurm_defrag.slurm.snapshot_assembly import Parts, assemble
 
 log = logging.getLogger(__name__)
 CONFIG_TTL_S = 600.0

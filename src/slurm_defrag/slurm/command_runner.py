@@ -2,7 +2,7 @@
 
 The runner is injected (tests pass a fake that replays recorded output); the default runs
 the command with :func:`subprocess.run` and ``TZ=UTC`` so that times in scontrol text are
-UTC (the text carries no zone, see :func:`slurm_defrag.slurm.mapping.text_time`).
+UTC (the text carries no zone, see :func:`slurm_defrag.slurm.parse.mapping.text_time`).
 """
 
 from __future__ import annotations

@@ -11,7 +11,7 @@ same schema for a given Slurm release, so the cli and rest backends share these 
 :func:`family` picks one from the document's ``meta``. Every function is pure and raises
 :class:`~slurm_defrag.slurm.errors.SlurmParseError` naming the field it could not read,
 except :meth:`V0038.read_jobs`: a job record that does not read costs that job only
-(:mod:`slurm_defrag.slurm.records`).
+(:mod:`slurm_defrag.slurm.parse.records`).
 """
 
 from __future__ import annotations
@@ -29,10 +29,10 @@ from slurm_defrag.domain.cluster import (
     RecordPart,
     Reservation,
 )
-from slurm_defrag.slurm import host
-from slurm_defrag.slurm import mapping as m
 from slurm_defrag.slurm.errors import from_failure
-from slurm_defrag.slurm.records import JobParts, JobsRead, json_job_head
+from slurm_defrag.slurm.parse import cpu_memory
+from slurm_defrag.slurm.parse import mapping as m
+from slurm_defrag.slurm.parse.records import JobParts, JobsRead, json_job_head
 
 P = RecordPart
 
@@ -98,7 +98,7 @@ class V0038:
             features=self.node_features(d),
             weight=d.number("weight"),
             reason=d.text("reason"),
-            **host.node_fields(**{param: d.number(key) for param, key in _NODE_HOST.items()}),
+            **cpu_memory.node_fields(**{param: d.number(key) for param, key in _NODE_HOST.items()}),
         )
 
     def jobs(self, doc: m.Doc) -> list[Job]:
@@ -106,7 +106,7 @@ class V0038:
         return self.read_jobs(doc).jobs
 
     def read_jobs(self, doc: m.Doc) -> JobsRead:
-        """Every job record, each on its own (:mod:`slurm_defrag.slurm.records`): only a
+        """Every job record, each on its own (:mod:`slurm_defrag.slurm.parse.records`): only a
         ``jobs`` that is not a list fails the read."""
         out = JobsRead()
         base = doc.field("jobs")
@@ -142,11 +142,11 @@ class V0038:
         f |= r.each(P.NODE_LIMITS, _own_limits(d))
         f |= r.group(
             P.HOST_USE,
-            lambda: host.job_use(f["state"], self.job_allocation(d), _job_needs(d, request)),
+            lambda: cpu_memory.job_use(f["state"], self.job_allocation(d), _job_needs(d, request)),
         )
         return r.build(d.where, d.path, f)
 
-    def job_allocation(self, d: m.Doc) -> list[host.HostUse]:
+    def job_allocation(self, d: m.Doc) -> list[cpu_memory.HostUse]:
         """Per node CPUs and memory from ``job_resources.allocated_nodes`` (v0.0.38-40).
 
         These schemas list allocated *cores* per node (``sockets.<s>.cores.<c>:
@@ -161,7 +161,7 @@ class V0038:
         cpus, total = d.number("cpus") or 0, sum(cores)
         per_core = cpus // total if total and cpus % total == 0 else 0
         return [
-            host.HostUse(c * per_core, n.number("memory_allocated") or 0)
+            cpu_memory.HostUse(c * per_core, n.number("memory_allocated") or 0)
             for c, n in zip(cores, nodes, strict=True)
         ]
 
@@ -251,7 +251,7 @@ class V0042(V0038):
                 return tuple(names)
         return m.expand_nodes(d.text("nodes"), d.where, d.field("nodes"))
 
-    def job_allocation(self, d: m.Doc) -> list[host.HostUse]:
+    def job_allocation(self, d: m.Doc) -> list[cpu_memory.HostUse]:
         """``job_resources.nodes.allocation[]``: ``cpus.count``, ``memory.allocated``."""
         res = d.get("job_resources")
         if not (isinstance(res, dict) and isinstance(res.get("nodes"), dict)):
@@ -259,7 +259,7 @@ class V0042(V0038):
         where, base = d.where, d.field("job_resources.nodes")
         allocation = m.Doc(res["nodes"], where, base).items("allocation")
         return [
-            host.HostUse(_inner(a, "cpus", "count"), _inner(a, "memory", "allocated"))
+            cpu_memory.HostUse(_inner(a, "cpus", "count"), _inner(a, "memory", "allocated"))
             for a in allocation
         ]
 
@@ -284,7 +284,7 @@ class V0042(V0038):
         return m.Doc(slurm, doc.where, "meta.slurm").text("cluster") or None
 
 
-# host.node_fields() parameter -> the node field holding it (v0.0.38 has no effective CPUs
+# cpu_memory.node_fields() parameter -> the node field holding it (v0.0.38 has no effective CPUs
 # or specialised memory: absent, so the totals are used).
 _NODE_HOST = {
     "cpus": "cpus",
@@ -295,7 +295,7 @@ _NODE_HOST = {
     "memory_alloc": "alloc_memory",
 }
 
-# host.needed() parameter -> the job field holding it (same in v0.0.38 and v0.0.42).
+# cpu_memory.needed() parameter -> the job field holding it (same in v0.0.38 and v0.0.42).
 _ASKED = {
     "cpus": "cpus",
     "nodes": "node_count",
@@ -334,12 +334,14 @@ def _request(d: m.Doc, fields: Mapping[str, Any]) -> GpuRequest | None:
     )
 
 
-def _job_needs(d: m.Doc, request: GpuRequest | None) -> host.HostUse:
-    return host.needed(
+def _job_needs(d: m.Doc, request: GpuRequest | None) -> cpu_memory.HostUse:
+    return cpu_memory.needed(
         **{param: d.number(key) for param, key in _ASKED.items()},
-        gpus=host.gpus_per_node(request),
-        cpus_per_gpu=host.per_gpu(d.text("cpus_per_tres"), d.where, d.field("cpus_per_tres")),
-        memory_per_gpu=host.per_gpu(d.text("memory_per_tres"), d.where, d.field("memory_per_tres")),
+        gpus=cpu_memory.gpus_per_node(request),
+        cpus_per_gpu=cpu_memory.per_gpu(d.text("cpus_per_tres"), d.where, d.field("cpus_per_tres")),
+        memory_per_gpu=cpu_memory.per_gpu(
+            d.text("memory_per_tres"), d.where, d.field("memory_per_tres")
+        ),
     )
 
 

@@ -1,12 +1,12 @@
 """Turn the parts a backend read into one validated :class:`ClusterSnapshot`.
 
 The same rules for every backend, so that the cli, rest and pyslurm snapshots of one
-cluster state are equal: topology from the sources of :mod:`topology_sources` (Slurm never
-reports NVLinks; each node records which source gave it), node reservations from the
-active reservations (22.05 and pyslurm do not put them on the node), and a stable order
-(nodes, partitions, reservations by name, jobs by id) so snapshots diff cleanly.
+cluster state are equal: topology from the sources of :mod:`.discovery.topology_sources`
+(Slurm never reports NVLinks; each node records which source gave it), node reservations
+from the active reservations (22.05 and pyslurm do not put them on the node), and a stable
+order (nodes, partitions, reservations by name, jobs by id) so snapshots diff cleanly.
 
-Job records a reader could not understand (:mod:`slurm_defrag.slurm.records`) are said
+Job records a reader could not understand (:mod:`slurm_defrag.slurm.parse.records`) are said
 here, one warning each per read, whatever the backend.
 """
 
@@ -34,11 +34,11 @@ from slurm_defrag.domain.cluster import (
 from slurm_defrag.domain.topology import BUILTIN_TOPOLOGIES, GpuTopology
 from slurm_defrag.domain.units import MILLI, share_milli
 from slurm_defrag.errors import InputError
+from slurm_defrag.slurm.discovery.topology_block import topology_conf_domains
+from slurm_defrag.slurm.discovery.topology_sources import Found, GresConfText, resolve
 from slurm_defrag.slurm.errors import SlurmParseError
-from slurm_defrag.slurm.mapping import natural_key, show
+from slurm_defrag.slurm.parse.mapping import natural_key, show
 from slurm_defrag.slurm.settings import SlurmSettings
-from slurm_defrag.slurm.topology_block import topology_conf_domains
-from slurm_defrag.slurm.topology_sources import Found, GresConfText, resolve
 from slurm_defrag.snapshot_file import format_validation_error
 
 log = logging.getLogger(__name__)
@@ -56,7 +56,7 @@ class Parts:
     nvlink_domains: Sequence[NvlinkDomain] = ()
     """Multi-node NVLink domains (cli: topology/block blocks); nodes get theirs named."""
     left_out: Sequence[str] = ()
-    """Job records the reader could not identify (:mod:`slurm_defrag.slurm.records`)."""
+    """Job records the reader could not identify (:mod:`slurm_defrag.slurm.parse.records`)."""
 
 
 def assemble(

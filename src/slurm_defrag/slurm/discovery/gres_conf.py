@@ -10,7 +10,7 @@ import hashlib
 from collections.abc import Sequence
 
 from slurm_defrag.domain.topology import MAX_GPUS_PER_NODE, GpuTopology, nvlink_pairs
-from slurm_defrag.slurm.mapping import expand_config_hosts
+from slurm_defrag.slurm.parse.mapping import expand_config_hosts
 
 
 class LinksParseError(ValueError):

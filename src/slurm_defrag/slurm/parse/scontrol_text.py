@@ -21,7 +21,7 @@ verbatim, newlines included: checked on 22.05 and 24.11), so they are not read a
 * a key appears once per record, the required lines are all there, the record ends the
   way Slurm ends one, and no two records start with the same ``JobId=``.
 
-A record with a problem is not trusted (the callers in :mod:`slurm_defrag.slurm.cli`
+A record with a problem is not trusted (the callers in :mod:`slurm_defrag.slurm.cli_backend`
 decide what that means). One forgery the structure cannot see: a newline in a value
 followed by a key that comes later in the order and that the real record lacks
 (``--chdir $'/x\n   AdminComment=defrag:protect'`` on a job without an admin comment).
@@ -50,9 +50,9 @@ from slurm_defrag.domain.cluster import (
     Reservation,
 )
 from slurm_defrag.domain.gres import ascii_digits
-from slurm_defrag.slurm import host
-from slurm_defrag.slurm import mapping as m
-from slurm_defrag.slurm.records import JobParts, JobsRead
+from slurm_defrag.slurm.parse import cpu_memory
+from slurm_defrag.slurm.parse import mapping as m
+from slurm_defrag.slurm.parse.records import JobParts, JobsRead
 
 P = RecordPart
 
@@ -160,7 +160,7 @@ def nodes(text: str, where: str) -> list[Node]:
                 features=m.split_list(_val(r, "ActiveFeatures")),
                 weight=_int(r, "Weight", where, path),
                 reason=m.strip_reason_stamp(_val(r, "Reason")),
-                **host.node_fields(
+                **cpu_memory.node_fields(
                     cpus=_int(r, "CPUTot", where, path),
                     effective_cpus=_int(r, "CPUEfctv", where, path),
                     cpus_alloc=_int(r, "CPUAlloc", where, path),
@@ -174,7 +174,7 @@ def nodes(text: str, where: str) -> list[Node]:
 
 
 def _memory(r: Record, key: str, where: str, path: str) -> int | None:
-    return host.memory_mb(_val(r, key), where, f"{path}.{key}")
+    return cpu_memory.memory_mb(_val(r, key), where, f"{path}.{key}")
 
 
 # -- job records: parsed in the order Slurm prints them -------------------------------
@@ -515,7 +515,7 @@ def jobs(text: str, where: str) -> list[Job]:
 
 def read_jobs(records: Sequence[Record], where: str) -> JobsRead:
     """The jobs of trusted records (no problems), each on its own
-    (:mod:`slurm_defrag.slurm.records`): a field that does not read costs that job only."""
+    (:mod:`slurm_defrag.slurm.parse.records`): a field that does not read costs that job only."""
     out = JobsRead()
     for i, r in enumerate(records):
         out.add(partial(job_from_record, r, where, f"jobs[{i}]"))
@@ -612,8 +612,8 @@ def _job(r: Record, where: str, path: str, parts: JobParts) -> Job | None:
     )
 
     def use() -> dict[str, int]:
-        need = _job_needs(r, where, path, host.gpus_per_node(request))
-        return host.job_use(state, job_allocation(r, where, path), need)
+        need = _job_needs(r, where, path, cpu_memory.gpus_per_node(request))
+        return cpu_memory.job_use(state, job_allocation(r, where, path), need)
 
     f |= parts.group(P.HOST_USE, use)
     return parts.build(where, path, f)
@@ -634,10 +634,10 @@ def _request(r: Record, where: str, path: str, fields: Mapping[str, Any]) -> Gpu
     )
 
 
-def _job_needs(r: Record, where: str, path: str, gpus: int) -> host.HostUse:
+def _job_needs(r: Record, where: str, path: str, gpus: int) -> cpu_memory.HostUse:
     # NtasksPerN:B:S:C=2:0:*:* -> 2 tasks per node (0 = not given).
     tasks_per_node = _val(r, "NtasksPerN:B:S:C").split(":", 1)[0]
-    return host.needed(
+    return cpu_memory.needed(
         cpus=_int(r, "NumCPUs", where, path),
         nodes=_int(r, "NumNodes", where, path),
         cpus_per_task=_int(r, "CPUs/Task", where, path),
@@ -646,19 +646,19 @@ def _job_needs(r: Record, where: str, path: str, gpus: int) -> host.HostUse:
         memory_per_node=_memory(r, "MinMemoryNode", where, path),
         memory_per_cpu=_memory(r, "MinMemoryCPU", where, path),
         gpus=gpus,
-        cpus_per_gpu=host.per_gpu(_val(r, "CpusPerTres"), where, f"{path}.CpusPerTres"),
-        memory_per_gpu=host.per_gpu(_val(r, "MemPerTres"), where, f"{path}.MemPerTres"),
+        cpus_per_gpu=cpu_memory.per_gpu(_val(r, "CpusPerTres"), where, f"{path}.CpusPerTres"),
+        memory_per_gpu=cpu_memory.per_gpu(_val(r, "MemPerTres"), where, f"{path}.MemPerTres"),
     )
 
 
-def job_allocation(r: Record, where: str, path: str) -> list[host.HostUse]:
+def job_allocation(r: Record, where: str, path: str) -> list[cpu_memory.HostUse]:
     """CPUs and memory per detail line (``Nodes=... CPU_IDs=0-3 Mem=4096 ...``)."""
     out = []
     for i, d in enumerate(r.details):
         field_ = f"{path}.Nodes[{i}]"
-        cpus = host.count_ids(d.get("CPU_IDs", ""), where, f"{field_}.CPU_IDs")
-        memory = host.memory_mb(d.get("Mem", ""), where, f"{field_}.Mem")
-        out.append(host.HostUse(cpus, memory or 0))
+        cpus = cpu_memory.count_ids(d.get("CPU_IDs", ""), where, f"{field_}.CPU_IDs")
+        memory = cpu_memory.memory_mb(d.get("Mem", ""), where, f"{field_}.Mem")
+        out.append(cpu_memory.HostUse(cpus, memory or 0))
     return out
 
 

@@ -25,7 +25,7 @@ from typing import Any, NamedTuple
 
 from slurm_defrag.domain.cluster import GpuRequest, JobState
 from slurm_defrag.domain.gres import GresParseError, count_indices
-from slurm_defrag.slurm.mapping import NULLS, gpu_ask, parse_error
+from slurm_defrag.slurm.parse.mapping import NULLS, gpu_ask, parse_error
 
 # Slurm prints memory in MB, optionally scaled: ``100000``, ``4096M``, ``4G``, ``1.50G``.
 # ASCII digits only, and few of them: float("9" * 400) is inf, and round(inf) raises.

@@ -37,7 +37,7 @@ from pathlib import Path
 
 from slurm_defrag.domain.topology import MAX_GPUS_PER_NODE
 from slurm_defrag.errors import DefragError, ExitCode, InputError
-from slurm_defrag.slurm.runner import Runner, subprocess_runner
+from slurm_defrag.slurm.command_runner import Runner, subprocess_runner
 
 FORMAT = "slurm-defrag-topology/1"
 TOOL = "nvidia-smi topo -m"

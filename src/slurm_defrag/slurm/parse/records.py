@@ -19,7 +19,7 @@ for everyone. Every backend therefore maps its job records through :func:`read_j
 Only a document whose structure is broken (not JSON, no list of jobs) still fails the read.
 Keeping the GPUs of such jobs busy is the backend's part (its nodes' own view of their
 GPUs: ``GresUsed`` for cli and rest, the layouts for pyslurm); see
-:func:`slurm_defrag.slurm.assemble.assemble`.
+:func:`slurm_defrag.slurm.snapshot_assembly.assemble`.
 """
 
 from __future__ import annotations
@@ -32,8 +32,8 @@ from typing import Any, TypeVar
 from pydantic import ValidationError
 
 from slurm_defrag.domain.cluster import Job, RecordPart, record_reason
-from slurm_defrag.slurm import mapping as m
 from slurm_defrag.slurm.errors import SlurmParseError
+from slurm_defrag.slurm.parse import mapping as m
 
 T = TypeVar("T")
 

@@ -1,9 +1,9 @@
 """Pure helpers shared by every mapping of Slurm output to the domain model.
 
 The OpenAPI JSON (:mod:`.openapi`), the ``scontrol`` text (:mod:`.scontrol_text`) and the
-pyslurm objects (:mod:`.pyslurm_adapter`) spell the same facts differently; these helpers
-turn each fact into one domain value, and every failure into a :class:`SlurmParseError`
-that names the field (``squeue --json: jobs[3].gres_detail[0]: ...``).
+pyslurm objects (:mod:`slurm_defrag.slurm.pyslurm_adapter`) spell the same facts
+differently; these helpers turn each fact into one domain value, and every failure into a
+:class:`SlurmParseError` that names the field (``squeue --json: jobs[3].gres_detail[0]: ...``).
 
 NVLink convention for pending jobs
 ----------------------------------
