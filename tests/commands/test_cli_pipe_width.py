@@ -7,6 +7,7 @@ shrank headers (``free/GP…``), wrapped cells and broke the legend mid-line. In
 
 from __future__ import annotations
 
+import re
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
@@ -118,6 +119,18 @@ def test_history(columns: str | None, history_db: str, capsys: pytest.CaptureFix
         ("free GPU memory could not be used by any pending job",),
     )
     # fmt: on
+
+
+def test_reports(columns: str | None, history_db: str, capsys: pytest.CaptureFixture[str]) -> None:
+    # report impact and causes printed on a plain rich Console until the commit after
+    # 8162a18: a 30-min live run's impact.txt came out as "befo…", "no clear chan…"
+    # ("a … b" is how they write an interval: a cut cell ends in "…" right after text)
+    out = output(capsys, "report", "impact", "--db", history_db, "--change-at", "1h")
+    assert not re.search(r"\S…", out), out
+    assert any(all(h in row for h in ("before", "after", "change", "95 % interval"))
+               for row in out.splitlines()), out  # fmt: skip
+    out = output(capsys, "report", "causes", "--db", history_db)
+    assert not re.search(r"\S…", out), out
 
 
 NODES = "sn,cpu_milli,memory_mib,gpu,model\n" + "".join(

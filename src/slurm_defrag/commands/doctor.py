@@ -135,12 +135,12 @@ def doctor(
 
 
 def _print(results: list[Result], code: int) -> None:
-    from rich.console import Console
     from rich.text import Text
 
+    from slurm_defrag.report.console import output_console
     from slurm_defrag.report.safe_text import clean
 
-    console = Console()
+    console = output_console()
     width = max(len(r.name) for r in results)
     for r in results:
         mark, style = _MARK[r.status]

@@ -16,11 +16,11 @@ from pathlib import Path
 from typing import Annotated, Any
 
 import typer
-from rich.console import Console
 
 from slurm_defrag.commands.common import JsonOpt
 from slurm_defrag.commands.db import DbOpt
 from slurm_defrag.errors import InputError
+from slurm_defrag.report.console import output_console
 from slurm_defrag.timespec import parse_duration
 
 app = typer.Typer(
@@ -143,9 +143,9 @@ def impact(
         return
     from slurm_defrag.report.impact_view import render
 
-    render(Console(), r)
+    render(output_console(), r)
     if plot is not None:
-        Console(stderr=True).print(f"plot written to {plot}", markup=False)
+        output_console(stderr=True).print(f"plot written to {plot}", markup=False)
 
 
 @app.command()
@@ -180,6 +180,6 @@ def causes(
         return
     from slurm_defrag.report.causes_view import render
 
-    render(Console(), c)
+    render(output_console(), c)
     if plot is not None:
-        Console(stderr=True).print(f"plot written to {plot}", markup=False)
+        output_console(stderr=True).print(f"plot written to {plot}", markup=False)
