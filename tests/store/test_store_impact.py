@@ -124,6 +124,19 @@ def test_sacct_refines_and_completes_the_waits(built: Store) -> None:
     assert "1 jobs' times replaced, 1 GPU jobs" in r.waits_from
 
 
+def test_sacct_refines_the_first_run_of_a_requeued_job_only(built: Store) -> None:
+    # Found live (#44, CI of 4d50d2f): sacct without -D shows a requeued job's last run,
+    # Submit = when it was requeued; its wait replaced the first run's. With -D every run
+    # is listed and the first is the one the snapshots' job_runs.run == 0 is.
+    first = AccountedJob("4", ih.h(0.5).timestamp(), ih.h(2).timestamp(), 1)
+    later = AccountedJob("4", ih.h(2.5).timestamp(), ih.h(3).timestamp(), 1)
+    with_d = _load(built, sacct=[later, first])
+    assert with_d.before.wait_mean_h == _load(built, sacct=[first]).before.wait_mean_h
+    without_d = _load(built, sacct=[later])
+    assert without_d.before.wait_mean_h == _load(built).before.wait_mean_h
+    assert "0 jobs' times replaced" in without_d.waits_from
+
+
 def test_bad_change_points_and_windows(built: Store) -> None:
     with pytest.raises(InputError, match="--change-at: 'soon' is not"):
         ChangePoint.parse("soon")

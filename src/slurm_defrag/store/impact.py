@@ -520,11 +520,15 @@ def _waits_with_sacct(
         jid: (float(sub or 0.0), float(st), int(g)) for jid, sub, st, g in rows
     }
     matched = added = 0
-    for acc in sacct:
+    for acc in _first_runs(sacct):
         if acc.start_t is None or not a <= acc.start_t < b:
             continue
         known = jobs.get(acc.job_id)
         if known is not None:
+            if acc.start_t > known[1] + 1:
+                # a later run: without -D sacct shows a requeued job's last run only
+                # (Submit = when it was requeued); the snapshots' first run stays
+                continue
             jobs[acc.job_id] = (acc.submit_t, acc.start_t, known[2])
             matched += 1
         elif acc.gpus:
@@ -551,6 +555,19 @@ def _waits_with_sacct(
         "the snapshots missed added)"
     )
     return out, straddling, waits_from
+
+
+def _first_runs(sacct: Sequence[AccountedJob]) -> list[AccountedJob]:
+    """One record per job, its first run (the earliest start): ``sacct -D`` lists every run
+    of a requeued job, and the waits are those of the first (``job_runs.run == 0``)."""
+    first: dict[str, AccountedJob] = {}
+    for acc in sacct:
+        if acc.start_t is None:
+            continue
+        seen = first.get(acc.job_id)
+        if seen is None or (seen.start_t is not None and acc.start_t < seen.start_t):
+            first[acc.job_id] = acc
+    return list(first.values())
 
 
 def _floor(conn: Connection, value: Any) -> Any:
