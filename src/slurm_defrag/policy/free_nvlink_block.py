@@ -15,6 +15,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from slurm_defrag.domain.cluster import ClusterSnapshot
 from slurm_defrag.domain.job_limits import job_limits
 from slurm_defrag.policy.base import Candidate
+from slurm_defrag.policy.queue_position import queue_positions
 
 Status = Literal["falsely-starved", "short", "can-start"]
 Reason = Literal["topology", "spatial", "configuration"]
@@ -44,6 +45,12 @@ class FreeNvlinkBlockArgs(BaseModel):
     min_wait_minutes: Annotated[float, Field(ge=0)] = 0.0
     """Ignore jobs that have waited less (they may start by themselves)."""
     max_targets: Annotated[int, Field(ge=1)] = 50
+    queue_head: Annotated[int, Field(ge=1)] | None = None
+    """Only jobs with fewer than this many jobs ahead of them in their partition's queue
+    (:mod:`~slurm_defrag.policy.queue_position`); none: anywhere in it. A job further back
+    waits for its turn, not for fragmentation: freeing a block for it would overtake the
+    jobs ahead, against the site's fair-share and QOS order (issue #41; the simulator's
+    ``planner-gain-head`` measures 10)."""
     min_gpus_per_node: Annotated[int, Field(ge=1)] = 1
     """Only jobs asking at least this many GPUs per node (4: the large jobs only, with the
     ``large-job`` protection the setting the simulator's ``planner-gain`` measures)."""
@@ -66,6 +73,7 @@ class FreeNvlinkBlock:
         # 12 shapes on 1,000 nodes, 0.12 s -> a fraction, paid every service cycle.
         scans: dict[DemandItem, NodeScan] = {}
         picked: list[tuple[tuple[int, float, str], Candidate]] = []
+        ahead = queue_positions(snapshot) if a.queue_head is not None else {}
         # (A job whose Slurm record did not read whole asks for nothing, so it is never
         # among these: no target is planned on a guess, issue #40.)
         for job in snapshot.pending_gpu_jobs():
@@ -73,6 +81,8 @@ class FreeNvlinkBlock:
                 continue
             shape = job.request.per_node_shape() if job.request is not None else None
             if a.min_gpus_per_node > 1 and (shape is None or shape[1] < a.min_gpus_per_node):
+                continue
+            if a.queue_head is not None and ahead.get(job.id, a.queue_head) >= a.queue_head:
                 continue
             if job_limits(job, shape[0] if shape is not None else 1).unreadable:
                 # the planner would refuse it (docs/planner.md, "A job's own limits"): it

@@ -31,6 +31,7 @@ STEPS = (
     "planner-wait",
     "planner-drain",
     "planner-gain-wait",
+    "planner-gain-head",
 )
 """``planner``: every pending whole-GPU job at the head of the queue is a target, and GPUs
 shared by fractional jobs can be freed (their jobs requeued together).
@@ -60,6 +61,10 @@ no block is held for a target (with Slurm's own backfill planning every pending 
 ``planner-gain-wait``: ``planner-gain`` without drains: only requeues that save their
 target at least the wait they cost, and no block held (holds undo job_submit.lua's queue
 order: the held node waits for the planner's pick, not the next job of the order).
+``planner-gain-head``: ``planner-gain`` whose targets are only large jobs among the first
+``max_targets`` jobs of the queue, whatever their size: under a site's priorities a large
+job further back waits for its turn, not for fragmentation, and freeing a block for it
+would overtake the jobs ahead of it (their users' fair-share; issue #41).
 ``planner-drain``: ``planner-harm`` with no victim at all (``max_victims_per_plan`` = 0):
 blocks are only held until their blockers end, so no work is ever lost."""
 
@@ -74,6 +79,9 @@ PER_USER_OFF: dict[str, object] = {
 
 BIG_KEEP_GPUS = 8
 """``planner-big``: running jobs of this many GPUs (a whole 8-GPU node) are never victims."""
+
+QUEUE_HEAD = 10
+"""``planner-gain-head``: targets only among this many jobs at the head of the queue."""
 
 SCOPE_NODES = 32
 """``planner``: nodes shown per target in a big cluster (see :mod:`slurm_defrag.sim.scope`)."""
@@ -98,6 +106,7 @@ class PlannerStep:
         gain: bool = False,
         keep_gpus: int | None = None,
         max_hold_hours: float | None = None,
+        queue_head: int | None = None,
     ) -> None:
         policy = default_policy()
         # The simulated jobs have no users (every job is user ""), and each plan is made
@@ -150,12 +159,15 @@ class PlannerStep:
         self.drain_only = drain_only
         """No requeue: drain plans only (``planner-drain``)."""
         self.scope_nodes = scope_nodes
+        self.queue_head = queue_head
+        """Targets only among the first this many pending jobs (:class:`ViewOptions`)."""
         """Show the planner only this many nodes per target, the cheapest-looking ones
         (:mod:`slurm_defrag.sim.scope`); None: the whole cluster."""
 
     def plan(self, view: DefragView) -> DefragPlan:
         opts = ViewOptions(
             max_targets=self.max_targets,
+            queue_head=self.queue_head,
             min_gpus=self.min_gpus,
             keep_gpus=self.keep_gpus,
             shared_victims=self.shared_victims,
@@ -210,12 +222,20 @@ def make_step(name: str) -> DefragStep:
         step = PlannerStep(
             min_gpus=LARGE_GPUS,
             harm=base in harmful,
-            drains=base in ("planner-harm", "planner-gain", "planner-big", "planner-drain"),
+            drains=base
+            in (
+                "planner-harm",
+                "planner-gain",
+                "planner-big",
+                "planner-drain",
+                "planner-gain-head",
+            ),
             drain_only=base == "planner-drain",
             max_lost_gpu_hours=float(cap) if cap else None,
-            gain=base in ("planner-gain", "planner-big", "planner-gain-wait"),
+            gain=base in ("planner-gain", "planner-big", "planner-gain-wait", "planner-gain-head"),
             keep_gpus=BIG_KEEP_GPUS if base == "planner-big" else None,
             max_hold_hours=float(hold) if hold else None,
+            queue_head=QUEUE_HEAD if base == "planner-gain-head" else None,
         )
         step.name = name
         return step

@@ -66,6 +66,11 @@ def at(seconds: float) -> datetime:
 class ViewOptions:
     max_targets: int = 10
     """Targets: the first pending whole-GPU jobs in queue order, at most this many."""
+    queue_head: int | None = None
+    """Targets only among the first this many pending jobs of the queue, whatever their
+    size (Slurm's priority order); None: anywhere in it. A large job further back waits
+    for priority, not for fragmentation: serving it would overtake the jobs ahead of it,
+    the site's fair-share order (issue #41)."""
     min_gpus: int = 1
     """Only pending jobs of at least this many GPUs are targets."""
     keep_gpus: int | None = None
@@ -96,11 +101,10 @@ def target_jobs(
     pending: Sequence[tuple[int, JobSpec]], opts: ViewOptions
 ) -> list[tuple[int, JobSpec]]:
     """The pending jobs shown as targets: whole-GPU jobs of at least ``min_gpus`` GPUs,
-    the first ``max_targets`` in queue order."""
+    the first ``max_targets`` in queue order (among its first ``queue_head`` jobs)."""
+    head = pending if opts.queue_head is None else pending[: opts.queue_head]
     whole = [
-        (jid, j)
-        for jid, j in pending
-        if j.num_gpu >= max(1, opts.min_gpus) and j.gpu_milli == MILLI
+        (jid, j) for jid, j in head if j.num_gpu >= max(1, opts.min_gpus) and j.gpu_milli == MILLI
     ]
     return whole[: opts.max_targets]
 
