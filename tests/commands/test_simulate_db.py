@@ -49,6 +49,9 @@ def test_the_table_the_summary_and_the_precision_note(
     [note] = [line for line in out.splitlines() if line.startswith("times from snapshots")]
     assert "4 of 5 starts are Slurm's StartTime" in note
     assert "up to 1 job ids between the first and last seen never appeared" in note
+    [early] = [line for line in out.splitlines() if "before the first snapshot" in line]
+    assert early.startswith("1 of the jobs replayed were submitted before the first snapshot")
+    assert "--warmup-h 0.17" in early  # job 2, submitted 10 minutes before it
 
 
 def test_json_output_and_the_nodes_of_a_snapshot_file(

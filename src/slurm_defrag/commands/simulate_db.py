@@ -42,13 +42,26 @@ def read_db(url: str, *, inventory: bool) -> DbWorkload:
         f"{_when(stored.last_t)} (every {period}), {stored.jobs_seen} jobs seen"
     )
     kept = len(read.jobs)
+    starts = (
+        f"all {kept} starts are"
+        if stored.exact_starts == kept
+        else f"{stored.exact_starts} of {kept} starts are"
+    )
     notes = [
-        f"times from snapshots taken every {period}: {stored.exact_starts} of {kept} starts "
-        "are Slurm's StartTime (the others: the first snapshot showing the job running), "
-        f"every end lies within one cycle (halfway is used); a job submitted and ended "
-        f"between two snapshots is in none of them: up to {stored.unseen_ids} job ids between "
-        "the first and last seen never appeared (docs/site-workload.md)"
+        f"times from snapshots taken every {period}: {starts} Slurm's StartTime (else: the "
+        "first snapshot showing the job running), every end lies within one cycle (halfway "
+        "is used); a job submitted and ended between two snapshots is in none of them: up "
+        f"to {stored.unseen_ids} job ids between the first and last seen never appeared "
+        "(docs/site-workload.md)"
     ]
+    early = [j.submit_t for j in read.jobs if j.submit_t < stored.first_t]
+    if early:
+        hours = (stored.first_t - min(early)) / 3600
+        notes.append(
+            f"{len(early)} of the jobs replayed were submitted before the first snapshot "
+            f"(up to {hours:.2f} h before it): --warmup-h {hours:.2f} measures only the "
+            "time the snapshots cover"
+        )
     if stored.other_clusters:
         notes.append(
             f"the database also holds {', '.join(stored.other_clusters)}: only "
