@@ -196,8 +196,10 @@ def _read(conn: Connection, shown: str, inventory: bool) -> StoredJobs:
         )
         .join(JobRef, JobRef.id == JobState.job_ref)
         .where(JobRef.cluster == cluster)
-        .order_by(JobRef.id, JobState.from_snapshot, JobState.id)
-    ).yield_per(2000)
+        .order_by(JobRef.id, JobState.from_snapshot, JobState.id),
+        # streamed (a server-side cursor on PostgreSQL): a week of versions need not fit
+        execution_options={"yield_per": 2000},
+    )
     out = _Collector(shown, clock)
     group: list[Any] = []
     for row in rows:
