@@ -112,11 +112,20 @@ def test_an_older_schema_is_one_line_and_left_as_it_is(
     assert run_main("simulate", *FAST, "--workload", f"db:{url}") == 8
 
 
-@pytest.mark.parametrize("workload", ["db:", "mysql:x"])
-def test_the_choices_are_named(workload: str, capsys: pytest.CaptureFixture[str]) -> None:
+def test_the_choices_are_named(capsys: pytest.CaptureFixture[str]) -> None:
     assert_one_line_error(
-        capsys, "simulate", *FAST, "--workload", workload, words=("openb, sacct:FILE or db:URL",)
+        capsys, "simulate", *FAST, "--workload", "mysql:x", words=("openb, sacct:FILE or db:URL",)
     )
+
+
+def test_db_alone_is_the_database_the_other_commands_use(
+    history: str, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("SLURM_DEFRAG_DB_URL", history)
+    code = run_main("simulate", *FAST, "--workload", "db:", "--json")
+    out, err = capsys.readouterr()
+    assert code == 0, err
+    assert json.loads(out)["settings"]["extra"]["workload"] == f"db:{history}"
 
 
 def test_protocol_a_takes_no_database(capsys: pytest.CaptureFixture[str]) -> None:

@@ -177,8 +177,8 @@ _SimWorkloadOpt = Annotated[
         "--workload",
         help="B: openb (the trace, Poisson arrivals), sacct:FILE, your site's own "
         "jobs as sacct -P or sacct --json recorded them, replayed on the nodes of "
-        "--snapshot, or db:URL, the jobs the service's stored snapshots show "
-        "(docs/site-workload.md).",
+        "--snapshot, or db:URL, the jobs the service's stored snapshots show (db: alone: "
+        "SLURM_DEFRAG_DB_URL, else the default database) (docs/site-workload.md).",
     ),
 ]
 _SimSnapshotOpt = Annotated[
@@ -300,6 +300,10 @@ def _site_file(workload: str, protocol: str, traces: Path | None) -> Path | str 
         folder(traces)
         return None
     kind, _, arg = workload.partition(":")
+    if kind == "db" and not arg:
+        from slurm_defrag.store.engine import resolve_url
+
+        arg = resolve_url(None, create=False)  # as --db: SLURM_DEFRAG_DB_URL, else the default
     if kind not in ("sacct", "db") or not arg:
         raise InputError(f"--workload {workload!r}: choose openb, sacct:FILE or db:URL")
     if protocol != "b":
