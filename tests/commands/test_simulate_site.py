@@ -64,8 +64,8 @@ def test_the_json_form_with_json_output_and_the_plot(
     ("args", "words"),
     [
         (("--workload", "sacct:/nonexistent/sacct.txt", "-s", SNAPSHOT), ("cannot read",)),
-        (("--workload", "squeue:x"), ("openb or sacct:FILE",)),
-        (("--workload", "sacct:"), ("openb or sacct:FILE",)),
+        (("--workload", "squeue:x"), ("openb, sacct:FILE or db:URL",)),
+        (("--workload", "sacct:"), ("openb, sacct:FILE or db:URL",)),
         (
             ("--workload", f"sacct:{FIXTURES / 'site.txt'}", "-s", SNAPSHOT, "--warmup-h", "3"),
             ("--warmup-h 3", "2.17 h"),

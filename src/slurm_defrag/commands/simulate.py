@@ -175,9 +175,10 @@ _SimWorkloadOpt = Annotated[
     str,
     typer.Option(
         "--workload",
-        help="B: openb (the trace, Poisson arrivals) or sacct:FILE, your site's own "
+        help="B: openb (the trace, Poisson arrivals), sacct:FILE, your site's own "
         "jobs as sacct -P or sacct --json recorded them, replayed on the nodes of "
-        "--snapshot (docs/site-workload.md).",
+        "--snapshot, or db:URL, the jobs the service's stored snapshots show (db: alone: "
+        "SLURM_DEFRAG_DB_URL, else the default database) (docs/site-workload.md).",
     ),
 ]
 _SimSnapshotOpt = Annotated[
@@ -185,8 +186,9 @@ _SimSnapshotOpt = Annotated[
     typer.Option(
         "--snapshot",
         "-s",
-        help="With --workload sacct:FILE: the snapshot JSON whose nodes are the "
-        "simulated cluster, - for standard input (default: read the live cluster).",
+        help="With --workload sacct:FILE or db:URL: the snapshot JSON whose nodes are the "
+        "simulated cluster, - for standard input (default: sacct: read the live cluster; "
+        "db: the newest stored snapshot).",
         readable=False,
     ),
 ]
@@ -229,6 +231,8 @@ def simulate(
       slurm-defrag simulate --traces DIR --out results/ --json > results.json
       slurm-defrag simulate -p b --workload sacct:sacct.txt -s snap.json --warmup-h 1 \
           --policies first-fit --levers shape-weights --seeds 3
+      slurm-defrag simulate -p b --workload db:sqlite:///var/lib/slurm-defrag/defrag.db \
+          --warmup-h 1 --policies first-fit --levers shape-weights --seeds 3
     """
     site_file = _site_file(workload, protocol, traces)
     from slurm_defrag.extras import require_extra
@@ -286,20 +290,28 @@ def simulate(
         sys.stdout.write(text + "\n")
 
 
-def _site_file(workload: str, protocol: str, traces: Path | None) -> Path | None:
-    """The accounting file of ``--workload sacct:FILE``; None for ``openb``, whose trace
-    folder must then be there (the first thing said, before minutes of work)."""
+def _site_file(workload: str, protocol: str, traces: Path | None) -> Path | str | None:
+    """The accounting file of ``--workload sacct:FILE``, the database URL of ``db:URL``
+    (a str); None for ``openb``, whose trace folder must then be there (the first thing
+    said, before minutes of work)."""
     if workload == "openb":
         from slurm_defrag.traces.openb import folder
 
         folder(traces)
         return None
     kind, _, arg = workload.partition(":")
-    if kind != "sacct" or not arg:
-        raise InputError(f"--workload {workload!r}: choose openb or sacct:FILE")
+    if kind == "db" and not arg:
+        from slurm_defrag.store.engine import resolve_url
+
+        arg = resolve_url(None, create=False)  # as --db: SLURM_DEFRAG_DB_URL, else the default
+    if kind not in ("sacct", "db") or not arg:
+        raise InputError(f"--workload {workload!r}: choose openb, sacct:FILE or db:URL")
     if protocol != "b":
-        raise InputError("--workload sacct:FILE: Protocol B only (-p b): jobs arrive and end")
-    return Path(arg)
+        raise InputError(
+            f"--workload {kind}:{'FILE' if kind == 'sacct' else 'URL'}: Protocol B only "
+            "(-p b): jobs arrive and end"
+        )
+    return Path(arg) if kind == "sacct" else arg
 
 
 MAX_SHOWN = 100
@@ -307,27 +319,43 @@ MAX_SHOWN = 100
 
 
 def _simulate_site(
-    s: suite_mod.Suite, path: Path, snapshot: Path | None, out: Path | None, json_out: bool
+    s: suite_mod.Suite,
+    path: Path | str,
+    snapshot: Path | None,
+    out: Path | None,
+    json_out: bool,
 ) -> None:
-    """Protocol B on the site's own jobs (``--workload sacct:FILE``) and nodes."""
+    """Protocol B on the site's own jobs (``--workload sacct:FILE`` or ``db:URL``) and
+    nodes."""
     from slurm_defrag import suite
     from slurm_defrag.commands.common import load_or_read_snapshot
     from slurm_defrag.sim import report
-    from slurm_defrag.slurm.parse.sacct import read_site_jobs
     from slurm_defrag.traces.site import site_workload
 
-    read = read_site_jobs(path)
-    snap = load_or_read_snapshot(snapshot)
+    notes: list[str] = []
+    if isinstance(path, str):
+        from slurm_defrag.commands.simulate_db import read_db
+
+        db = read_db(path, inventory=snapshot is None)
+        read, head, notes, name = db.read, db.head, db.notes, db.name
+        snap = db.snapshot if db.snapshot is not None else load_or_read_snapshot(snapshot)
+        where = label = db.label
+    else:
+        from slurm_defrag.slurm.parse.sacct import read_site_jobs
+
+        read = read_site_jobs(path)
+        snap = load_or_read_snapshot(snapshot)
+        where, head, name, label = f"sacct:{path}", f"{read.records} records", path.name, str(path)
     site = site_workload(read.jobs, snap)
     suite.site_settings(s, site)  # what cannot run is said before the bad rows
     for line in read.problems[:MAX_SHOWN]:
         sys.stderr.write(line + "\n")
     bad = read.skipped.get("bad records", 0)
     if bad > MAX_SHOWN:
-        sys.stderr.write(f"{path}: {bad - MAX_SHOWN} more bad records not shown\n")
+        sys.stderr.write(f"{label}: {bad - MAX_SHOWN} more bad records not shown\n")
     skipped = {**read.skipped, **site.left_out}
     summary = (
-        f"workload {path}: {read.records} records, {len(site.jobs)} jobs replayed on "
+        f"workload {label}: {head}, {len(site.jobs)} jobs replayed on "
         f"{len(site.nodes)} nodes ({sum(n.gpus for n in site.nodes)} GPUs) of {snap.cluster}, "
         f"{site.span_s / 3600:.2f} h of submits, offered load {site.offered_load:.2f}"
         + ("; left out: " + ", ".join(f"{n} {why}" for why, n in sorted(skipped.items()))
@@ -336,7 +364,7 @@ def _simulate_site(
     s = replace(
         s,
         extra={
-            "workload": f"sacct:{path}",
+            "workload": where,
             "records": read.records,
             "jobs": len(site.jobs),
             "nodes": len(site.nodes),
@@ -345,7 +373,7 @@ def _simulate_site(
     )
     runs = suite.protocol_b_site(s, site)
     text = report.to_json("B", s.settings(), runs)
-    title = f"Protocol B: {path.name} on {snap.cluster} ({len(site.nodes)} nodes)"
+    title = f"Protocol B: {name} on {snap.cluster} ({len(site.nodes)} nodes)"
     if out is not None:
         report.plot_b(runs, out / "protocol_b.png", title)
         out.mkdir(parents=True, exist_ok=True)
@@ -354,7 +382,8 @@ def _simulate_site(
         sys.stdout.write(text + "\n")
         return
     _print_b(runs, title.replace("Protocol B:", "Protocol B —", 1))
-    output_console().print(summary, markup=False, highlight=False)
+    for line in (summary, *notes):
+        output_console().print(line, markup=False, highlight=False)
 
 
 PAPER_SETTING = ("default", "none", "shuffle", 1.3, False)
