@@ -19,7 +19,7 @@ import numpy as np
 from diagnosis_world import diagnosis_world, world_parser
 from slurm_defrag.packing.node_levers import KEEP_WINDOW_MIN
 from slurm_defrag.sim import protocol_b as pb
-from slurm_defrag.sim.cluster import ClusterState
+from slurm_defrag.sim.cluster_state import ClusterState
 from slurm_defrag.sim.levers import KEEP_DEMAND, parse_mode, short_first_of
 from slurm_defrag.sim.snapshot_view import PARTITION
 from slurm_defrag.sim.submit_hook import SubmitHook, node_table

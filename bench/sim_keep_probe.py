@@ -22,7 +22,7 @@ import numpy as np
 from diagnosis_world import diagnosis_world, world_parser
 from sim_wait_by_shape import BIG, _capture, _kind, _typical_8gpu_node
 from slurm_defrag.sim import protocol_b as pb
-from slurm_defrag.sim.cluster import BoolArray, ClusterState
+from slurm_defrag.sim.cluster_state import BoolArray, ClusterState
 from slurm_defrag.sim.model import JobSpec
 
 SAMPLE_S = 600

@@ -63,15 +63,15 @@ import repo_traces  # noqa: F401  (sets SLURM_DEFRAG_TRACES for a checkout)
 from slurm_defrag import suite
 from slurm_defrag.domain.units import MILLI
 from slurm_defrag.sim import gpus, report
-from slurm_defrag.sim.cluster import BoolArray, ClusterState, IntArray
+from slurm_defrag.sim.cluster_state import BoolArray, ClusterState, IntArray
 from slurm_defrag.sim.frag import FloatArray
 from slurm_defrag.sim.levers import CPU_BUCKETS, SLURM_POLICY, mode_policies
 from slurm_defrag.sim.model import JobSpec, Placement
-from slurm_defrag.sim.policies.base import PolicyContext
-from slurm_defrag.sim.policies.fgd import Fgd, fgd_score
-from slurm_defrag.sim.policies.packing import RISE_STEP, Packing
-from slurm_defrag.sim.policies.registry import POLICIES
-from slurm_defrag.sim.policies.slurm_select import SlurmSelect, first_in_order
+from slurm_defrag.sim.placement.base import PolicyContext
+from slurm_defrag.sim.placement.fgd import Fgd, fgd_score
+from slurm_defrag.sim.placement.packing import RISE_STEP, Packing
+from slurm_defrag.sim.placement.registry import POLICIES
+from slurm_defrag.sim.placement.slurm_select import SlurmSelect, first_in_order
 
 
 class OnLowestGpus:

@@ -20,7 +20,7 @@ import numpy as np
 
 from diagnosis_world import diagnosis_world, world_parser
 from slurm_defrag.sim import protocol_b as pb
-from slurm_defrag.sim.cluster import ClusterState
+from slurm_defrag.sim.cluster_state import ClusterState
 from slurm_defrag.sim.engine import EngineStats
 from slurm_defrag.sim.model import JobSpec, NodeSpec
 from slurm_defrag.sim.protocol_b import LARGE_GPUS

@@ -9,7 +9,7 @@ import pytest
 from slurm_defrag.errors import InputError
 from slurm_defrag.packing.node_levers import SHORT_FIRST_SPAN, LeverSettings, short_first_entry
 from slurm_defrag.packing.queue_order import capped
-from slurm_defrag.sim.cluster import ClusterState
+from slurm_defrag.sim.cluster_state import ClusterState
 from slurm_defrag.sim.levers import SlurmMode, boost_cap, parse_mode, short_first_of
 from slurm_defrag.sim.model import JobSpec, NodeSpec
 from slurm_defrag.sim.multifactor import MultifactorConfig

@@ -6,7 +6,7 @@ import pytest
 from simkit import job, node
 
 from slurm_defrag.errors import InputError
-from slurm_defrag.sim.cluster import ClusterState
+from slurm_defrag.sim.cluster_state import ClusterState
 from slurm_defrag.sim.defrag import DefragView, RunningJob
 from slurm_defrag.sim.model import Placement
 from slurm_defrag.sim.planner_step import make_step

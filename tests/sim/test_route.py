@@ -13,7 +13,7 @@ from hypothesis import strategies as st
 from slurm_defrag.errors import InputError
 from slurm_defrag.packing.fit_classes import Mix, NodeFree, TaskClass, rise
 from slurm_defrag.packing.node_levers import LeverSettings, route_feature
-from slurm_defrag.sim.cluster import ClusterState
+from slurm_defrag.sim.cluster_state import ClusterState
 from slurm_defrag.sim.levers import SimLevers, parse_mode
 from slurm_defrag.sim.model import JobSpec, NodeSpec, Placement
 from slurm_defrag.sim.submit_hook import SubmitHook, node_table

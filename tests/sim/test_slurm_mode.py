@@ -7,11 +7,11 @@ import numpy as np
 import pytest
 
 from slurm_defrag.packing.node_levers import LeverSettings
-from slurm_defrag.sim.cluster import ClusterState
+from slurm_defrag.sim.cluster_state import ClusterState
 from slurm_defrag.sim.levers import SimLevers, parse_mode
 from slurm_defrag.sim.model import JobSpec, NodeSpec, Placement
-from slurm_defrag.sim.policies.base import PolicyContext
-from slurm_defrag.sim.policies.registry import build
+from slurm_defrag.sim.placement.base import PolicyContext
+from slurm_defrag.sim.placement.registry import build
 from slurm_defrag.sim.protocol_a import run_a
 
 RNG = np.random.default_rng(0)

@@ -9,7 +9,7 @@ import pytest
 from slurm_defrag.errors import InputError
 from slurm_defrag.packing.fit_classes import Mix, TaskClass
 from slurm_defrag.packing.node_levers import LeverSettings, short_first_entry
-from slurm_defrag.sim.cluster import ClusterState
+from slurm_defrag.sim.cluster_state import ClusterState
 from slurm_defrag.sim.levers import parse_mode, short_first_of
 from slurm_defrag.sim.model import JobSpec, NodeSpec
 from slurm_defrag.sim.protocol_a import run_a

@@ -42,7 +42,7 @@ def _refuse_bad_choices(
 def _chosen_policies(policies: str, levers: str, lever_every: str) -> list[str]:
     """--policies, and a slurm-mode policy per lever and N; an unknown one is refused."""
     from slurm_defrag.sim.levers import mode_policies, parse_mode
-    from slurm_defrag.sim.policies.registry import POLICIES
+    from slurm_defrag.sim.placement.registry import POLICIES
 
     chosen = _csv(policies)
     if levers:

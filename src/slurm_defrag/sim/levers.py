@@ -1,7 +1,7 @@
 """The service's packing levers, run on the simulator's state once per cycle.
 
 The decision is the product's (:func:`slurm_defrag.packing.node_levers.compute_levers`); this
-module only turns :class:`~slurm_defrag.sim.cluster.ClusterState` into the snapshot that
+module only turns :class:`~slurm_defrag.sim.cluster_state.ClusterState` into the snapshot that
 function reads and writes its answer back as node Weights and features — what the
 service's :class:`~slurm_defrag.actuator.packing.Packer` does with ``scontrol update``.
 
@@ -50,7 +50,7 @@ from slurm_defrag.packing.node_levers import (
 )
 from slurm_defrag.packing.queue_order import DEFAULT_CAP_SHARE
 from slurm_defrag.packing.workload_mix import MixEstimate
-from slurm_defrag.sim.cluster import ClusterState
+from slurm_defrag.sim.cluster_state import ClusterState
 from slurm_defrag.sim.frag import TaskType
 from slurm_defrag.sim.model import JobSpec
 from slurm_defrag.sim.multifactor import MultifactorConfig

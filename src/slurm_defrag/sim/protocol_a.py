@@ -20,7 +20,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from slurm_defrag.errors import InputError
-from slurm_defrag.sim.cluster import ClusterState
+from slurm_defrag.sim.cluster_state import ClusterState
 from slurm_defrag.sim.defrag import (
     REQUEUE_SHARE,
     DefragStep,
@@ -32,8 +32,8 @@ from slurm_defrag.sim.defrag import (
 from slurm_defrag.sim.frag import TaskType, typical_types
 from slurm_defrag.sim.levers import SLURM_POLICY, SimLevers, SlurmMode, parse_mode, with_mix
 from slurm_defrag.sim.model import JobSpec, NodeSpec, Placement
-from slurm_defrag.sim.policies.base import PolicyContext
-from slurm_defrag.sim.policies.registry import build
+from slurm_defrag.sim.placement.base import PolicyContext
+from slurm_defrag.sim.placement.registry import build
 from slurm_defrag.sim.submit_hook import SubmitHook, node_table
 from slurm_defrag.sim.workload import inflate
 

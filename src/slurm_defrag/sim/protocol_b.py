@@ -36,7 +36,7 @@ from dataclasses import dataclass, field, replace
 import numpy as np
 
 from slurm_defrag.errors import InputError
-from slurm_defrag.sim.cluster import ClusterState
+from slurm_defrag.sim.cluster_state import ClusterState
 from slurm_defrag.sim.defrag import DefragStep, NoDefrag
 from slurm_defrag.sim.engine import Engine, EngineConfig, EngineStats
 from slurm_defrag.sim.frag import typical_types
@@ -48,8 +48,8 @@ from slurm_defrag.sim.levers import (
     with_mix,
 )
 from slurm_defrag.sim.model import JobSpec, NodeSpec
-from slurm_defrag.sim.policies.base import PolicyContext
-from slurm_defrag.sim.policies.registry import build
+from slurm_defrag.sim.placement.base import PolicyContext
+from slurm_defrag.sim.placement.registry import build
 from slurm_defrag.sim.population import with_owners
 from slurm_defrag.sim.priority import PriorityModel
 from slurm_defrag.sim.site_priority import NO_PRIORITY, POPULATION, multifactor, preset
