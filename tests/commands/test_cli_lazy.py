@@ -27,7 +27,15 @@ def test_every_command_module_is_listed() -> None:
     """A command module added to commands/ but not to COMMANDS would never run."""
     from slurm_defrag import commands
 
-    helpers = {"common", "doctor_checks", "history_plot", "report_plot", "top_sources"}
+    helpers = {
+        "common",
+        "doctor_checks",
+        "history_plot",
+        "render_profile",
+        "report_plot",
+        "serve_profile",
+        "top_sources",
+    }
     modules = {m.name for m in pkgutil.iter_modules(commands.__path__)} - helpers
     assert modules == {spec.module for spec in COMMANDS.values()}
 
