@@ -157,3 +157,12 @@ def test_what_the_simulator_does_not_model_is_refused_naming_the_field() -> None
     )
     with pytest.raises(InputError, match='job_submit: a queue order needs policy = "slurm"'):
         from_profile(baseline)
+
+
+def test_every_problem_is_in_the_one_line() -> None:
+    bad = {"version": 1, "placement": {"lever": "x"}, "defrag": {"step": "y"}, "z": 1}
+    with pytest.raises(InputError) as info:
+        parse_profile(bad, "p.toml")
+    text = str(info.value)
+    for key in ("placement.lever: unknown 'x'", "defrag.step: unknown 'y'", "z: unknown key"):
+        assert key in text

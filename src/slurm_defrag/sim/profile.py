@@ -145,7 +145,8 @@ class DefragTable(_Table):
 
 
 class Profile(_Table):
-    """A whole profile file; every table is optional (defaults: first fit, no defrag)."""
+    """A whole profile file; every table is optional (defaults: Slurm's own selection with
+    no lever, no queue order, no defrag)."""
 
     version: Literal[1]
     name: str | None = Field(default=None, min_length=1)
