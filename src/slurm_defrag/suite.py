@@ -131,9 +131,10 @@ def configured(suite: Suite, profiles: Sequence[Path] = ()) -> Suite:
         return suite
     configs = [RunConfig(p, d) for d in suite.defrag for p in placements]
     configs += [from_profile(load_profile(f)) for f in profiles]
-    labels = [c.placement.name for c in configs]
-    if len(set(labels)) < len(labels):
-        raise InputError(f"--profile: two runs named alike ({', '.join(labels)}): name each")
+    runs = [(c.placement.name, c.step) for c in configs]
+    if len(set(runs)) < len(runs):
+        names = ", ".join(f"{name} ({step})" for name, step in runs)
+        raise InputError(f"--profile: two runs named alike ({names}): give each a name")
     return replace(suite, configs=tuple(configs))
 
 

@@ -60,3 +60,28 @@ def test_a_bad_profile_is_one_line_naming_the_field(
     assert_one_line_error(
         capsys, "simulate", *FAST, "--profile", str(bad), words=(str(bad), "defrag.max_hold_hours")
     )
+
+
+def test_two_profiles_of_one_name_are_refused(capsys: pytest.CaptureFixture[str]) -> None:
+    one = str(PROFILES / "one-configuration.toml")
+    assert_one_line_error(
+        capsys, "simulate", *FAST, "--profile", one, "--profile", one, words=("named alike",)
+    )
+
+
+def test_named_policies_run_under_every_defrag_step_beside_a_profile(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    shape = str(PROFILES / "shape-weights.toml")
+    code = run_main(
+        "simulate", *FAST, "--policies", "first-fit", "--defrag", "none,planner-gain",
+        "--profile", shape, "--json",
+    )  # fmt: skip
+    out, err = capsys.readouterr()
+    assert code == 0, err
+    runs = [(r["policy"], r["defrag"]) for r in json.loads(out)["runs"]]
+    assert runs == [
+        ("first-fit", "none"),
+        ("first-fit", "planner-gain"),
+        ("shape-weights", "none"),
+    ]
