@@ -47,12 +47,12 @@ from live_cluster import SUITE, ctld, exclusive_cluster, node_weights, restore_w
 from slurm_defrag.domain.gres import gpu_indices
 from slurm_defrag.domain.units import MILLI
 from slurm_defrag.sim.backfill import Plans, first_in_order, plan
-from slurm_defrag.sim.cluster import BoolArray, ClusterState
+from slurm_defrag.sim.cluster_state import BoolArray, ClusterState
 from slurm_defrag.sim.defrag import RunningJob
 from slurm_defrag.sim.engine import Engine, EngineConfig
 from slurm_defrag.sim.model import JobSpec, NodeSpec, Placement
-from slurm_defrag.sim.policies.base import PlacementPolicy, PolicyContext
-from slurm_defrag.sim.policies.registry import build
+from slurm_defrag.sim.placement.base import PlacementPolicy, PolicyContext
+from slurm_defrag.sim.placement.registry import build
 
 GPU_TYPES = ("a100", "a100-80g", "h100")
 GPU_COUNTS = (1, 2, 4, 8)

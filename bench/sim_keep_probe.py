@@ -1,7 +1,7 @@
 """Diagnosis: who uses the nodes only the "8 big" jobs hold, and what keeping others off gives.
 
     .venv/bin/python bench/sim_keep_probe.py [--workload multigpu50] [--load 0.9]
-        [--seeds 1] [--first-seed 44] [--policy 'slurm+shape-weights~short-all']
+        [--seeds 1] [--first-seed 44] [--profile examples/profiles/short-first-all.toml]
 
 Replays Protocol B as ``sim_protocol_b.py --backfill all --user-limits --ckpt-share 0.25``
 does (no defrag). Per seed: (1) the job-hours each kind of job (``sim_wait_by_shape.py``'s
@@ -16,14 +16,18 @@ from __future__ import annotations
 
 from collections import defaultdict
 from collections.abc import Callable
+from pathlib import Path
 
 import numpy as np
 
 from diagnosis_world import diagnosis_world, world_parser
 from sim_wait_by_shape import BIG, _capture, _kind, _typical_8gpu_node
 from slurm_defrag.sim import protocol_b as pb
-from slurm_defrag.sim.cluster import BoolArray, ClusterState
+from slurm_defrag.sim.cluster_state import BoolArray, ClusterState
+from slurm_defrag.sim.configuration import placements
 from slurm_defrag.sim.model import JobSpec
+
+PROFILES = Path(__file__).resolve().parents[1] / "examples" / "profiles"
 
 SAMPLE_S = 600
 
@@ -55,8 +59,9 @@ def _use(seen: dict[str, object], holders: set[int], typical: object) -> str:
 def main() -> None:
     ap = world_parser(__doc__, "multigpu50", 0.9, 1)
     ap.set_defaults(first_seed=44)
-    ap.add_argument("--policy", default="slurm+shape-weights~short-all")
+    ap.add_argument("--profile", type=Path, default=PROFILES / "short-first-all.toml")
     args = ap.parse_args()
+    (placement,) = placements((), [args.profile])
     nodes, jobs, settings = diagnosis_world(args.workload, args.load)
     typical = _typical_8gpu_node(nodes)
     holder_mask = np.array(
@@ -90,7 +95,7 @@ def main() -> None:
             return super().run()
 
     pb.Engine = Watch  # type: ignore[misc]
-    print(f"{args.workload} {args.load}x, {args.policy}; holder nodes {sorted(holders)}")
+    print(f"{args.workload} {args.load}x, {placement.name}; holder nodes {sorted(holders)}")
     for seed in range(args.first_seed, args.first_seed + args.seeds):
         ClusterState.feasible = original  # type: ignore[method-assign]
         ff = pb.run_b(nodes, jobs, "first-fit", seed, settings)
@@ -101,7 +106,7 @@ def main() -> None:
             ("kept off always", kept_off(lambda: True)),
         ):
             ClusterState.feasible = patch  # type: ignore[method-assign]
-            res = pb.run_b(nodes, jobs, args.policy, seed, settings)
+            res = pb.run_b(nodes, jobs, placement, seed, settings)
             if label == "as is":
                 print(f"seed {seed}: on the holders: {_use(seen, holders, typical)}")
             ratios.append(

@@ -63,15 +63,16 @@ import repo_traces  # noqa: F401  (sets SLURM_DEFRAG_TRACES for a checkout)
 from slurm_defrag import suite
 from slurm_defrag.domain.units import MILLI
 from slurm_defrag.sim import gpus, report
-from slurm_defrag.sim.cluster import BoolArray, ClusterState, IntArray
+from slurm_defrag.sim.cluster_state import BoolArray, ClusterState, IntArray
+from slurm_defrag.sim.configuration import PlacementConfig, RunConfig, configure, plain
 from slurm_defrag.sim.frag import FloatArray
-from slurm_defrag.sim.levers import CPU_BUCKETS, SLURM_POLICY, mode_policies
+from slurm_defrag.sim.levers import CPU_BUCKETS, SLURM_POLICY
 from slurm_defrag.sim.model import JobSpec, Placement
-from slurm_defrag.sim.policies.base import PolicyContext
-from slurm_defrag.sim.policies.fgd import Fgd, fgd_score
-from slurm_defrag.sim.policies.packing import RISE_STEP, Packing
-from slurm_defrag.sim.policies.registry import POLICIES
-from slurm_defrag.sim.policies.slurm_select import SlurmSelect, first_in_order
+from slurm_defrag.sim.placement.base import PolicyContext
+from slurm_defrag.sim.placement.fgd import Fgd, fgd_score
+from slurm_defrag.sim.placement.packing import RISE_STEP, Packing
+from slurm_defrag.sim.placement.registry import POLICIES
+from slurm_defrag.sim.placement.slurm_select import SlurmSelect, first_in_order
 
 
 class OnLowestGpus:
@@ -326,21 +327,33 @@ WHOLE_CPUS = {"on": False}
 """``--whole-cpus``: every run's jobs ask for whole CPUs (``suite.Suite.whole_cpus``)."""
 
 
-def lever_suite(name: str, seeds: int) -> suite.Suite:
+def lever_suite(placement: PlacementConfig, seeds: int) -> suite.Suite:
     return suite.Suite(
         overlay="none",
         nvlink_jobs=False,
         seeds=tuple(range(42, 42 + seeds)),
-        policies=(name,),
-        defrag=("none",),
+        configs=(RunConfig(placement),),
         whole_cpus=WHOLE_CPUS["on"],
     )
 
 
-def run_and_print(console: Console, name: str, seeds: int, title: str) -> None:
-    """Protocol A for one policy over ``seeds`` seeds: its table and how long it took."""
+def lever_placements(levers: list[str], every: int) -> list[PlacementConfig]:
+    """Slurm's selection with each lever applied every ``every`` arrivals (``none``:
+    Slurm alone), as a profile's ``[placement]`` would say it."""
+    return [
+        plain(SLURM_POLICY)
+        if lever == "none"
+        else configure(
+            f"{lever}/{every}", placement={"lever": lever, "lever_every": every}
+        ).placement
+        for lever in levers
+    ]
+
+
+def run_and_print(console: Console, name: str | PlacementConfig, seeds: int, title: str) -> None:
+    """Protocol A for one placement over ``seeds`` seeds: its table and how long it took."""
     t0 = time.perf_counter()
-    runs = suite.protocol_a(lever_suite(name, seeds))
+    runs = suite.protocol_a(lever_suite(plain(name) if isinstance(name, str) else name, seeds))
     console.print(report.table_a(runs, title, False))
     console.print(f"{len(runs)} runs in {time.perf_counter() - t0:.0f} s")
 
@@ -352,8 +365,8 @@ def split_by_kind(
     console = Console(width=160)
     which = ", ".join(sorted(policy.kinds))
     rest = "packing for the rest" if policy is SlurmForSomeKinds else "no --prefer for the rest"
-    for name in mode_policies(levers, [every]):
-        run_and_print(console, name, seeds, f"Protocol A — {name} for {which}, {rest}")
+    for p in lever_placements(levers, every):
+        run_and_print(console, p, seeds, f"Protocol A — {p.name} for {which}, {rest}")
 
 
 def class_order(every: list[int], seeds: int) -> None:
@@ -368,10 +381,10 @@ def class_order(every: list[int], seeds: int) -> None:
 def agree(levers: list[str], every: int, seeds: int) -> None:
     POLICIES[SLURM_POLICY] = AgreeingSelect
     console = Console(width=160)
-    for name in mode_policies(levers, [every]):
+    for p in lever_placements(levers, every):
         AgreeingSelect.counts.clear()
-        AgreeingSelect.copies = FgdAsRouted if "route-score" in name else Packing
-        run_and_print(console, name, seeds, f"Protocol A — {name}")
+        AgreeingSelect.copies = FgdAsRouted if "route-score" in p.name else Packing
+        run_and_print(console, p, seeds, f"Protocol A — {p.name}")
         table = Table("job kind", f"{AgreeingSelect.copies.name}'s node", "another node")
         for kind in KINDS.values():
             c = AgreeingSelect.counts
@@ -382,9 +395,9 @@ def agree(levers: list[str], every: int, seeds: int) -> None:
 def count_levers(levers: list[str], every: int, seeds: int) -> None:
     POLICIES[SLURM_POLICY] = CountingSelect
     console = Console(width=160)
-    for name in mode_policies(levers, [every]):
+    for p in lever_placements(levers, every):
         CountingSelect.counts.clear()
-        run_and_print(console, name, seeds, f"Protocol A — {name}")
+        run_and_print(console, p, seeds, f"Protocol A — {p.name}")
         table = Table("job kind", "fits nowhere", "no prefer", "steered", "fell back")
         for kind in KINDS.values():
             c = CountingSelect.counts

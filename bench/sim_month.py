@@ -36,13 +36,13 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from slurm_defrag.sim.cluster import ClusterState
+from slurm_defrag.sim.cluster_state import ClusterState
 from slurm_defrag.sim.defrag import DefragStep, NoDefrag
 from slurm_defrag.sim.engine import Engine, EngineConfig
 from slurm_defrag.sim.frag import typical_types
 from slurm_defrag.sim.model import JobSpec, NodeSpec
-from slurm_defrag.sim.policies.base import PolicyContext
-from slurm_defrag.sim.policies.registry import build as build_policy
+from slurm_defrag.sim.placement.base import PolicyContext
+from slurm_defrag.sim.placement.registry import build as build_policy
 from slurm_defrag.sim.record import HistoryRecorder, dry_run_then_enforce
 from slurm_defrag.store import migrate
 from slurm_defrag.store.database import Store

@@ -3,7 +3,7 @@
     .venv/bin/python bench/sim_protocol_a.py [--seeds 10] [--out docs/img/sim]
         [--overlays none,nvlink] [--policies ...] [--defrag none,planner]
         [--requeue-cap step|total] [--name protocol_a]
-        [--levers none,weight-tiers,fgd-tiers --lever-every 1,60] [--whole-cpus]
+        [--profile examples/profiles/fgd-route-score-30.toml ...] [--whole-cpus]
 
 Runs the grid once per overlay: without topology (the paper's setting) and with the
 ``nvlink`` overlay and NVLink-bound multi-GPU jobs. Prints the rich tables (and the defrag
@@ -22,7 +22,6 @@ from rich.console import Console
 import repo_traces  # noqa: F401  (sets SLURM_DEFRAG_TRACES for a checkout)
 from slurm_defrag import suite
 from slurm_defrag.sim import report
-from slurm_defrag.sim.levers import mode_policies
 
 
 def main() -> None:
@@ -30,27 +29,28 @@ def main() -> None:
     ap.add_argument("--seeds", type=int, default=10)
     ap.add_argument("--out", type=Path, default=Path("docs/img/sim"))
     ap.add_argument("--overlays", default="none,nvlink")
-    ap.add_argument("--policies", default=",".join(suite.DEFAULT_POLICIES))
+    ap.add_argument(
+        "--policies",
+        default=None,
+        help="placement policies (default: all but slurm; none with --profile)",
+    )
     ap.add_argument("--defrag", default="none", help="none, planner (comma list)")
+    ap.add_argument(
+        "--profile",
+        type=Path,
+        action="append",
+        default=[],
+        help="a profile file (lever, its cycle, defrag); repeat for several",
+    )
     ap.add_argument("--requeue-cap", default="step", choices=("step", "total"))
     ap.add_argument("--name", default="protocol_a", help="file name stem of the .png and .json")
-    ap.add_argument(
-        "--levers",
-        default="",
-        help="slurm mode: comma list of levers (none, weight-tiers, fgd-tiers, ...), each "
-        "added as policy slurm+<lever>/<N>",
-    )
-    ap.add_argument("--lever-every", default="1", help="comma list of N (arrivals per cycle)")
     ap.add_argument(
         "--whole-cpus",
         action="store_true",
         help="round every job's CPUs up to whole CPUs, as Slurm allocates them",
     )
     args = ap.parse_args()
-    policies = args.policies.split(",") if args.policies else []
-    if args.levers:
-        every = [int(x) for x in args.lever_every.split(",")]
-        policies += mode_policies(args.levers.split(","), every)
+    policies = suite.policies_arg(args.policies, args.profile)
     console = Console(width=160)
     for overlay in args.overlays.split(","):
         s = suite.Suite(
@@ -62,6 +62,7 @@ def main() -> None:
             requeue_cap=args.requeue_cap,
             whole_cpus=args.whole_cpus,
         )
+        s = suite.configured(s, args.profile)
         t0 = time.perf_counter()
         runs = suite.protocol_a(s)
         took = time.perf_counter() - t0

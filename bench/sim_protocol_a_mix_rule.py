@@ -3,8 +3,9 @@ MixEstimate keeping ``MAX_TYPES`` shapes up to ``COVERAGE`` of the jobs.
 
     .venv/bin/python bench/sim_protocol_a_mix_rule.py COVERAGE MAX_TYPES [sim_protocol_a flags]
 
-e.g. ``1.0 64 --seeds 10 --overlays none --policies "" --levers fgd-route-score~warm
---lever-every 30 --out /tmp/sim --name warm64_10`` (docs/benchmarks.md, "What we tried").
+e.g. ``1.0 64 --seeds 10 --overlays none --profile
+examples/profiles/fgd-route-score-warm-30.toml --out /tmp/sim --name warm64_10``
+(docs/benchmarks.md, "What we tried").
 """
 
 from __future__ import annotations

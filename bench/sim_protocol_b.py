@@ -2,6 +2,7 @@
 
     .venv/bin/python bench/sim_protocol_b.py [--seeds 2] [--out docs/img/sim]
         [--loads 0.9,1.2,1.5] [--policies ...] [--defrag none,planner-large] [--name protocol_b]
+        [--profile examples/profiles/one-configuration.toml ...]
         [--workload default|multigpu50] [--user-limits] [--ckpt-share 0,0.25,0.5]
         [--backfill head|all] [--priority none|site]
 
@@ -39,15 +40,25 @@ def main() -> None:
         "--first-seed", type=int, default=42, help="the first seed (to extend an earlier grid)"
     )
     ap.add_argument("--out", type=Path, default=Path("docs/img/sim"))
-    ap.add_argument("--policies", default=",".join(suite.DEFAULT_POLICIES))
+    ap.add_argument(
+        "--policies",
+        default=None,
+        help="placement policies (default: all but slurm; none with --profile)",
+    )
+    ap.add_argument(
+        "--profile",
+        type=Path,
+        action="append",
+        default=[],
+        help="a profile file (placement, lever, queue order, defrag step and limits); repeat",
+    )
     ap.add_argument("--loads", default="0.9,1.2,1.5")
     ap.add_argument(
         "--defrag",
         default="none",
-        help="none, planner, planner-large, planner-harm, planner-gain, planner-big, planner-wait, "
-        "planner-drain, planner-gain-wait "
-        "(comma list); @X after a planner-*: at most X GPU-h lost per plan; @X/H: and holds "
-        "only for blockers ending within H hours",
+        help="defrag steps for --policies (comma list): none, planner, planner-large, "
+        "planner-harm, planner-gain, planner-big, planner-wait, planner-drain, "
+        "planner-gain-wait; their limits: a --profile's [defrag]",
     )
     ap.add_argument("--name", default="protocol_b", help="file name of the .png and .json")
     ap.add_argument("--workload", default="default", help="openb pod list: default, multigpu50")
@@ -70,12 +81,13 @@ def main() -> None:
         user_limits=args.user_limits,
         ckpt_shares=tuple(float(x) for x in args.ckpt_share.split(",")),
         seeds=tuple(range(args.first_seed, args.first_seed + args.seeds)),
-        policies=tuple(args.policies.split(",")),
+        policies=suite.policies_arg(args.policies, args.profile),
         loads=tuple(float(x) for x in args.loads.split(",")),
         defrag=tuple(args.defrag.split(",")),
         backfill=args.backfill,
         priority=args.priority,
     )
+    s = suite.configured(s, args.profile)
     t0 = time.perf_counter()
     partial = args.out / f"{args.name}.partial.jsonl"
     partial.parent.mkdir(parents=True, exist_ok=True)

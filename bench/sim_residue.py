@@ -14,10 +14,10 @@ from collections import Counter
 import numpy as np
 
 import repo_traces  # noqa: F401  (sets SLURM_DEFRAG_TRACES for a checkout)
-from slurm_defrag.sim.cluster import ClusterState
+from slurm_defrag.sim.cluster_state import ClusterState
 from slurm_defrag.sim.frag import typical_types
-from slurm_defrag.sim.policies.base import PolicyContext
-from slurm_defrag.sim.policies.registry import build
+from slurm_defrag.sim.placement.base import PolicyContext
+from slurm_defrag.sim.placement.registry import build
 from slurm_defrag.sim.workload import inflate
 from slurm_defrag.traces import openb
 

@@ -56,7 +56,7 @@ from ortools.graph.python import min_cost_flow
 
 from diagnosis_world import diagnosis_world, world_parser
 from slurm_defrag.sim import protocol_b as pb
-from slurm_defrag.sim.cluster import ClusterState
+from slurm_defrag.sim.cluster_state import ClusterState
 from slurm_defrag.sim.model import JobSpec, NodeSpec
 from slurm_defrag.sim.protocol_b import LARGE_GPUS
 

@@ -1,7 +1,8 @@
 """Diagnosis: which jobs carry Protocol B's wait, and can the nodes that fit them hold them?
 
     .venv/bin/python bench/sim_wait_by_shape.py [--workload multigpu50] [--load 0.9]
-        [--seeds 6] [--first-seed 42] [--policies first-fit,slurm+shape-weights]
+        [--seeds 6] [--first-seed 42] [--policies first-fit]
+        [--profile examples/profiles/shape-weights.toml ...]
 
 Replays Protocol B as ``sim_protocol_b.py --backfill all --user-limits --ckpt-share 0.25``
 does (no defrag) and splits the measured jobs' wait by request: CPU-only, k whole GPUs,
@@ -15,15 +16,19 @@ the levers do, and its wait is a floor under the large-job mean.
 from __future__ import annotations
 
 from collections import defaultdict
+from pathlib import Path
 
 import numpy as np
 
 from diagnosis_world import diagnosis_world, world_parser
 from slurm_defrag.sim import protocol_b as pb
-from slurm_defrag.sim.cluster import ClusterState
+from slurm_defrag.sim.cluster_state import ClusterState
+from slurm_defrag.sim.configuration import placements
 from slurm_defrag.sim.engine import EngineStats
 from slurm_defrag.sim.model import JobSpec, NodeSpec
 from slurm_defrag.sim.protocol_b import LARGE_GPUS
+
+PROFILES = Path(__file__).resolve().parents[1] / "examples" / "profiles"
 
 WHOLE = 1000
 BIG = "8 big"
@@ -66,8 +71,10 @@ def _capture() -> dict[str, object]:
 
 def main() -> None:
     ap = world_parser(__doc__, "multigpu50", 0.9, 6)
-    ap.add_argument("--policies", default="first-fit,slurm+shape-weights")
+    ap.add_argument("--policies", default="first-fit", help="registered placement policies")
+    ap.add_argument("--profile", type=Path, action="append", help="profile files (repeat)")
     args = ap.parse_args()
+    runs = placements(args.policies.split(","), args.profile or [PROFILES / "shape-weights.toml"])
     nodes, jobs, settings = diagnosis_world(args.workload, args.load)
     typical = _typical_8gpu_node(nodes)
     holders = [
@@ -92,7 +99,7 @@ def main() -> None:
             f"seed {seed}: big 8-GPU demand {big_h:.0f} node-h / {offered:.0f} = "
             f"{big_h / offered:.2f} of their nodes"
         )
-        for policy in args.policies.split(","):
+        for policy in runs:
             res = pb.run_b(nodes, jobs, policy, seed, settings)
             by: dict[str, list[float]] = defaultdict(list)
             records = seen["stats"].records  # type: ignore[attr-defined]
@@ -110,7 +117,7 @@ def main() -> None:
             )
             big_share = sum(by[BIG]) / large if large else 0.0
             print(
-                f"  {policy}: large {res.large_wait_mean_s / 3600:.2f} h, all "
+                f"  {policy.name}: large {res.large_wait_mean_s / 3600:.2f} h, all "
                 f"{res.wait_mean_s / 3600:.3f} h; big 8-GPU jobs carry {big_share:.0%} of the "
                 f"large jobs' wait | {parts}"
             )

@@ -17,11 +17,14 @@ from rich.console import Console
 
 from slurm_defrag.domain.units import MILLI
 from slurm_defrag.errors import InputError
+from slurm_defrag.sim.configuration import PlacementConfig, RunConfig, from_profile, plain
 from slurm_defrag.sim.defrag import DefragStep
+from slurm_defrag.sim.defrag_steps import STEPS
 from slurm_defrag.sim.engine import EngineConfig
 from slurm_defrag.sim.experiment import run_grid
 from slurm_defrag.sim.model import JobSpec, NodeSpec
 from slurm_defrag.sim.planner_step import make_step
+from slurm_defrag.sim.profile import load_profile
 from slurm_defrag.sim.protocol_a import ResultA, run_a
 from slurm_defrag.sim.protocol_b import ResultB, SettingsB, run_b, run_b_site
 from slurm_defrag.sim.timed_workload import durations_by_gpus, scale_cluster
@@ -41,6 +44,10 @@ class Suite:
     policies: Sequence[str] = DEFAULT_POLICIES
     seeds: Sequence[int] = tuple(range(42, 52))
     defrag: Sequence[str] = ("none",)
+    configs: Sequence[RunConfig] = ()
+    """Profiles' configurations (:func:`slurm_defrag.sim.configuration.from_profile`), each
+    run as it is; when given, ``policies`` and ``defrag`` (registered names, crossed) are
+    not used."""
     # Protocol A
     ratio: float = 1.3
     shuffle: bool = True
@@ -67,7 +74,18 @@ class Suite:
     extra: dict[str, object] = field(default_factory=dict)
 
     def settings(self) -> dict[str, object]:
-        return {k: list(v) if isinstance(v, tuple) else v for k, v in asdict(self).items()}
+        """The suite as written in results: ``policies`` and ``defrag`` are the labels of
+        the runs, and each profile's typed fields follow under ``profiles``."""
+        out = {
+            k: list(v) if isinstance(v, tuple) else v
+            for k, v in asdict(self).items()
+            if k != "configs"
+        }
+        if self.configs:
+            out["policies"] = list(dict.fromkeys(c.placement.name for c in self.configs))
+            out["defrag"] = list(dict.fromkeys(c.step for c in self.configs))
+            out["profiles"] = {c.placement.name: c.source for c in self.configs}
+        return out
 
 
 def load(suite: Suite, traces: Path | None = None) -> tuple[list[NodeSpec], list[JobSpec]]:
@@ -93,18 +111,49 @@ def engine_config(backfill: str) -> EngineConfig:
     raise InputError(f"--backfill {backfill!r}: choose from {', '.join(BACKFILL)}")
 
 
-def _steps(suite: Suite) -> list[DefragStep]:
-    return [make_step(name) for name in suite.defrag]
+def policies_arg(policies: str | None, profiles: Sequence[Path]) -> tuple[str, ...]:
+    """A ``--policies`` comma list; when not given, :data:`DEFAULT_POLICIES`, or none
+    beside ``--profile`` files."""
+    if policies is None:
+        return () if profiles else DEFAULT_POLICIES
+    return tuple(p.strip() for p in policies.split(",") if p.strip())
+
+
+def configured(suite: Suite, profiles: Sequence[Path] = ()) -> Suite:
+    """``suite`` checked, with the configurations of the ``profiles`` (files): its
+    ``policies`` under its ``defrag`` steps then run as configurations too, before them.
+    :class:`InputError` for an unknown name or a bad profile (before any trace loads)."""
+    unknown = [d for d in suite.defrag if d not in STEPS]
+    if unknown:
+        raise InputError(f"--defrag: unknown {', '.join(unknown)}; choose from {', '.join(STEPS)}")
+    placements = [plain(p) for p in suite.policies]  # refuses an unknown name
+    if not profiles:
+        return suite
+    configs = [RunConfig(p, d) for d in suite.defrag for p in placements]
+    configs += [from_profile(load_profile(f)) for f in profiles]
+    runs = [(c.placement.name, c.step) for c in configs]
+    if len(set(runs)) < len(runs):
+        names = ", ".join(f"{name} ({step})" for name, step in runs)
+        raise InputError(f"--profile: two runs named alike ({names}): give each a name")
+    return replace(suite, configs=tuple(configs))
+
+
+def _grid(suite: Suite) -> list[tuple[DefragStep, list[PlacementConfig]]]:
+    """Each defrag step with the placements it runs under: a profile's own pair, or every
+    ``--policies`` name under every ``--defrag`` name."""
+    if suite.configs:
+        return [(make_step(c.step, c.limits), [c.placement]) for c in suite.configs]
+    placements = [plain(p) for p in suite.policies]
+    return [(make_step(name), placements) for name in suite.defrag]
 
 
 def protocol_a(
     suite: Suite, console: Console | None = None, traces: Path | None = None
 ) -> list[ResultA]:
     nodes, jobs = load(suite, traces)
-    steps = _steps(suite)
     tasks, labels = [], []
-    for step in steps:
-        for policy in suite.policies:
+    for step, placements in _grid(suite):
+        for policy in placements:
             for seed in suite.seeds:
                 tasks.append(
                     partial(
@@ -119,7 +168,7 @@ def protocol_a(
                         suite.requeue_cap,
                     )
                 )
-                labels.append(f"A {policy} defrag={step.name} seed={seed}")
+                labels.append(f"A {policy.name} defrag={step.name} seed={seed}")
     return run_grid(tasks, labels, console)
 
 
@@ -145,15 +194,16 @@ def protocol_b(
         priority=suite.priority,
     )
     tasks, labels = [], []
-    for step in _steps(suite):
+    for step, placements in _grid(suite):
         for load_ in suite.loads:
             for ckpt in suite.ckpt_shares:
-                for policy in suite.policies:
+                for policy in placements:
                     for seed in suite.seeds:
                         s = replace(base, load=load_, ckpt_share=ckpt)
                         tasks.append(partial(run_b, nodes, jobs, policy, seed, s, step))
                         labels.append(
-                            f"B load={load_} ckpt={ckpt} {policy} defrag={step.name} seed={seed}"
+                            f"B load={load_} ckpt={ckpt} {policy.name} defrag={step.name} "
+                            f"seed={seed}"
                         )
     return run_grid(tasks, labels, console, on_result)
 
@@ -170,13 +220,15 @@ def protocol_b_site(
     the result's load is the offered load the jobs make on the inventory."""
     settings = site_settings(suite, site)
     tasks, labels = [], []
-    for step in _steps(suite):
+    for step, placements in _grid(suite):
         for ckpt in suite.ckpt_shares:
-            for policy in suite.policies:
+            for policy in placements:
                 for seed in suite.seeds:
                     s = replace(settings, ckpt_share=ckpt)
                     tasks.append(partial(run_b_site, site.nodes, site.jobs, policy, seed, s, step))
-                    labels.append(f"B site ckpt={ckpt} {policy} defrag={step.name} seed={seed}")
+                    labels.append(
+                        f"B site ckpt={ckpt} {policy.name} defrag={step.name} seed={seed}"
+                    )
     return run_grid(tasks, labels, console, on_result)
 
 

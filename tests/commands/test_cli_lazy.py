@@ -28,8 +28,15 @@ def test_every_command_module_is_listed() -> None:
     from slurm_defrag import commands
 
     helpers = {
-        "common", "doctor_checks", "history_plot", "report_plot", "simulate_db", "top_sources",
-    }  # fmt: skip
+        "common",
+        "doctor_checks",
+        "history_plot",
+        "render_profile",
+        "report_plot",
+        "serve_profile",
+        "simulate_db",
+        "top_sources",
+    }
     modules = {m.name for m in pkgutil.iter_modules(commands.__path__)} - helpers
     assert modules == {spec.module for spec in COMMANDS.values()}
 

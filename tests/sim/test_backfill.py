@@ -11,12 +11,12 @@ from hypothesis import strategies as st
 from simkit import job, node
 
 from slurm_defrag.sim.backfill import Plans, Reservation, end_queue, plan, will_run
-from slurm_defrag.sim.cluster import ClusterState
+from slurm_defrag.sim.cluster_state import ClusterState
 from slurm_defrag.sim.defrag import RunningJob
 from slurm_defrag.sim.engine import Engine, EngineConfig
 from slurm_defrag.sim.model import JobSpec, Placement
-from slurm_defrag.sim.policies.base import PolicyContext
-from slurm_defrag.sim.policies.registry import build
+from slurm_defrag.sim.placement.base import PolicyContext
+from slurm_defrag.sim.placement.registry import build
 
 
 def _first(where: np.ndarray) -> int:  # type: ignore[type-arg]

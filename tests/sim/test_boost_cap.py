@@ -9,8 +9,9 @@ import pytest
 from slurm_defrag.errors import InputError
 from slurm_defrag.packing.node_levers import SHORT_FIRST_SPAN, LeverSettings, short_first_entry
 from slurm_defrag.packing.queue_order import capped
-from slurm_defrag.sim.cluster import ClusterState
-from slurm_defrag.sim.levers import SlurmMode, boost_cap, parse_mode, short_first_of
+from slurm_defrag.sim.cluster_state import ClusterState
+from slurm_defrag.sim.configuration import configure
+from slurm_defrag.sim.levers import SlurmMode, boost_cap, short_first_of
 from slurm_defrag.sim.model import JobSpec, NodeSpec
 from slurm_defrag.sim.multifactor import MultifactorConfig
 from slurm_defrag.sim.site_priority import PRESETS
@@ -21,44 +22,48 @@ SITE = MultifactorConfig(
 )
 
 
-def mode(name: str) -> SlurmMode:
-    m = parse_mode(name)
+SHORT = {"short_first": 0.1}
+ALL = {"short_first": 0.1, "short_first_all": True, "large_first": 4}
+
+
+def mode(**job_submit: object) -> SlurmMode:
+    m = configure(placement={"lever": "shape-weights"}, job_submit=job_submit).placement.mode
     assert m is not None
     return m
 
 
-def test_the_cap_is_parsed_with_a_queue_order_only() -> None:
-    m = mode("slurm+shape-weights~short-all~keep~cap10")
+def test_the_cap_is_taken_with_a_queue_order_only() -> None:
+    m = mode(**ALL, keep_scarce=0.5, boost_cap=0.1)
     assert (m.boost_cap, m.short_first, m.keep, m.uncapped) == (0.1, "all", 0.5, False)
     assert m.lever.lever == "shape-weights"
-    assert mode("slurm+shape-weights~short-all").boost_cap is None
-    assert mode("slurm+shape-weights~short~nocap").uncapped
+    assert mode(**ALL).boost_cap is None
+    assert mode(**SHORT, uncapped_boost=True).uncapped
     for bad in (
-        "slurm+shape-weights~cap10",
-        "slurm+shape-weights~short~cap0",
-        "slurm+shape-weights~nocap",
-        "slurm+shape-weights~short~cap10~nocap",
+        {"boost_cap": 0.1},
+        {**SHORT, "boost_cap": 0},
+        {"uncapped_boost": True},
+        {**SHORT, "boost_cap": 0.1, "uncapped_boost": True},
     ):
-        with pytest.raises(ValueError, match="cap"):
-            parse_mode(bad)
+        with pytest.raises(InputError, match=r"boost_cap|uncapped_boost"):
+            mode(**bad)
 
 
 def test_the_cap_is_the_share_of_the_weight_sum_as_render_computes_it() -> None:
     assert SITE.priority_range().points == SITE.weight_sum == 13000
-    assert boost_cap(mode("slurm+shape-weights~short-all~cap10"), SITE) == 1300
-    assert boost_cap(mode("slurm+shape-weights~short-all~cap25"), SITE) == 3250
+    assert boost_cap(mode(**ALL, boost_cap=0.1), SITE) == 1300
+    assert boost_cap(mode(**ALL, boost_cap=0.25), SITE) == 3250
     # by default the product's 10 %, under the site preset too
-    assert boost_cap(mode("slurm+shape-weights~short-all"), SITE) == 1300
-    assert boost_cap(mode("slurm+shape-weights~short-all"), PRESETS["site"]) == 1300
-    assert boost_cap(mode("slurm+shape-weights~short-all~nocap"), SITE) is None
+    assert boost_cap(mode(**ALL), SITE) == 1300
+    assert boost_cap(mode(**ALL), PRESETS["site"]) == 1300
+    assert boost_cap(mode(**ALL, uncapped_boost=True), SITE) is None
     # no priority model: no range, the raw boost (the figures of before #41 stand)
-    assert boost_cap(mode("slurm+shape-weights~short-all"), None) is None
+    assert boost_cap(mode(**ALL), None) is None
     with pytest.raises(InputError, match="needs a priority"):
-        boost_cap(mode("slurm+shape-weights~short-all~cap10"), None)
-    entry = short_first_of(mode("slurm+shape-weights~short-all"), SITE)
+        boost_cap(mode(**ALL, boost_cap=0.1), None)
+    entry = short_first_of(mode(**ALL), SITE)
     assert entry is not None
     assert entry["cap"] == 1300
-    assert "cap" not in (short_first_of(mode("slurm+shape-weights~short-all")) or {})
+    assert "cap" not in (short_first_of(mode(**ALL)) or {})
 
 
 def test_the_hook_gives_the_capped_boost() -> None:

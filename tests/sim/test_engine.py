@@ -5,13 +5,13 @@ from dataclasses import replace
 import numpy as np
 from simkit import job, node
 
-from slurm_defrag.sim.cluster import ClusterState
+from slurm_defrag.sim.cluster_state import ClusterState
 from slurm_defrag.sim.defrag import DefragPlan, DefragView
 from slurm_defrag.sim.engine import Engine, EngineConfig
 from slurm_defrag.sim.frag import typical_types
 from slurm_defrag.sim.model import JobSpec
-from slurm_defrag.sim.policies.base import PolicyContext
-from slurm_defrag.sim.policies.registry import build
+from slurm_defrag.sim.placement.base import PolicyContext
+from slurm_defrag.sim.placement.registry import build
 
 
 def _engine(jobs, nodes, step=None, cfg=None):  # type: ignore[no-untyped-def]

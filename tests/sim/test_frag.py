@@ -4,7 +4,7 @@ import numpy as np
 import pytest
 from simkit import job, node
 
-from slurm_defrag.sim.cluster import ClusterState
+from slurm_defrag.sim.cluster_state import ClusterState
 from slurm_defrag.sim.frag import FragModel, TaskType, typical_types
 from slurm_defrag.sim.model import Placement
 

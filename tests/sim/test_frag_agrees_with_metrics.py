@@ -19,7 +19,7 @@ from slurm_defrag.domain.topology import mask_of, pcie_only
 from slurm_defrag.domain.units import MILLI
 from slurm_defrag.metrics.demand import DemandItem, WorkloadMix
 from slurm_defrag.metrics.node import node_figures
-from slurm_defrag.sim.cluster import ClusterState
+from slurm_defrag.sim.cluster_state import ClusterState
 from slurm_defrag.sim.frag import FragModel, TaskType
 from slurm_defrag.sim.model import NodeSpec
 

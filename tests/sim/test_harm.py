@@ -12,13 +12,13 @@ from simkit import node as simnode
 from builders import node, snapshot
 from slurm_defrag.domain.cluster import Job, JobState
 from slurm_defrag.policy.cost import CostConfig, restart_wait_hours, victim_cost
-from slurm_defrag.sim.cluster import ClusterState
+from slurm_defrag.sim.cluster_state import ClusterState
 from slurm_defrag.sim.defrag import DefragPlan, DefragView
 from slurm_defrag.sim.engine import Engine, EngineConfig
 from slurm_defrag.sim.frag import typical_types
 from slurm_defrag.sim.model import Placement
-from slurm_defrag.sim.policies.base import PolicyContext
-from slurm_defrag.sim.policies.registry import build
+from slurm_defrag.sim.placement.base import PolicyContext
+from slurm_defrag.sim.placement.registry import build
 from slurm_defrag.sim.timed_workload import (
     ROUND_LIMITS_MIN,
     durations_by_gpus,

@@ -6,8 +6,9 @@ import pytest
 from simkit import job, node
 
 from slurm_defrag.errors import InputError
-from slurm_defrag.sim.cluster import ClusterState
+from slurm_defrag.sim.cluster_state import ClusterState
 from slurm_defrag.sim.defrag import DefragView, RunningJob
+from slurm_defrag.sim.defrag_steps import StepLimits
 from slurm_defrag.sim.model import Placement
 from slurm_defrag.sim.planner_step import make_step
 
@@ -55,7 +56,7 @@ def test_wait_counts_the_harm_but_never_holds() -> None:
     assert make_step("planner-harm").plan(_view(max_requeues=2)).hold
     plan = make_step("planner-wait").plan(_view(max_requeues=2))
     assert plan.hold == {}
-    assert make_step("planner-wait@3").name == "planner-wait@3"
+    assert make_step("planner-wait", StepLimits(3)).name == "planner-wait"
 
 
 def _eight_gpu_view() -> DefragView:
@@ -75,7 +76,7 @@ def test_big_lets_a_smaller_large_job_make_way_for_an_eight_gpu_job() -> None:
     # planner-gain never requeues a job of >= 4 GPUs, so the 8-GPU job has no plan;
     # planner-big may requeue the 4-GPU one (only whole-node jobs are kept).
     assert make_step("planner-gain").plan(_eight_gpu_view()).requeue == ()
-    plan = make_step("planner-big@6").plan(_eight_gpu_view())
+    plan = make_step("planner-big", StepLimits(6)).plan(_eight_gpu_view())
     assert sorted(plan.requeue) == [0, 1, 2]
     assert plan.place == {3: Placement(0, tuple(range(8)))}
 
@@ -84,7 +85,9 @@ def test_hold_horizon_and_gain_without_holds() -> None:
     # The blockers end in 1 h and 1.7 h: within the default 2 h horizon the block is held
     # (drain-only), within half an hour it is not; planner-gain-wait never holds.
     assert make_step("planner-drain").plan(_view(max_requeues=2)).hold
-    assert make_step("planner-drain@0/0.5").plan(_view(max_requeues=2)).hold == {}
-    assert make_step("planner-gain-wait@6").plan(_view(max_requeues=2)).hold == {}
-    with pytest.raises(InputError, match="planner-gain@6/soon"):
-        make_step("planner-gain@6/soon")
+    assert make_step("planner-drain", StepLimits(0, 0.5)).plan(_view(max_requeues=2)).hold == {}
+    assert make_step("planner-gain-wait", StepLimits(6)).plan(_view(max_requeues=2)).hold == {}
+    with pytest.raises(InputError, match="unknown defrag step 'planner-gain@6'"):
+        make_step("planner-gain@6")
+    with pytest.raises(InputError, match="'planner' takes no limits"):
+        make_step("planner", StepLimits(6))

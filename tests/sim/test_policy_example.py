@@ -1,8 +1,10 @@
-"""examples/policy-large-jobs.toml is what the simulator's ``planner-gain@4/0.5`` measures.
+"""examples/policy-large-jobs.toml is what the one configuration's ``[defrag]`` measures.
 
-The simulator builds its planner policy in code (``sim/planner_step.py``); a site writes a
-policy file. The figures credited to ``planner-gain@4/0.5`` hold for a site only if the
-file says the same: cost weights, lost-work cap, hold horizon. The large-job rule (no
+The simulator builds its planner policy in code (``sim/planner_step.py``) from the
+profile's step and limits (examples/profiles/one-configuration.toml: ``planner-gain``, at
+most 4 GPU-h lost, 0.5 h holds); a site's service reads the policy file the same profile
+names. The figures credited to the configuration hold for a site only if the file says the
+same: cost weights, lost-work cap, hold horizon. The large-job rule (no
 victim of 4+ GPUs, targets of 4+ GPUs) is the simulator's ``min_gpus`` / ``keep_gpus``
 and the file's ``large-job`` protection and ``min_gpus_per_node``.
 """
@@ -15,14 +17,19 @@ from slurm_defrag.policy.file import load_policy
 from slurm_defrag.policy.free_nvlink_block import FreeNvlinkBlockArgs
 from slurm_defrag.policy.protections import Protection
 from slurm_defrag.sim.planner_step import PlannerStep, make_step
+from slurm_defrag.sim.profile import load_profile
 from slurm_defrag.sim.protocol_b import LARGE_GPUS
 
-EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "policy-large-jobs.toml"
+EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
+EXAMPLE = EXAMPLES / "policy-large-jobs.toml"
 
 
 def test_the_example_is_the_simulated_policy() -> None:
-    site = load_policy(EXAMPLE)
-    step = make_step("planner-gain@4/0.5")
+    profile = load_profile(EXAMPLES / "profiles" / "one-configuration.toml")
+    assert profile.defrag.policy is not None
+    assert profile.defrag.policy.resolve() == EXAMPLE
+    site = load_policy(profile.defrag.policy)
+    step = make_step(profile.defrag.step, profile.defrag.limits)
     assert isinstance(step, PlannerStep)
     sim = step._policy
     assert site.cost == sim.cost

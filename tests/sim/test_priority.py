@@ -8,14 +8,14 @@ import numpy as np
 import pytest
 from simkit import job, node
 
-from slurm_defrag.sim.cluster import ClusterState
+from slurm_defrag.sim.cluster_state import ClusterState
 from slurm_defrag.sim.engine import Engine, EngineConfig
 from slurm_defrag.sim.fair_tree import Assoc
 from slurm_defrag.sim.frag import typical_types
 from slurm_defrag.sim.model import JobSpec, NodeSpec
 from slurm_defrag.sim.multifactor import ClusterSize, MultifactorConfig
-from slurm_defrag.sim.policies.base import PolicyContext
-from slurm_defrag.sim.policies.registry import build
+from slurm_defrag.sim.placement.base import PolicyContext
+from slurm_defrag.sim.placement.registry import build
 from slurm_defrag.sim.priority import Multifactor
 
 CFG = MultifactorConfig(

@@ -8,10 +8,14 @@ docs/benchmarks.md stays reproducible.
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
+from slurm_defrag.sim.configuration import RunConfig, from_profile, plain
 from slurm_defrag.sim.model import JobSpec, NodeSpec
 from slurm_defrag.sim.planner_step import make_step
+from slurm_defrag.sim.profile import load_profile
 from slurm_defrag.sim.protocol_b import SettingsB, run_b
 from slurm_defrag.suite import engine_config
 
@@ -22,12 +26,15 @@ BEFORE = {
     ("first-fit", "none", "all", 4): (
         360, 815.0161882297689, 989.2210071308853, 93.33503198181917, 228, 0,
     ),
-    ("slurm+shape-weights~short-all", "planner-gain@4/0.5", "all", 4): (
+    ("short-first-all", "one-configuration", "all", 4): (
         360, 1137.547959522557, 95.83078995655514, 90.79029688563224, 143, 26,
     ),
 }  # fmt: skip
-"""(policy, defrag, backfill, seed) -> (jobs, mean wait, large-job mean wait, GPU
-allocation %, backfilled, holds)."""
+"""(placement, defrag, backfill, seed) -> (jobs, mean wait, large-job mean wait, GPU
+allocation %, backfilled, holds). Measured with the strings the profiles replaced:
+``slurm+shape-weights~short-all`` (examples/profiles/short-first-all.toml) with
+``planner-gain@4/0.5`` (examples/profiles/one-configuration.toml's [defrag])."""
+PROFILES = Path(__file__).resolve().parents[2] / "examples" / "profiles"
 
 
 @pytest.mark.parametrize(("policy", "defrag", "backfill", "seed"), list(BEFORE))
@@ -48,7 +55,15 @@ def test_no_priority_gives_the_figures_of_before(
         ckpt_share=0.5,
         engine=engine_config(backfill),
     )
-    step = None if defrag == "none" else make_step(defrag)
-    r = run_b(small_nodes, small_trace, policy, seed=seed, settings=s, defrag=step)
+    placement = plain(policy) if policy == "first-fit" else _profile(policy).placement
+    step = None
+    if defrag != "none":
+        config = _profile(defrag)
+        step = make_step(config.step, config.limits)
+    r = run_b(small_nodes, small_trace, placement, seed=seed, settings=s, defrag=step)
     got = (r.jobs, r.wait_mean_s, r.large_wait_mean_s, r.gpu_alloc_pct, r.backfilled, r.holds)
     assert got == pytest.approx(BEFORE[(policy, defrag, backfill, seed)], rel=1e-12)
+
+
+def _profile(name: str) -> RunConfig:
+    return from_profile(load_profile(PROFILES / f"{name}.toml"))

@@ -5,10 +5,13 @@ from __future__ import annotations
 import pytest
 
 from slurm_defrag.errors import InputError
+from slurm_defrag.sim.configuration import configure
 from slurm_defrag.sim.model import JobSpec, NodeSpec
 from slurm_defrag.sim.protocol_b import SettingsB, run_b
 from slurm_defrag.sim.results import worst_classes
 from slurm_defrag.suite import engine_config
+
+ALL = {"short_first": 0.1, "short_first_all": True, "large_first": 4}
 
 
 def _settings(priority: str = "none") -> SettingsB:
@@ -52,13 +55,14 @@ def test_the_worst_class_is_against_first_fit_of_the_same_seed(
     small_nodes: list[NodeSpec], small_trace: list[JobSpec]
 ) -> None:
     s = _settings("site")
+    short = configure("short-all", placement={"lever": "shape-weights"}, job_submit=ALL)
     runs = [
         run_b(small_nodes, small_trace, p, seed=3, settings=s)
-        for p in ("first-fit", "slurm+shape-weights~short-all")
+        for p in ("first-fit", short.placement)
     ]
     worst = worst_classes(runs)
-    assert list(worst) == [(1.3, "slurm+shape-weights~short-all", "none")]
-    ((name, ratio),) = worst[(1.3, "slurm+shape-weights~short-all", "none")]
+    assert list(worst) == [(1.3, "short-all", "none")]
+    ((name, ratio),) = worst[(1.3, "short-all", "none")]
     assert ratio == pytest.approx(runs[1].class_wait_s[name] / runs[0].class_wait_s[name])
 
 
@@ -67,5 +71,6 @@ def test_an_unknown_priority_or_a_cap_without_one_is_refused(
 ) -> None:
     with pytest.raises(InputError, match="priority 'fifo'"):
         run_b(small_nodes, small_trace, "first-fit", seed=3, settings=_settings("fifo"))
+    capped = configure(placement={"lever": "shape-weights"}, job_submit={**ALL, "boost_cap": 0.1})
     with pytest.raises(InputError, match="needs a priority"):
-        run_b(small_nodes, small_trace, "slurm+shape-weights~short-all~cap10", 3, _settings())
+        run_b(small_nodes, small_trace, capped.placement, 3, _settings())

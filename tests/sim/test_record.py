@@ -15,12 +15,12 @@ import pytest
 from simkit import job, node
 from sqlalchemy import func, select
 
-from slurm_defrag.sim.cluster import ClusterState
+from slurm_defrag.sim.cluster_state import ClusterState
 from slurm_defrag.sim.defrag import DefragPlan, DefragView
 from slurm_defrag.sim.engine import Engine, EngineConfig
 from slurm_defrag.sim.frag import typical_types
-from slurm_defrag.sim.policies.base import PolicyContext
-from slurm_defrag.sim.policies.registry import build
+from slurm_defrag.sim.placement.base import PolicyContext
+from slurm_defrag.sim.placement.registry import build
 from slurm_defrag.sim.record import HistoryRecorder, dry_run_then_enforce
 from slurm_defrag.sim.snapshot_view import EPOCH
 from slurm_defrag.store import migrate

@@ -8,11 +8,11 @@ import json
 import numpy as np
 from simkit import job, node
 
-from slurm_defrag.sim.cluster import ClusterState
+from slurm_defrag.sim.cluster_state import ClusterState
 from slurm_defrag.sim.engine import Engine
 from slurm_defrag.sim.model import JobSpec, NodeSpec
-from slurm_defrag.sim.policies.base import PolicyContext
-from slurm_defrag.sim.policies.registry import build
+from slurm_defrag.sim.placement.base import PolicyContext
+from slurm_defrag.sim.placement.registry import build
 from slurm_defrag.sim.protocol_b import SettingsB, run_b, run_b_site
 from slurm_defrag.sim.report import refused_line, to_json
 

@@ -13,8 +13,9 @@ from hypothesis import strategies as st
 from slurm_defrag.errors import InputError
 from slurm_defrag.packing.fit_classes import Mix, NodeFree, TaskClass, rise
 from slurm_defrag.packing.node_levers import LeverSettings, route_feature
-from slurm_defrag.sim.cluster import ClusterState
-from slurm_defrag.sim.levers import SimLevers, parse_mode
+from slurm_defrag.sim.cluster_state import ClusterState
+from slurm_defrag.sim.configuration import configure
+from slurm_defrag.sim.levers import SimLevers, SlurmMode
 from slurm_defrag.sim.model import JobSpec, NodeSpec, Placement
 from slurm_defrag.sim.submit_hook import SubmitHook, node_table
 
@@ -144,12 +145,16 @@ def test_an_error_inside_the_script_stops_the_simulation() -> None:
         hook.prefer(_job(1))
 
 
+def _mode(lever: str, mix: str) -> SlurmMode | None:
+    return configure(placement={"lever": lever, "lever_every": 30, "mix": mix}).placement.mode
+
+
 def test_seen_mix_policies_weigh_by_the_jobs_seen_so_far() -> None:
-    mode = parse_mode("slurm+fgd-route-score~seen/30")
+    mode = _mode("fgd-route-score", "seen")
     assert mode is not None
     assert (mode.lever.lever, mode.every, mode.seen_mix) == ("fgd-route-score", 30, True)
-    with pytest.raises(ValueError, match="needs an fgd"):
-        parse_mode("slurm+fit-features~seen/30")
+    with pytest.raises(InputError, match=r"placement.mix: 'seen' needs an fgd"):
+        _mode("fit-features", "seen")
     state = ClusterState(
         [NodeSpec("a", 64_000, 100_000, 4, "v100"), NodeSpec("b", 64_000, 100_000, 4, "v100")]
     )
@@ -164,7 +169,7 @@ def test_seen_mix_policies_weigh_by_the_jobs_seen_so_far() -> None:
 
 
 def test_warm_policies_start_with_a_full_estimate() -> None:
-    mode = parse_mode("slurm+fgd-route-score~warm/30")
+    mode = _mode("fgd-route-score", "warm")
     assert mode is not None
     assert (mode.seen_mix, mode.warm, mode.every) == (True, True, 30)
     state = ClusterState([NodeSpec("a", 64_000, 100_000, 4, "v100")])

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from simkit import job, node
 
-from slurm_defrag.sim.cluster import ClusterState
+from slurm_defrag.sim.cluster_state import ClusterState
 from slurm_defrag.sim.defrag import DefragView, RunningJob
 from slurm_defrag.sim.model import JobSpec, NodeSpec, Placement
 from slurm_defrag.sim.planner_step import make_step

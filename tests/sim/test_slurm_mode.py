@@ -6,12 +6,14 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from slurm_defrag.errors import InputError
 from slurm_defrag.packing.node_levers import LeverSettings
-from slurm_defrag.sim.cluster import ClusterState
-from slurm_defrag.sim.levers import SimLevers, parse_mode
+from slurm_defrag.sim.cluster_state import ClusterState
+from slurm_defrag.sim.configuration import configure, plain
+from slurm_defrag.sim.levers import SimLevers
 from slurm_defrag.sim.model import JobSpec, NodeSpec, Placement
-from slurm_defrag.sim.policies.base import PolicyContext
-from slurm_defrag.sim.policies.registry import build
+from slurm_defrag.sim.placement.base import PolicyContext
+from slurm_defrag.sim.placement.registry import build
 from slurm_defrag.sim.protocol_a import run_a
 
 RNG = np.random.default_rng(0)
@@ -104,24 +106,27 @@ def test_shape_weights_keep_the_one_node_a_big_job_fits_free() -> None:
 def test_protocol_a_cycles_every_n_arrivals_and_is_deterministic() -> None:
     nodes = _nodes(6, 8)
     trace = [JobSpec(f"j{i}", 2000, 100, g, 1000) for i, g in enumerate([1, 2, 1, 4, 1] * 4)]
-    one = run_a(nodes, trace, "slurm+weight-tiers/1", 3)
-    again = run_a(nodes, trace, "slurm+weight-tiers/1", 3)
+    tiers = configure(placement={"lever": "weight-tiers", "lever_every": 1}).placement
+    one = run_a(nodes, trace, tiers, 3)
+    again = run_a(nodes, trace, tiers, 3)
     assert one == again.__class__(**{**again.__dict__, "wall_s": one.wall_s})
     assert one.lever_changes > 0
 
 
-def test_policy_names() -> None:
-    mode = parse_mode("slurm+fit-tiers/60")
+def test_lever_fields() -> None:
+    mode = configure(placement={"lever": "fit-tiers", "lever_every": 60}).placement.mode
     assert mode is not None
     assert mode.every == 60
     assert mode.lever.lever == "fit-tiers"
-    assert parse_mode("first-fit") is None
-    with pytest.raises(ValueError, match="lever"):
-        parse_mode("slurm+nothing")
-    with pytest.raises(ValueError, match="/N"):
-        parse_mode("slurm+weight-tiers/0")
-    wide = parse_mode("slurm+fgd-tiers@16/30")
+    assert plain("first-fit").mode is None
+    with pytest.raises(InputError, match=r"placement.lever: unknown 'nothing'"):
+        configure(placement={"lever": "nothing"})
+    with pytest.raises(InputError, match=r"placement.lever_every"):
+        configure(placement={"lever": "weight-tiers", "lever_every": 0})
+    wide = configure(
+        placement={"lever": "fgd-tiers", "min_members": 16, "lever_every": 30}
+    ).placement.mode
     assert wide is not None
     assert (wide.lever.lever, wide.lever.min_members, wide.every) == ("fgd-tiers", 16, 30)
-    with pytest.raises(ValueError, match="@M"):
-        parse_mode("slurm+fit-tiers@0/30")
+    with pytest.raises(InputError, match=r"placement.min_members"):
+        configure(placement={"lever": "fit-tiers", "min_members": 0, "lever_every": 30})

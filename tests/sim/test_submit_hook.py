@@ -9,8 +9,9 @@ import pytest
 from slurm_defrag.errors import InputError
 from slurm_defrag.packing.fit_classes import Mix, TaskClass
 from slurm_defrag.packing.node_levers import LeverSettings, short_first_entry
-from slurm_defrag.sim.cluster import ClusterState
-from slurm_defrag.sim.levers import parse_mode, short_first_of
+from slurm_defrag.sim.cluster_state import ClusterState
+from slurm_defrag.sim.configuration import configure
+from slurm_defrag.sim.levers import SlurmMode, short_first_of
 from slurm_defrag.sim.model import JobSpec, NodeSpec
 from slurm_defrag.sim.protocol_a import run_a
 from slurm_defrag.sim.submit_hook import SubmitHook, node_table
@@ -88,27 +89,37 @@ def test_short_first_raises_the_priority_of_jobs_only_scarce_nodes_hold() -> Non
     assert plain.apply(big) == big
 
 
-def test_short_first_policy_name() -> None:
-    mode = parse_mode("slurm+shape-weights~short")
+SHAPE = {"lever": "shape-weights"}
+SHORT = {"short_first": 0.1}
+SHORT_ALL = {"short_first": 0.1, "short_first_all": True, "large_first": 4}
+
+
+def _mode(**job_submit: object) -> SlurmMode | None:
+    return configure(placement=SHAPE, job_submit=job_submit).placement.mode
+
+
+def test_short_first_in_a_profile() -> None:
+    mode = _mode(**SHORT)
     assert mode is not None
     assert mode.short_first == "scarce"
     assert mode.lever.lever == "shape-weights"
     assert short_first_of(mode) == {"share": 0.1, "span": 10_080}
-    every = parse_mode("slurm+shape-weights~short-all")
+    every = _mode(**SHORT_ALL)
     assert every is not None
     assert every.lever.lever == "shape-weights"
     assert short_first_of(every) == {"share": 0.1, "span": 10_080, "all": True, "large_gpus": 4}
-    assert parse_mode("slurm+shape-weights").short_first is None  # type: ignore[union-attr]
+    assert _mode().short_first is None  # type: ignore[union-attr]
+    placement = configure(placement=SHAPE, job_submit=SHORT).placement
     with pytest.raises(InputError, match="Protocol A"):
-        run_a(list(STATE.nodes), [_job(1, 1000)], "slurm+shape-weights~short", 1)
+        run_a(list(STATE.nodes), [_job(1, 1000)], placement, 1)
 
 
 def test_keep_scarce_excludes_the_big_nodes_from_other_jobs() -> None:
-    """~keep: the big-CPU variant of the common 8-GPU node is kept for the jobs only it
+    """keep_scarce: the big-CPU variant of the common 8-GPU node is kept for the jobs only it
     holds; the script's --exclude reaches the job and the simulator honours it."""
     nodes = [NodeSpec(f"s{i}", 96_000, 393_216, 8, "g2") for i in range(9)]
     state = ClusterState([*nodes, NodeSpec("big", 128_000, 786_432, 8, "g3")])
-    mode = parse_mode("slurm+shape-weights~short-all~keep-always")
+    mode = _mode(**SHORT_ALL, keep_scarce=0)
     assert mode is not None
     assert mode.keep == 0
     assert mode.short_first == "all"
@@ -122,16 +133,16 @@ def test_keep_scarce_excludes_the_big_nodes_from_other_jobs() -> None:
     big = hook.apply(JobSpec("j", 120_000, 500_000, 8, 1000, time_limit=600.0))
     assert big.exclude is None
     assert state.feasible(big)[9]
-    with pytest.raises(ValueError, match="~keep needs"):
-        parse_mode("slurm+shape-weights~keep")
+    with pytest.raises(InputError, match=r"job_submit.keep_scarce: needs short_first"):
+        _mode(keep_scarce=0.5)
 
 
 def test_keep_under_demand_follows_the_scarce_submissions_in_sim_time() -> None:
-    """~keep: other jobs are kept off the big node only while the scarce jobs submitted in
+    """keep_scarce: other jobs are kept off the big node only while the scarce jobs submitted in
     the last six hours (by the simulator's clock) ask for half its time or more."""
     nodes = [NodeSpec(f"s{i}", 96_000, 393_216, 8, "g2") for i in range(9)]
     state = ClusterState([*nodes, NodeSpec("big", 128_000, 786_432, 8, "g3")])
-    mode = parse_mode("slurm+shape-weights~short~keep")
+    mode = _mode(**SHORT, keep_scarce=0.5)
     assert mode is not None
     assert mode.keep == 0.5
     hook = SubmitHook(node_table(state, mode.lever, short_first=short_first_of(mode)))

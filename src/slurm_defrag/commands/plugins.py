@@ -616,6 +616,16 @@ _RenderPriorityConfigOpt = Annotated[
         "and PriorityWeight* the cap is computed from (default: slurm.conf's).",
     ),
 ]
+_RenderProfileOpt = Annotated[
+    Path | None,
+    typer.Option(
+        "--profile",
+        readable=False,  # read by load_profile: one line for a bad file
+        help='A profile file (docs/simulator.md, "Profiles"): its [job_submit] table gives '
+        "--short-first, --short-first-all, --large-first, --keep-scarce and --boost-cap, "
+        "the queue order the simulator measured with it.",
+    ),
+]
 _RenderNoTouchOpt = Annotated[
     bool,
     typer.Option(
@@ -645,12 +655,16 @@ def render(
     keep_scarce: _RenderKeepScarceOpt = None,
     boost_cap: _RenderBoostCapOpt = DEFAULT_CAP_SHARE,
     priority_config: _RenderPriorityConfigOpt = None,
+    profile: _RenderProfileOpt = None,
     no_touch: _RenderNoTouchOpt = False,
 ) -> None:
     """Write defrag_nodes.lua, the node table job_submit.lua reads."""
+    from slurm_defrag.commands.render_profile import QueueOptions, queue_options
     from slurm_defrag.slurm.discovery.topology_sources import node_topologies
     from slurm_defrag.slurm.settings import load_settings
 
+    given = QueueOptions(short_first, short_first_all, large_first, keep_scarce, boost_cap)
+    queue = queue_options(given, profile)  # a bad profile: before any other file is read
     templates = _read_topology_map(topology_map) if topology_map is not None else None
     settings = load_settings(gres_conf=gres_conf, topology_templates=templates)
     beside = slurm_conf.parent / "gres.conf"
@@ -666,11 +680,11 @@ def render(
         allow_protect=not no_user_protect,
         service_user=service_user,
         route_file=route_file,
-        short_first=short_first,
-        short_first_all=short_first_all,
-        large_first=large_first,
-        keep_scarce=keep_scarce,
-        boost_cap=boost_cap,
+        short_first=queue.short_first,
+        short_first_all=queue.short_first_all,
+        large_first=queue.large_first,
+        keep_scarce=queue.keep_scarce,
+        boost_cap=queue.boost_cap,
         priority_config=live,
     )
     table, warnings = build_table(conf, node_topologies(settings), options)

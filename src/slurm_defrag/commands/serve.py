@@ -20,6 +20,16 @@ ConfigOpt = Annotated[
         readable=False,
     ),
 ]
+ProfileOpt = Annotated[
+    Path | None,
+    typer.Option(
+        "--profile",
+        help='A profile file (docs/simulator.md, "Profiles"): its lever is packing_lever '
+        "(none: packing off) and its [defrag] policy the policy file; they override the "
+        "config file and the environment.",
+        readable=False,
+    ),
+]
 MODES = ("off", "dry-run", "enforce")
 
 
@@ -48,7 +58,11 @@ OnceOpt = Annotated[
 
 
 def serve(
-    ctx: typer.Context, config: ConfigOpt = None, mode: ModeOpt = None, once: OnceOpt = False
+    ctx: typer.Context,
+    config: ConfigOpt = None,
+    mode: ModeOpt = None,
+    once: OnceOpt = False,
+    profile: ProfileOpt = None,
 ) -> None:
     """Run the defragmentation service: read, store, plan and (mode=enforce) act.
 
@@ -58,8 +72,10 @@ def serve(
       slurm-defrag serve -c /etc/slurm-defrag/service.toml --once     # one cycle, then exit
       slurm-defrag serve -c service.toml --mode dry-run --once        # plans, no action
       slurm-defrag --log-level debug serve -c service.toml            # more log on stderr
+      slurm-defrag serve -c service.toml --profile one-configuration.toml  # its lever, policy
     """
     from slurm_defrag import wiring
+    from slurm_defrag.commands.serve_profile import service_overrides
     from slurm_defrag.errors import DefragError, InputError
     from slurm_defrag.service import collector, logs, settings
     from slurm_defrag.service.http import ListenError
@@ -69,7 +85,7 @@ def serve(
         raise InputError(f"--mode must be off, dry-run or enforce, not {mode!r}")
     # slurm-defrag --log-level / -v (before the command) beats the config's log_level
     level = (ctx.find_root().obj or {}).get("log_level")
-    s = settings.load(config, mode=mode, log_level=level)
+    s = settings.load(config, mode=mode, log_level=level, **service_overrides(profile))
     logs.setup(s.log_level, s.log_json)
     collector.tune_for_large_heap()
     service, store = wiring.build(s)

@@ -11,7 +11,6 @@ import typer
 
 from slurm_defrag.commands.common import JsonOpt
 from slurm_defrag.errors import InputError
-from slurm_defrag.packing.node_levers import LEVERS
 from slurm_defrag.report.console import output_console
 
 if TYPE_CHECKING:
@@ -39,33 +38,6 @@ def _refuse_bad_choices(
     preset(priority)  # so is an unknown priority policy
 
 
-def _chosen_policies(policies: str, levers: str, lever_every: str) -> list[str]:
-    """--policies, and a slurm-mode policy per lever and N; an unknown one is refused."""
-    from slurm_defrag.sim.levers import mode_policies, parse_mode
-    from slurm_defrag.sim.policies.registry import POLICIES
-
-    chosen = _csv(policies)
-    if levers:
-        try:
-            every = [int(x) for x in _csv(lever_every)]
-            chosen += mode_policies(_csv(levers), every)
-        except ValueError as e:
-            raise InputError(f"--levers/--lever-every: {e}") from None
-
-    def known(p: str) -> bool:
-        try:
-            return p in POLICIES or parse_mode(p) is not None
-        except ValueError:
-            return False
-
-    unknown = [p for p in chosen if not known(p)]
-    if unknown:
-        raise InputError(
-            f"--policies: unknown {', '.join(unknown)}; choose from {', '.join(POLICIES)}"
-        )
-    return chosen
-
-
 def _loads(loads: str) -> list[float]:
     try:
         return [float(x) for x in _csv(loads)]
@@ -89,23 +61,22 @@ _SimTraceOpt = Annotated[
     str, typer.Option("--trace", help="openb pod-list variant (default, gpushare40, ...).")
 ]
 _SimPoliciesOpt = Annotated[
-    str,
+    str | None,
     typer.Option(
-        "--policies", help="Comma list: random, first-fit, best-fit, dot-product, fgd, packing."
+        "--policies",
+        help="Comma list of placement policies: random, first-fit, best-fit, dot-product, "
+        "fgd, packing, slurm (default: all but slurm, none with --profile).",
     ),
 ]
-_SimLeversOpt = Annotated[
-    str,
+_SimProfileOpt = Annotated[
+    list[Path] | None,
     typer.Option(
-        "--levers",
-        help=f"Slurm mode: comma list of packing levers ({', '.join(LEVERS)}), "
-        "each run as policy "
-        "slurm+<lever>/<N> beside --policies; none = Slurm alone.",
+        "--profile",
+        help="A profile file (placement, lever, job_submit.lua's queue order, defrag step "
+        "and limits; docs/simulator.md); repeat for several. Each runs as one configuration, "
+        "labelled by its name.",
+        readable=False,
     ),
-]
-_SimLeverEveryOpt = Annotated[
-    str,
-    typer.Option("--lever-every", help="A: comma list of N, arrivals per service cycle (levers)."),
 ]
 _SimSeedsOpt = Annotated[int, typer.Option("--seeds", min=1, help="Number of seeds.")]
 _SimFirstSeedOpt = Annotated[
@@ -136,7 +107,11 @@ _SimNvlinkJobsOpt = Annotated[
 ]
 _SimDefragOpt = Annotated[
     str,
-    typer.Option("--defrag", help="Comma list of defrag steps: none, planner, planner-large."),
+    typer.Option(
+        "--defrag",
+        help="Comma list of defrag steps for --policies: none, planner, planner-large, "
+        "planner-gain, ... (their limits: a --profile).",
+    ),
 ]
 _SimRequeueCapOpt = Annotated[
     str,
@@ -197,9 +172,8 @@ _SimSnapshotOpt = Annotated[
 def simulate(
     protocol: _SimProtocolOpt = "a",
     trace: _SimTraceOpt = "default",
-    policies: _SimPoliciesOpt = "random,first-fit,best-fit,dot-product,fgd,packing",
-    levers: _SimLeversOpt = "",
-    lever_every: _SimLeverEveryOpt = "1",
+    policies: _SimPoliciesOpt = None,
+    profile: _SimProfileOpt = None,
     seeds: _SimSeedsOpt = 10,
     first_seed: _SimFirstSeedOpt = 42,
     ratio: _SimRatioOpt = 1.3,
@@ -229,10 +203,12 @@ def simulate(
       slurm-defrag simulate --traces DIR --seeds 1 --policies fgd,best-fit
       slurm-defrag simulate --traces DIR -p b --loads 1.2 --defrag none,planner
       slurm-defrag simulate --traces DIR --out results/ --json > results.json
+      slurm-defrag simulate --traces DIR -p b --loads 0.9 --policies first-fit \
+          --profile examples/profiles/one-configuration.toml --backfill all
       slurm-defrag simulate -p b --workload sacct:sacct.txt -s snap.json --warmup-h 1 \
-          --policies first-fit --levers shape-weights --seeds 3
+          --policies first-fit --profile examples/profiles/shape-weights.toml --seeds 3
       slurm-defrag simulate -p b --workload db:sqlite:///var/lib/slurm-defrag/defrag.db \
-          --warmup-h 1 --policies first-fit --levers shape-weights --seeds 3
+          --warmup-h 1 --policies first-fit --profile examples/profiles/shape-weights.toml
     """
     site_file = _site_file(workload, protocol, traces)
     from slurm_defrag.extras import require_extra
@@ -244,13 +220,12 @@ def simulate(
     from slurm_defrag.sim import report
 
     _refuse_bad_choices(protocol, order, requeue_cap, backfill, priority)
-    chosen = _chosen_policies(policies, levers, lever_every)
     load_list = _loads(loads)
     s = suite.Suite(
         trace=trace,
         overlay=overlay,
         nvlink_jobs=nvlink_jobs,
-        policies=tuple(chosen),
+        policies=suite.policies_arg(policies, profile or []),
         seeds=tuple(range(first_seed, first_seed + seeds)),
         defrag=tuple(_csv(defrag)),
         ratio=ratio,
@@ -264,6 +239,7 @@ def simulate(
         backfill=backfill,
         priority=priority,
     )
+    s = suite.configured(s, profile or [])  # unknown names, bad profiles: before the trace
     if site_file is not None:
         _simulate_site(s, site_file, snapshot, out, json_out)
         return

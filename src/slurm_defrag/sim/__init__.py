@@ -3,11 +3,11 @@
 Layers, each in its own module:
 
 * :mod:`~slurm_defrag.sim.model` — what a node and a job are (specs, no state);
-* :mod:`~slurm_defrag.sim.cluster` — the mutable per-node state as numpy arrays, the only
+* :mod:`~slurm_defrag.sim.cluster_state` — the mutable per-node state as numpy arrays, the only
   place resources are taken or given back;
 * :mod:`~slurm_defrag.sim.frag` — the FGD fragmentation measure (Weng et al., ATC '23) for
   fractional GPUs, vectorised over nodes;
-* :mod:`~slurm_defrag.sim.policies` — placement policies (which node, which GPUs);
+* :mod:`~slurm_defrag.sim.placement` — placement policies (which node, which GPUs);
 * :mod:`~slurm_defrag.sim.defrag` — the "defrag step" seam where the planner plugs in;
 * :mod:`~slurm_defrag.sim.priority` — the queue's priority: none, or priority/multifactor
   (:mod:`~slurm_defrag.sim.multifactor` the factors, :mod:`~slurm_defrag.sim.fair_tree`

@@ -30,7 +30,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from slurm_defrag.sim.cluster import BoolArray, ClusterState, IntArray
+from slurm_defrag.sim.cluster_state import BoolArray, ClusterState, IntArray
 from slurm_defrag.sim.defrag import RunningJob
 from slurm_defrag.sim.model import JobSpec
 

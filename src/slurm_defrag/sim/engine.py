@@ -53,10 +53,10 @@ from slurm_defrag.sim.backfill import (
     plan,
     reserve,
 )
-from slurm_defrag.sim.cluster import BoolArray, ClusterState
+from slurm_defrag.sim.cluster_state import BoolArray, ClusterState
 from slurm_defrag.sim.defrag import DefragStep, DefragView, NoDefrag, RunningJob, requeue_limit
 from slurm_defrag.sim.model import JobSpec, Placement
-from slurm_defrag.sim.policies.base import PlacementPolicy
+from slurm_defrag.sim.placement.base import PlacementPolicy
 from slurm_defrag.sim.priority import PriorityModel
 from slurm_defrag.sim.timed_workload import gpu_hours
 

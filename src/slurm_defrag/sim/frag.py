@@ -31,7 +31,7 @@ from functools import cached_property
 import numpy as np
 import numpy.typing as npt
 
-from slurm_defrag.sim.cluster import BoolArray, ClusterState, IntArray
+from slurm_defrag.sim.cluster_state import BoolArray, ClusterState, IntArray
 from slurm_defrag.sim.model import JobSpec
 
 FloatArray = npt.NDArray[np.float64]

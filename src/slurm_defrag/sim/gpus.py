@@ -20,7 +20,7 @@ import numpy as np
 
 from slurm_defrag.domain.topology import indices_of, mask_of, popcount
 from slurm_defrag.domain.units import MILLI
-from slurm_defrag.sim.cluster import ClusterState
+from slurm_defrag.sim.cluster_state import ClusterState
 from slurm_defrag.sim.model import JobSpec
 
 

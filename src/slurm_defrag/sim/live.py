@@ -6,7 +6,7 @@ planner itself. Here the service is the client: the cluster advances in steps
 (:meth:`LiveCluster.advance`) and, between them, takes what the service does to Slurm
 through typed methods (the simulator backend of the Slurm port, :mod:`slurm_defrag.demo`,
 maps ``scontrol`` words onto them). It reuses the simulator's model of nodes and of
-Slurm's selection: free GPUs in a :class:`~slurm_defrag.sim.cluster.ClusterState`, nodes
+Slurm's selection: free GPUs in a :class:`~slurm_defrag.sim.cluster_state.ClusterState`, nodes
 taken in cons_tres order (ascending Weight, then node order: :func:`~slurm_defrag.sim.
 policies.slurm_select.first_in_order`), GPUs lowest index first and an NVLink job on
 the lowest free block (:func:`~slurm_defrag.sim.gpus.lowest`).
@@ -64,9 +64,9 @@ from slurm_defrag.domain.cluster import (
 from slurm_defrag.domain.topology import GpuTopology, mask_of, popcount
 from slurm_defrag.policy.comment_keys import CHECKPOINT_KEY
 from slurm_defrag.sim import gpus
-from slurm_defrag.sim.cluster import BoolArray, ClusterState
+from slurm_defrag.sim.cluster_state import BoolArray, ClusterState
 from slurm_defrag.sim.model import JobSpec, NodeSpec, Placement
-from slurm_defrag.sim.policies.slurm_select import first_in_order
+from slurm_defrag.sim.placement.slurm_select import first_in_order
 from slurm_defrag.sim.timed_workload import gpu_hours
 
 REQUEUE_DELAY_S = 120.0

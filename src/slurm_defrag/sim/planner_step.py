@@ -6,68 +6,21 @@ pending whole-GPU jobs, and its plan is read back as victims to requeue and targ
 placements. The planner is imported like any client imports it
 (:func:`slurm_defrag.planner.facade.make_plan` with the default policy), so the import
 contracts see the simulator's use of it and a change of its signature fails mypy here.
+The steps by name, and their typed parameters, are :mod:`slurm_defrag.sim.defrag_steps`.
 """
 
 from __future__ import annotations
 
-from dataclasses import replace
+from dataclasses import asdict, replace
 
 from slurm_defrag.errors import InputError
 from slurm_defrag.planner.facade import make_plan
 from slurm_defrag.policy.file import default_policy
 from slurm_defrag.sim.defrag import DefragPlan, DefragStep, DefragView, NoDefrag
+from slurm_defrag.sim.defrag_steps import NO_LIMITS, StepLimits, step_params
 from slurm_defrag.sim.model import Placement
-from slurm_defrag.sim.protocol_b import LARGE_GPUS
 from slurm_defrag.sim.scope import cheapest_nodes, movable_host
 from slurm_defrag.sim.snapshot_view import ViewOptions, target_jobs, to_snapshot
-
-STEPS = (
-    "none",
-    "planner",
-    "planner-large",
-    "planner-harm",
-    "planner-gain",
-    "planner-big",
-    "planner-wait",
-    "planner-drain",
-    "planner-gain-wait",
-    "planner-gain-head",
-)
-"""``planner``: every pending whole-GPU job at the head of the queue is a target, and GPUs
-shared by fractional jobs can be freed (their jobs requeued together).
-``planner-large``: only jobs of at least 4 GPUs are, and running jobs that large are never
-victims -- the setting for Protocol B's large-job goal.
-``planner-harm``: ``planner-large`` that counts the harm: a victim's cost adds its wait
-after requeue (``cost.requeue_wait_weight`` = 1, :func:`~slurm_defrag.policy.cost.
-restart_wait_hours`), its checkpoint (``defrag:ckpt``) cuts its lost work, and drain plans
-are on: a block whose blockers' time limits end within ``drain.max_wait_hours`` is held
-for the target by a reservation instead of requeueing them.
-``planner-harm@X``: with at most X GPU-hours of work lost per plan
-(``limits.max_gpu_hours_lost_per_plan``), cheaper plans or drains otherwise;
-``@X/H``: and blocks held only for blockers ending within H hours
-(``drain.max_wait_hours``, default 2).
-``planner-gain``: ``planner-harm`` that also weighs what the target gains: an option is
-kept only if it costs at most the GPU-hours of wait it saves the target, counted to the
-start Slurm's backfill planned for it (``cost.target_wait_weight`` = 1,
-:func:`~slurm_defrag.policy.cost.wait_saved_hours`), and a drain only if it starts the
-target sooner than that plan.
-``planner-big``: ``planner-gain`` in which running jobs of 4 to 7 GPUs may be victims too
-(only jobs of a whole 8-GPU node never are): where most GPUs are held by jobs of at least
-4 GPUs (openb ``multigpu50``), ``planner-large``'s rule leaves an 8-GPU job no victim at
-all; the gain gate and the checkpoints then decide whether a smaller large job is worth it.
-``planner-wait``: ``planner-harm`` without drains: the victim's wait is in its cost, but
-no block is held for a target (with Slurm's own backfill planning every pending job,
-``--backfill all``, a planned large job already has its node held by backfill).
-``planner-gain-wait``: ``planner-gain`` without drains: only requeues that save their
-target at least the wait they cost, and no block held (holds undo job_submit.lua's queue
-order: the held node waits for the planner's pick, not the next job of the order).
-``planner-gain-head``: ``planner-gain`` whose targets are only large jobs among the first
-``max_targets`` jobs of the queue, whatever their size: under a site's priorities a large
-job further back waits for its turn, not for fragmentation, and freeing a block for it
-would overtake the jobs ahead of it (their users' fair-share; issue #41).
-``planner-drain``: ``planner-harm`` with no victim at all (``max_victims_per_plan`` = 0):
-blocks are only held until their blockers end, so no work is ever lost."""
-
 
 PER_USER_OFF: dict[str, object] = {
     "max_preemptions_per_user_per_day": None,
@@ -76,15 +29,6 @@ PER_USER_OFF: dict[str, object] = {
     "max_gpu_hours_lost_for_user_per_day": None,
 }
 """The per-user limits (issue #40), switched off in the simulator (see ``PlannerStep``)."""
-
-BIG_KEEP_GPUS = 8
-"""``planner-big``: running jobs of this many GPUs (a whole 8-GPU node) are never victims."""
-
-QUEUE_HEAD = 10
-"""``planner-gain-head``: targets only among this many jobs at the head of the queue."""
-
-SCOPE_NODES = 32
-"""``planner``: nodes shown per target in a big cluster (see :mod:`slurm_defrag.sim.scope`)."""
 
 
 class PlannerStep:
@@ -209,41 +153,15 @@ class PlannerStep:
         return tuple(sorted(keep))
 
 
-def make_step(name: str) -> DefragStep:
-    if name == "none":
-        return NoDefrag()
-    if name == "planner":
-        return PlannerStep(shared_victims=True, scope_nodes=SCOPE_NODES, solver_workers=1)
-    base, _, limits = name.partition("@")
-    cap, _, hold = limits.partition("/")
-    # every large-target step after planner-large counts the harm (STEPS' order)
-    harmful = STEPS[STEPS.index("planner-large") + 1 :]
-    if base in ("planner-large", *harmful) and all(not x or _number(x) for x in (cap, hold)):
-        step = PlannerStep(
-            min_gpus=LARGE_GPUS,
-            harm=base in harmful,
-            drains=base
-            in (
-                "planner-harm",
-                "planner-gain",
-                "planner-big",
-                "planner-drain",
-                "planner-gain-head",
-            ),
-            drain_only=base == "planner-drain",
-            max_lost_gpu_hours=float(cap) if cap else None,
-            gain=base in ("planner-gain", "planner-big", "planner-gain-wait", "planner-gain-head"),
-            keep_gpus=BIG_KEEP_GPUS if base == "planner-big" else None,
-            max_hold_hours=float(hold) if hold else None,
-            queue_head=QUEUE_HEAD if base == "planner-gain-head" else None,
-        )
-        step.name = name
-        return step
-    raise InputError(f"--defrag {name!r}: choose from {', '.join(STEPS)}")
-
-
-def _number(text: str) -> bool:
+def make_step(name: str, limits: StepLimits = NO_LIMITS) -> DefragStep:
+    """The registered step ``name`` (:data:`~slurm_defrag.sim.defrag_steps.STEPS`) with
+    ``limits``; :class:`InputError` for an unknown name or limits it does not take."""
     try:
-        return float(text) >= 0
-    except ValueError:
-        return False
+        params = step_params(name, limits)
+    except ValueError as e:
+        raise InputError(str(e)) from None
+    if params is None:
+        return NoDefrag()
+    step = PlannerStep(**asdict(params))
+    step.name = name
+    return step

@@ -20,7 +20,8 @@ from dataclasses import dataclass
 import numpy as np
 
 from slurm_defrag.errors import InputError
-from slurm_defrag.sim.cluster import ClusterState
+from slurm_defrag.sim.cluster_state import ClusterState
+from slurm_defrag.sim.configuration import PlacementConfig, plain
 from slurm_defrag.sim.defrag import (
     REQUEUE_SHARE,
     DefragStep,
@@ -30,10 +31,10 @@ from slurm_defrag.sim.defrag import (
     requeue_limit,
 )
 from slurm_defrag.sim.frag import TaskType, typical_types
-from slurm_defrag.sim.levers import SLURM_POLICY, SimLevers, SlurmMode, parse_mode, with_mix
+from slurm_defrag.sim.levers import SLURM_POLICY, SimLevers, SlurmMode, with_mix
 from slurm_defrag.sim.model import JobSpec, NodeSpec, Placement
-from slurm_defrag.sim.policies.base import PolicyContext
-from slurm_defrag.sim.policies.registry import build
+from slurm_defrag.sim.placement.base import PolicyContext
+from slurm_defrag.sim.placement.registry import build
 from slurm_defrag.sim.submit_hook import SubmitHook, node_table
 from slurm_defrag.sim.workload import inflate
 
@@ -74,7 +75,7 @@ class ResultA:
 def run_a(
     nodes: Sequence[NodeSpec],
     trace: Sequence[JobSpec],
-    policy: str,
+    policy: PlacementConfig | str,
     seed: int,
     ratio: float = 1.3,
     shuffle: bool = True,
@@ -83,9 +84,10 @@ def run_a(
 ) -> ResultA:
     """One replay; same inputs and seed give the same result.
 
-    ``policy`` may name a slurm-mode configuration, ``slurm+<lever>/<N>``
-    (:func:`slurm_defrag.sim.levers.parse_mode`): Slurm's own selection, the lever applied
-    before every N-th arrival, and job_submit.lua's ``--prefer`` on every job.
+    ``policy`` is a registered placement policy's name or a configuration
+    (:class:`~slurm_defrag.sim.configuration.PlacementConfig`); under Slurm's own selection
+    its mode's lever is applied before every N-th arrival, and job_submit.lua's
+    ``--prefer`` on every job.
 
     ``requeue_cap``: ``step`` -- each defrag step may requeue 1 % of the running jobs (at
     least one), the analogue of the service's per-plan victim limit; ``total`` -- all
@@ -99,8 +101,9 @@ def run_a(
     jobs = inflate(trace, state.total_gpu_milli, ratio, rng, shuffle)
     rank = rng.permutation(state.size).astype(np.int64)
     types = typical_types(trace)
-    mode = _slurm_mode(policy, types)
-    chooser = build(SLURM_POLICY if mode else policy, PolicyContext(state, types, rank))
+    placement = plain(policy) if isinstance(policy, str) else policy
+    mode = _slurm_mode(placement, types)
+    chooser = build(SLURM_POLICY if mode else placement.policy, PolicyContext(state, types, rank))
     levers = SimLevers(state, mode.lever, seen_mix=mode.seen_mix) if mode else None
     if levers is not None and mode is not None and mode.warm:
         levers.warm_up(trace, np.random.default_rng([seed, 19]))  # its own stream
@@ -144,7 +147,7 @@ def run_a(
             next_mark += 1
     final = 100.0 * (1.0 - state.allocated_gpu_milli() / cap)
     return ResultA(
-        policy=policy,
+        policy=placement.name,
         seed=seed,
         defrag=step.name
         if requeue_cap == "step" or isinstance(step, NoDefrag)
@@ -165,16 +168,16 @@ def run_a(
     )
 
 
-def _slurm_mode(policy: str, types: Sequence[TaskType]) -> SlurmMode | None:
-    """The slurm-mode configuration ``policy`` names (None: another policy), with the
+def _slurm_mode(placement: PlacementConfig, types: Sequence[TaskType]) -> SlurmMode | None:
+    """The slurm-mode configuration of ``placement`` (None: another policy), with the
     trace's task types as its mix."""
-    mode = parse_mode(policy)
+    mode = placement.mode
     if mode is None:
         return None
     if mode.short_first:
         raise InputError(
-            f"policy {policy!r}: ~short orders queued jobs by time limit; Protocol A "
-            "has neither a queue nor time limits (use it in Protocol B)"
+            f"{placement.name}: job_submit.short_first orders queued jobs by time limit; "
+            "Protocol A has neither a queue nor time limits (use it in Protocol B)"
         )
     return with_mix(mode, types)
 

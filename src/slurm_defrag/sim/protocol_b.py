@@ -36,20 +36,16 @@ from dataclasses import dataclass, field, replace
 import numpy as np
 
 from slurm_defrag.errors import InputError
-from slurm_defrag.sim.cluster import ClusterState
+from slurm_defrag.sim.cluster_state import ClusterState
+from slurm_defrag.sim.configuration import PlacementConfig, plain
 from slurm_defrag.sim.defrag import DefragStep, NoDefrag
+from slurm_defrag.sim.defrag_steps import LARGE_GPUS
 from slurm_defrag.sim.engine import Engine, EngineConfig, EngineStats
 from slurm_defrag.sim.frag import typical_types
-from slurm_defrag.sim.levers import (
-    SLURM_POLICY,
-    SimLevers,
-    parse_mode,
-    short_first_of,
-    with_mix,
-)
+from slurm_defrag.sim.levers import SLURM_POLICY, SimLevers, short_first_of, with_mix
 from slurm_defrag.sim.model import JobSpec, NodeSpec
-from slurm_defrag.sim.policies.base import PolicyContext
-from slurm_defrag.sim.policies.registry import build
+from slurm_defrag.sim.placement.base import PolicyContext
+from slurm_defrag.sim.placement.registry import build
 from slurm_defrag.sim.population import with_owners
 from slurm_defrag.sim.priority import PriorityModel
 from slurm_defrag.sim.site_priority import NO_PRIORITY, POPULATION, multifactor, preset
@@ -62,8 +58,6 @@ from slurm_defrag.sim.timed_workload import (
     with_user_limits,
 )
 from slurm_defrag.sim.wait_classes import Tail, class_means
-
-LARGE_GPUS = 4
 
 
 @dataclass(frozen=True)
@@ -121,14 +115,15 @@ class ResultB:
 def run_b(
     nodes: Sequence[NodeSpec],
     trace: Sequence[JobSpec],
-    policy: str,
+    policy: PlacementConfig | str,
     seed: int,
     settings: SettingsB | None = None,
     defrag: DefragStep | None = None,
 ) -> ResultB:
-    """One timed replay; same inputs and seed give the same result. ``policy`` may be a
-    slurm-mode configuration ``slurm+<lever>`` (the ``/N`` part is Protocol A's; here the
-    cycle is ``EngineConfig.lever_interval``)."""
+    """One timed replay; same inputs and seed give the same result. ``policy`` is a
+    registered placement policy's name or a configuration (:class:`~slurm_defrag.sim.
+    configuration.PlacementConfig`; its ``lever_every`` is Protocol A's: here the cycle is
+    ``EngineConfig.lever_interval``)."""
     t0 = time.perf_counter()
     cfg = settings or SettingsB()
     rng = np.random.default_rng(seed)
@@ -149,7 +144,7 @@ def run_b(
 def run_b_site(
     nodes: Sequence[NodeSpec],
     jobs: Sequence[JobSpec],
-    policy: str,
+    policy: PlacementConfig | str,
     seed: int,
     settings: SettingsB,
     defrag: DefragStep | None = None,
@@ -184,7 +179,7 @@ def _simulate(
     state: ClusterState,
     trace: Sequence[JobSpec],
     jobs: list[JobSpec],
-    policy: str,
+    policy: PlacementConfig | str,
     seed: int,
     cfg: SettingsB,
     defrag: DefragStep | None,
@@ -196,7 +191,8 @@ def _simulate(
     prio_cfg = preset(cfg.priority)
     rank = rng.permutation(state.size).astype(np.int64)
     types = typical_types(trace)
-    mode = parse_mode(policy)
+    placement = plain(policy) if isinstance(policy, str) else policy
+    mode = placement.mode
     levers: Callable[[float], object] | None = None
     submit = None
     if mode is not None:
@@ -204,8 +200,8 @@ def _simulate(
         mode = with_mix(mode, types)
         if (mode.seen_mix and not mode.lever.route) or mode.warm:
             raise InputError(
-                f"policy {policy!r}: in Protocol B only the fgd-route levers take ~seen (and "
-                "none takes ~warm: the warm-up hours fill the estimate)"
+                f"{placement.name}: in Protocol B only the fgd-route levers take "
+                'placement.mix = "seen" (and none "warm": the warm-up hours fill the estimate)'
             )
         levers = SimLevers(state, mode.lever).apply
         short = short_first_of(mode, prio_cfg)
@@ -214,7 +210,7 @@ def _simulate(
         elif mode.lever.features or short:
             hook = SubmitHook(node_table(state, mode.lever, short_first=short))
             jobs = [hook.apply(j) for j in jobs]
-    chooser = build(SLURM_POLICY if mode else policy, PolicyContext(state, types, rank))
+    chooser = build(SLURM_POLICY if mode else placement.policy, PolicyContext(state, types, rank))
     step = defrag or NoDefrag()
     window = (cfg.warmup, cfg.horizon)
     model = model_of()
@@ -238,7 +234,7 @@ def _simulate(
     by_class, class_jobs = class_means(measured, waits)
     span = cfg.horizon - cfg.warmup
     return ResultB(
-        policy=policy,
+        policy=placement.name,
         seed=seed,
         load=cfg.load,
         defrag=step.name,

@@ -17,7 +17,7 @@ from collections.abc import Mapping
 
 import numpy as np
 
-from slurm_defrag.sim.cluster import ClusterState, IntArray
+from slurm_defrag.sim.cluster_state import ClusterState, IntArray
 from slurm_defrag.sim.defrag import RunningJob
 from slurm_defrag.sim.model import JobSpec
 

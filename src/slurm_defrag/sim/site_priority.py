@@ -28,11 +28,12 @@
   One partition and one QOS: the partition factor is the same for every job and the QOS
   factor 0. Users and accounts: :mod:`slurm_defrag.sim.population`.
 
-job_submit.lua's queue-order boost (``~short``, ``~short-all``) is capped under a priority
-model as ``plugins render`` caps it on a site (:func:`slurm_defrag.sim.levers.boost_cap`):
-10 % of the range by default, 1,300 points under ``site`` (fair-share alone is worth up to
-10,000); ``~cap<P>`` another share, ``~nocap`` the raw boost (up to 30,240). ``none`` has
-no range: there the raw boost stands, as before #41.
+job_submit.lua's queue-order boost (a profile's ``[job_submit] short_first``) is capped
+under a priority model as ``plugins render`` caps it on a site
+(:func:`slurm_defrag.sim.levers.boost_cap`): 10 % of the range by default, 1,300 points
+under ``site`` (fair-share alone is worth up to 10,000); ``boost_cap`` another share,
+``uncapped_boost`` the raw boost (up to 30,240). ``none`` has no range: there the raw
+boost stands, as before #41.
 
 The cluster does not start empty-handed: each user's usage starts at what a site in steady
 state would hold, the decayed sum of that user's share of the work the cluster serves

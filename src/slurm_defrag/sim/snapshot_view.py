@@ -45,7 +45,7 @@ from slurm_defrag.domain.cluster import (
 )
 from slurm_defrag.domain.units import MILLI
 from slurm_defrag.policy.comment_keys import CHECKPOINT_KEY
-from slurm_defrag.sim.cluster import ClusterState
+from slurm_defrag.sim.cluster_state import ClusterState
 from slurm_defrag.sim.defrag import DefragView, RunningJob
 from slurm_defrag.sim.model import JobSpec
 

@@ -35,7 +35,7 @@ from slurm_defrag.domain.units import MILLI
 from slurm_defrag.errors import InputError
 from slurm_defrag.hooks_location import candidates, plugins_dir
 from slurm_defrag.packing.node_levers import SHARDS_PER_GPU, LeverSettings, mark_kept, pack_table
-from slurm_defrag.sim.cluster import ClusterState
+from slurm_defrag.sim.cluster_state import ClusterState
 from slurm_defrag.sim.levers import SimLevers
 from slurm_defrag.sim.model import JobSpec
 from slurm_defrag.sim.snapshot_view import PARTITION

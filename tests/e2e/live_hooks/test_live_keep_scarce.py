@@ -1,10 +1,10 @@
 """Live: job_submit.lua's ``short_first.keep`` in a real slurmctld.
 
-What the simulator's ``~keep`` assumes and this records on each release: the script's
-``job_desc.exc_nodes`` is stored as the job's ExcNodeList and slurmctld never starts the
-job there; a job that only the kept nodes hold, or that names its nodes or its own
-``--exclude``, gets nothing added; under a demand, the scarce jobs the script has seen
-in its window live in its Lua state from one submission to the next.
+What a profile's ``keep_scarce`` assumes in the simulator and this records on each
+release: the script's ``job_desc.exc_nodes`` is stored as the job's ExcNodeList and
+slurmctld never starts the job there; a job that only the kept nodes hold, or that names
+its nodes or its own ``--exclude``, gets nothing added; under a demand, the scarce jobs
+the script has seen in its window live in its Lua state from one submission to the next.
 
 The table marks node01-03 (the A100 and A100-80GB nodes) kept, by hand, so that node04
 is the only other node: which types the render keeps (big variants of common nodes,

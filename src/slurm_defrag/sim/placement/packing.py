@@ -22,11 +22,11 @@ import numpy as np
 
 from slurm_defrag.domain.units import MILLI
 from slurm_defrag.sim import gpus
-from slurm_defrag.sim.cluster import BoolArray, ClusterState
+from slurm_defrag.sim.cluster_state import BoolArray, ClusterState
 from slurm_defrag.sim.frag import FragModel
 from slurm_defrag.sim.model import JobSpec, Placement
-from slurm_defrag.sim.policies.base import PolicyContext
-from slurm_defrag.sim.policies.delta_cache import DeltaCache
+from slurm_defrag.sim.placement.base import PolicyContext
+from slurm_defrag.sim.placement.delta_cache import DeltaCache
 
 _EPS = 1e-6
 """Rises closer than this (milli-GPUs) count as equal: float sums differ in the last bits."""

@@ -10,9 +10,9 @@ from __future__ import annotations
 import numpy as np
 
 from slurm_defrag.sim import gpus
-from slurm_defrag.sim.cluster import BoolArray, ClusterState
+from slurm_defrag.sim.cluster_state import BoolArray, ClusterState
 from slurm_defrag.sim.model import JobSpec, Placement
-from slurm_defrag.sim.policies.base import PolicyContext
+from slurm_defrag.sim.placement.base import PolicyContext
 
 
 class FirstFit:

@@ -6,7 +6,7 @@ and ties go to the run's node ranking (see ``PolicyContext``). A shared job take
 best score on that node (lowest index on ties); whole GPUs are taken lowest-index first.
 
 The integer score is kept on purpose: it is what the published figures were produced
-with. slurm-defrag's own packing (:mod:`~slurm_defrag.sim.policies.packing`) uses the
+with. slurm-defrag's own packing (:mod:`~slurm_defrag.sim.placement.packing`) uses the
 exact rise instead.
 """
 
@@ -15,11 +15,11 @@ from __future__ import annotations
 import numpy as np
 
 from slurm_defrag.sim import gpus
-from slurm_defrag.sim.cluster import BoolArray, ClusterState, IntArray
+from slurm_defrag.sim.cluster_state import BoolArray, ClusterState, IntArray
 from slurm_defrag.sim.frag import FloatArray, FragModel
 from slurm_defrag.sim.model import JobSpec, Placement
-from slurm_defrag.sim.policies.base import PolicyContext, argmax_ranked
-from slurm_defrag.sim.policies.delta_cache import DeltaCache
+from slurm_defrag.sim.placement.base import PolicyContext, argmax_ranked
+from slurm_defrag.sim.placement.delta_cache import DeltaCache
 
 
 def fgd_score(delta: FloatArray) -> FloatArray:

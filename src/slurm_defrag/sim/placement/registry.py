@@ -4,14 +4,14 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from slurm_defrag.sim.policies.base import PlacementPolicy, PolicyContext
-from slurm_defrag.sim.policies.best_fit import BestFit
-from slurm_defrag.sim.policies.dot_product import DotProduct
-from slurm_defrag.sim.policies.fgd import Fgd
-from slurm_defrag.sim.policies.first_fit import FirstFit
-from slurm_defrag.sim.policies.packing import Packing
-from slurm_defrag.sim.policies.random_fit import RandomFit
-from slurm_defrag.sim.policies.slurm_select import SlurmSelect
+from slurm_defrag.sim.placement.base import PlacementPolicy, PolicyContext
+from slurm_defrag.sim.placement.best_fit import BestFit
+from slurm_defrag.sim.placement.dot_product import DotProduct
+from slurm_defrag.sim.placement.fgd import Fgd
+from slurm_defrag.sim.placement.first_fit import FirstFit
+from slurm_defrag.sim.placement.packing import Packing
+from slurm_defrag.sim.placement.random_fit import RandomFit
+from slurm_defrag.sim.placement.slurm_select import SlurmSelect
 
 POLICIES: dict[str, Callable[[PolicyContext], PlacementPolicy]] = {
     "random": RandomFit,

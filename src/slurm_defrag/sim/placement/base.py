@@ -9,7 +9,7 @@ from typing import Protocol
 import numpy as np
 
 from slurm_defrag.sim import gpus
-from slurm_defrag.sim.cluster import BoolArray, ClusterState, IntArray
+from slurm_defrag.sim.cluster_state import BoolArray, ClusterState, IntArray
 from slurm_defrag.sim.frag import FloatArray, TaskType
 from slurm_defrag.sim.model import JobSpec, Placement
 

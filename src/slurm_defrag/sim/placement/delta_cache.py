@@ -11,7 +11,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from slurm_defrag.sim.cluster import ClusterState, IntArray
+from slurm_defrag.sim.cluster_state import ClusterState, IntArray
 from slurm_defrag.sim.frag import FloatArray, FragModel, stale
 from slurm_defrag.sim.model import JobSpec
 

@@ -1,8 +1,8 @@
 """Slurm's own selection for a one-node job: cons_tres order plus ``--prefer``.
 
 Nodes are taken by ascending *current* ``Weight``, then in node order (as
-:class:`~slurm_defrag.sim.policies.first_fit.FirstFit`), GPUs by lowest index; weights and
-features are the cluster's mutable state (:class:`~slurm_defrag.sim.cluster.ClusterState`),
+:class:`~slurm_defrag.sim.placement.first_fit.FirstFit`), GPUs by lowest index; weights and
+features are the cluster's mutable state (:class:`~slurm_defrag.sim.cluster_state.ClusterState`),
 so levers that change them between placements steer this policy as they steer Slurm.
 
 ``--prefer`` (``JobSpec.prefer``) is a soft constraint. sbatch(1): "Nodes can have
@@ -26,9 +26,9 @@ from __future__ import annotations
 import numpy as np
 
 from slurm_defrag.sim import gpus
-from slurm_defrag.sim.cluster import BoolArray, ClusterState
+from slurm_defrag.sim.cluster_state import BoolArray, ClusterState
 from slurm_defrag.sim.model import JobSpec, Placement
-from slurm_defrag.sim.policies.base import PolicyContext
+from slurm_defrag.sim.placement.base import PolicyContext
 
 
 def first_in_order(state: ClusterState, where: BoolArray) -> int | None:

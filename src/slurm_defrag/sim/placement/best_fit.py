@@ -10,9 +10,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from slurm_defrag.sim.cluster import BoolArray, ClusterState
+from slurm_defrag.sim.cluster_state import BoolArray, ClusterState
 from slurm_defrag.sim.model import JobSpec, Placement
-from slurm_defrag.sim.policies.base import (
+from slurm_defrag.sim.placement.base import (
     MAX_SPEC_CPU,
     MAX_SPEC_GPU,
     PolicyContext,

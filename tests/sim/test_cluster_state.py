@@ -3,7 +3,7 @@ from __future__ import annotations
 import pytest
 from simkit import job, node
 
-from slurm_defrag.sim.cluster import ClusterState
+from slurm_defrag.sim.cluster_state import ClusterState
 from slurm_defrag.sim.model import JobSpec, Placement
 
 

@@ -7,11 +7,11 @@ import pytest
 from simkit import job, node
 
 from slurm_defrag.sim import gpus
-from slurm_defrag.sim.cluster import ClusterState
+from slurm_defrag.sim.cluster_state import ClusterState
 from slurm_defrag.sim.frag import typical_types
 from slurm_defrag.sim.model import Placement
-from slurm_defrag.sim.policies.base import PolicyContext
-from slurm_defrag.sim.policies.registry import POLICIES, build
+from slurm_defrag.sim.placement.base import PolicyContext
+from slurm_defrag.sim.placement.registry import POLICIES, build
 
 
 def _ctx(s: ClusterState) -> PolicyContext:
