@@ -17,7 +17,7 @@ from slurm_defrag.service.settings import ServiceSettings
 from slurm_defrag.sim.live import REQUEUE_DELAY_S, LiveCluster
 from slurm_defrag.sim.model import JobSpec, NodeSpec
 from slurm_defrag.slurm.backends import SlurmBackend
-from slurm_defrag.slurm.errors import SlurmRejectedError
+from slurm_defrag.slurm.failures import SlurmRejectedError
 from slurm_defrag.slurm.port import SlurmReader, SlurmWriter
 
 EPOCH = datetime(2026, 1, 1, tzinfo=UTC)

@@ -34,7 +34,7 @@ from live_cluster import (
 
 from infra import require
 from slurm_defrag.domain.cluster import JobState
-from slurm_defrag.slurm.errors import SlurmRejectedError
+from slurm_defrag.slurm.failures import SlurmRejectedError
 
 pytestmark = pytest.mark.slurm
 

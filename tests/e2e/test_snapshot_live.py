@@ -34,8 +34,8 @@ from live_cluster import config, exclusive_cluster, wait_evaluated
 from infra import require
 from slurm_defrag.domain.cluster import ClusterSnapshot, JobState, NodeFlag
 from slurm_defrag.slurm.cli_backend import CliSlurm
+from slurm_defrag.slurm.connection import SlurmSettings
 from slurm_defrag.slurm.rest import RestSlurm
-from slurm_defrag.slurm.settings import SlurmSettings
 
 # newsuite: the cli/rest parity checks are part of what every new Slurm suite runs
 pytestmark = [pytest.mark.slurm, pytest.mark.newsuite]

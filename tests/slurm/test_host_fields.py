@@ -18,7 +18,7 @@ from typing import Any
 import pytest
 
 from slurm_defrag.domain.cluster import GpuRequest, Job, JobState, Node
-from slurm_defrag.slurm.errors import SlurmParseError
+from slurm_defrag.slurm.failures import SlurmParseError
 from slurm_defrag.slurm.fake import FakeSlurm
 from slurm_defrag.slurm.parse import cpu_memory, openapi, scontrol_text
 from slurm_defrag.slurm.parse.mapping import Doc

@@ -27,11 +27,11 @@ import pytest
 from slurm_defrag.domain.cluster import Job
 from slurm_defrag.slurm import ids
 from slurm_defrag.slurm.cli_backend import CliSlurm
-from slurm_defrag.slurm.errors import SlurmParseError, SlurmRejectedError
+from slurm_defrag.slurm.connection import SlurmSettings
+from slurm_defrag.slurm.failures import SlurmParseError, SlurmRejectedError
 from slurm_defrag.slurm.fake import FakeSlurm
 from slurm_defrag.slurm.parse import scontrol_text
 from slurm_defrag.slurm.rest import RestSlurm
-from slurm_defrag.slurm.settings import SlurmSettings
 
 FIXTURES = Path(__file__).resolve().parent.parent / "fixtures"
 RELEASES = sorted(p.name.removeprefix("hostile-") for p in FIXTURES.glob("hostile-*"))

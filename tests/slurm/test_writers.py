@@ -12,11 +12,11 @@ import pytest
 from slurm_defrag.domain.cluster import ClusterSnapshot, JobState, NodeFlag
 from slurm_defrag.slurm.backends import SlurmBackend
 from slurm_defrag.slurm.cli_backend import CliSlurm
-from slurm_defrag.slurm.errors import SlurmRejectedError
+from slurm_defrag.slurm.connection import SlurmSettings
+from slurm_defrag.slurm.failures import SlurmRejectedError
 from slurm_defrag.slurm.fake import FakeSlurm
 from slurm_defrag.slurm.port import SlurmReader, SlurmWriter
 from slurm_defrag.slurm.pyslurm_adapter import PyslurmSlurm
-from slurm_defrag.slurm.settings import SlurmSettings
 
 NOW = datetime(2026, 11, 29, 15, 14, 13, tzinfo=UTC)
 

@@ -22,7 +22,7 @@ from datetime import datetime
 from typing import Protocol
 
 from slurm_defrag.actuator.voice import ACTUAL, PREVIEW, Voice
-from slurm_defrag.slurm.errors import SlurmError, SlurmUnavailableError
+from slurm_defrag.slurm.failures import SlurmError, SlurmUnavailableError
 from slurm_defrag.slurm.port import SlurmWriter
 
 

@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING, Literal
 from slurm_defrag.errors import DefragError
 from slurm_defrag.hooks_location import plugins_dir
 from slurm_defrag.slurm import controller
-from slurm_defrag.slurm.errors import SlurmCommandMissing, SlurmError, SlurmUnavailableError
+from slurm_defrag.slurm.failures import SlurmCommandMissing, SlurmError, SlurmUnavailableError
 
 if TYPE_CHECKING:
     from sqlalchemy.engine import URL
@@ -115,7 +115,7 @@ def check_slurm(env: Env) -> Result:
 
 
 def _rest_release(env: Env) -> str:
-    from slurm_defrag.slurm.errors import SlurmParseError
+    from slurm_defrag.slurm.failures import SlurmParseError
 
     rest = env.backend
     v = rest.api_version()  # type: ignore[attr-defined]
@@ -777,7 +777,7 @@ def _missing(exc: SlurmCommandMissing) -> str:
 
 
 def _fix_for(exc: DefragError) -> str:
-    from slurm_defrag.slurm.errors import SlurmParseError, SlurmRejectedError
+    from slurm_defrag.slurm.failures import SlurmParseError, SlurmRejectedError
 
     if isinstance(exc, SlurmCommandMissing):
         if exc.prefixed:

@@ -648,8 +648,8 @@ def render(
     no_touch: _RenderNoTouchOpt = False,
 ) -> None:
     """Write defrag_nodes.lua, the node table job_submit.lua reads."""
+    from slurm_defrag.slurm.connection import load_settings
     from slurm_defrag.slurm.discovery.topology_sources import node_topologies
-    from slurm_defrag.slurm.settings import load_settings
 
     templates = _read_topology_map(topology_map) if topology_map is not None else None
     settings = load_settings(gres_conf=gres_conf, topology_templates=templates)

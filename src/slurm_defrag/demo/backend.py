@@ -48,7 +48,7 @@ from datetime import datetime
 from slurm_defrag.domain.cluster import ClusterSnapshot
 from slurm_defrag.sim.live import LiveCluster, Refused
 from slurm_defrag.slurm import ids
-from slurm_defrag.slurm.errors import SlurmRejectedError
+from slurm_defrag.slurm.failures import SlurmRejectedError
 
 _JOB_FIELDS = ("reservationname", "priority", "starttime", "comment", "admincomment")
 _NODE_FIELDS = ("state", "reason", "weight", "availablefeatures", "activefeatures")

@@ -20,7 +20,7 @@ from slurm_defrag.domain.cluster import ClusterSnapshot, RecordPart
 from slurm_defrag.domain.plan import Plan
 from slurm_defrag.metrics.report import FragReport
 from slurm_defrag.slurm.backends import SlurmBackend
-from slurm_defrag.slurm.errors import SlurmError, SlurmParseError, SlurmUnavailableError
+from slurm_defrag.slurm.failures import SlurmError, SlurmParseError, SlurmUnavailableError
 
 if TYPE_CHECKING:
     from slurm_defrag.service.loop import CycleReport

@@ -73,13 +73,13 @@ from slurm_defrag.domain.cluster import (
 )
 from slurm_defrag.slurm import ids
 from slurm_defrag.slurm.command_runner import Runner, run, run_capture, subprocess_runner
+from slurm_defrag.slurm.connection import SlurmSettings
 from slurm_defrag.slurm.discovery import topology_block
 from slurm_defrag.slurm.discovery.topology_sources import GresConfText
-from slurm_defrag.slurm.errors import SlurmParseError, SlurmRejectedError
+from slurm_defrag.slurm.failures import SlurmParseError, SlurmRejectedError
 from slurm_defrag.slurm.parse import openapi, scontrol_text
 from slurm_defrag.slurm.parse.mapping import Doc, show
 from slurm_defrag.slurm.parse.records import JobsRead
-from slurm_defrag.slurm.settings import SlurmSettings
 from slurm_defrag.slurm.snapshot_assembly import Parts, assemble
 
 log = logging.getLogger(__name__)

@@ -30,7 +30,7 @@ from slurm_defrag.domain.cluster import (
     Reservation,
 )
 from slurm_defrag.slurm import ids
-from slurm_defrag.slurm.errors import SlurmRejectedError
+from slurm_defrag.slurm.failures import SlurmRejectedError
 from slurm_defrag.slurm.parse.mapping import default_nvlink, reservation_state
 
 _DRAIN_FLAGS = frozenset({NodeFlag.DRAIN, NodeFlag.DRAINING, NodeFlag.DRAINED})

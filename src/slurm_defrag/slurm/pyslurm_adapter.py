@@ -43,12 +43,12 @@ from slurm_defrag.domain.cluster import (
 )
 from slurm_defrag.errors import InputError
 from slurm_defrag.slurm import ids
-from slurm_defrag.slurm.errors import SlurmParseError, SlurmRejectedError, from_failure
+from slurm_defrag.slurm.connection import SlurmSettings
+from slurm_defrag.slurm.failures import SlurmParseError, SlurmRejectedError, from_failure
 from slurm_defrag.slurm.parse import cpu_memory
 from slurm_defrag.slurm.parse import mapping as m
 from slurm_defrag.slurm.parse.records import JobParts, Unidentified, json_job_head, read_job
 from slurm_defrag.slurm.port import SlurmWriter
-from slurm_defrag.slurm.settings import SlurmSettings
 from slurm_defrag.slurm.snapshot_assembly import Parts, assemble
 
 log = logging.getLogger(__name__)

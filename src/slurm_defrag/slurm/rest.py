@@ -9,7 +9,7 @@ mapped by :mod:`slurm_defrag.slurm.parse.openapi`, the same code the cli backend
 Writes go through the endpoints the discovered version has. slurmrestd has no requeue
 endpoint at all, creates reservations only from v0.0.43 (Slurm 25.05), and updates nodes
 only from data_parser versions (23.02+); those calls raise
-:class:`~slurm_defrag.slurm.errors.SlurmRejectedError` saying so — use the cli backend to
+:class:`~slurm_defrag.slurm.failures.SlurmRejectedError` saying so — use the cli backend to
 act on such clusters.
 """
 
@@ -26,7 +26,8 @@ import httpx
 from slurm_defrag.domain.cluster import ClusterSnapshot
 from slurm_defrag.errors import InputError
 from slurm_defrag.slurm import ids
-from slurm_defrag.slurm.errors import (
+from slurm_defrag.slurm.connection import SlurmSettings
+from slurm_defrag.slurm.failures import (
     SlurmParseError,
     SlurmRejectedError,
     SlurmUnavailableError,
@@ -34,7 +35,6 @@ from slurm_defrag.slurm.errors import (
 )
 from slurm_defrag.slurm.parse import openapi
 from slurm_defrag.slurm.parse.mapping import Doc
-from slurm_defrag.slurm.settings import SlurmSettings
 from slurm_defrag.slurm.snapshot_assembly import Parts, assemble
 
 API_VERSIONS = (

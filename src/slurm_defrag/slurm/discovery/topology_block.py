@@ -36,7 +36,7 @@ from collections.abc import Iterable, Sequence
 
 from slurm_defrag.domain.cluster import NvlinkDomain
 from slurm_defrag.errors import InputError
-from slurm_defrag.slurm.errors import SlurmParseError
+from slurm_defrag.slurm.failures import SlurmParseError
 from slurm_defrag.slurm.parse.mapping import NULLS, expand_nodes, parse_error, show
 
 WHERE = "scontrol show topology"

@@ -54,7 +54,7 @@ from slurm_defrag.domain.topology import MAX_GPUS_PER_NODE
 from slurm_defrag.domain.units import MILLI, share_milli
 from slurm_defrag.errors import InputError
 from slurm_defrag.policy.comment_keys import COMMENT_KEYS, NVLINK_KEY, CommentField
-from slurm_defrag.slurm.errors import SlurmParseError
+from slurm_defrag.slurm.failures import SlurmParseError
 
 M = TypeVar("M", bound=BaseModel)
 

@@ -9,7 +9,7 @@ same schema for a given Slurm release, so the cli and rest backends share these 
   Slurm 24.11): numbers as ``{"set", "infinite", "number"}``, states as lists.
 
 :func:`family` picks one from the document's ``meta``. Every function is pure and raises
-:class:`~slurm_defrag.slurm.errors.SlurmParseError` naming the field it could not read,
+:class:`~slurm_defrag.slurm.failures.SlurmParseError` naming the field it could not read,
 except :meth:`V0038.read_jobs`: a job record that does not read costs that job only
 (:mod:`slurm_defrag.slurm.parse.records`).
 """
@@ -29,7 +29,7 @@ from slurm_defrag.domain.cluster import (
     RecordPart,
     Reservation,
 )
-from slurm_defrag.slurm.errors import from_failure
+from slurm_defrag.slurm.failures import from_failure
 from slurm_defrag.slurm.parse import cpu_memory
 from slurm_defrag.slurm.parse import mapping as m
 from slurm_defrag.slurm.parse.records import JobParts, JobsRead, json_job_head

@@ -32,7 +32,7 @@ from pathlib import Path
 from slurm_defrag.config_files import one_line
 from slurm_defrag.domain.accounting import AccountedJob, SiteJob, SiteRead
 from slurm_defrag.errors import InputError
-from slurm_defrag.slurm.errors import SlurmParseError
+from slurm_defrag.slurm.failures import SlurmParseError
 from slurm_defrag.slurm.parse.mapping import Doc, show
 
 REQUIRED = ("jobid", "submit", "start")
