@@ -49,12 +49,13 @@ from slurm_defrag.domain.cluster import ClusterSnapshot
 from slurm_defrag.sim.live import LiveCluster, Refused
 from slurm_defrag.slurm import ids
 from slurm_defrag.slurm.failures import SlurmRejectedError
+from slurm_defrag.slurm.port import SlurmWriter
 
 _JOB_FIELDS = ("reservationname", "priority", "starttime", "comment", "admincomment")
 _NODE_FIELDS = ("state", "reason", "weight", "availablefeatures", "activefeatures")
 
 
-class SimSlurm:
+class SimSlurm(SlurmWriter):
     """Reader and writer of the Slurm port over ``cluster`` (see the module docstring)."""
 
     name = "simulator"

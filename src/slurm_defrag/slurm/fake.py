@@ -32,13 +32,14 @@ from slurm_defrag.domain.cluster import (
 from slurm_defrag.slurm import ids
 from slurm_defrag.slurm.failures import SlurmRejectedError
 from slurm_defrag.slurm.parse.mapping import default_nvlink, reservation_state
+from slurm_defrag.slurm.port import SlurmWriter
 
 _DRAIN_FLAGS = frozenset({NodeFlag.DRAIN, NodeFlag.DRAINING, NodeFlag.DRAINED})
 # Node field allocated -> job field held on each node (dumps leave out unset ones: .get).
 _HOST_HELD = (("cpus_alloc", "cpus_per_node"), ("memory_alloc_mb", "memory_mb_per_node"))
 
 
-class FakeSlurm:
+class FakeSlurm(SlurmWriter):
     name = "fake"
 
     def __init__(

@@ -50,6 +50,7 @@ from slurm_defrag.slurm.parse import mapping as m
 from slurm_defrag.slurm.parse.records import JobParts, Unidentified, json_job_head, read_job
 from slurm_defrag.slurm.port import SlurmWriter
 from slurm_defrag.slurm.snapshot_assembly import Parts, assemble
+from slurm_defrag.slurm.update_fields import job_field, node_field
 
 log = logging.getLogger(__name__)
 
@@ -66,16 +67,6 @@ _RESV_FLAGS = {
     "PURGE": "PURGE_COMP",
     "SPECIFIC_NODES": "SPEC_NODES",
     "NO_JOB_HOLD_AFTER_END": "NO_HOLD_JOBS_AFTER_END",
-}
-
-# scontrol-style job fields the port speaks -> JobSubmitDescription attributes.
-_JOB_FIELDS = {
-    "Comment": "comment",
-    "AdminComment": "admin_comment",
-    "ReservationName": "reservations",
-    "Priority": "priority",
-    "TimeLimit": "time_limit",
-    "StartTime": "begin_time",
 }
 
 
@@ -500,7 +491,7 @@ def import_pyslurm() -> Any:
         ) from None
 
 
-class PyslurmSlurm:
+class PyslurmSlurm(SlurmWriter):
     """Reader and writer over pyslurm (see the module docstring for what ran live)."""
 
     name = "pyslurm"
@@ -610,29 +601,15 @@ class PyslurmSlurm:
             log.info("update job %s through scontrol: pyslurm cannot clear a field", job_id)
             self._clearer().update_job(job_id, **fields)
             return
-        changes: dict[str, Any] = {}
-        for key, value in fields.items():
-            attr = _JOB_FIELDS.get(key)
-            if attr is None:
-                raise SlurmRejectedError(
-                    f"Slurm rejected update of job {job_id}: field {key!r} is not supported "
-                    "by the pyslurm backend; supported: " + ", ".join(sorted(_JOB_FIELDS))
-                )
-            changes[attr] = value
+        changes = {job_field(key, job_id, self.name).pyslurm: v for key, v in fields.items()}
         desc = self.ps.JobSubmitDescription(**changes)
         self._rpc(f"update job {job_id}", lambda: self.ps.Job(number).modify(desc))
 
     def update_node(self, node: str, **fields: str) -> None:
         node = ids.node_name(node)
-        allowed = {"state": "state", "reason": "reason", "weight": "weight"}
-        changes = {}
+        changes: dict[str, Any] = {}
         for key, value in fields.items():
-            attr = allowed.get(key.lower())
-            if attr is None:
-                raise SlurmRejectedError(
-                    f"Slurm rejected update of node {node}: field {key!r} is not supported by "
-                    "the pyslurm backend; supported: Reason, State, Weight"
-                )
+            attr = node_field(key, node, self.name)
             changes[attr] = int(value) if attr == "weight" else value
         diff = self.ps.Node(**changes)
         self._rpc(f"update node {node}", lambda: self.ps.Node(node).modify(diff))

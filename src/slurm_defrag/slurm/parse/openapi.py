@@ -16,6 +16,7 @@ except :meth:`V0038.read_jobs`: a job record that does not read costs that job o
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable, Mapping
 from datetime import datetime
 from functools import partial
@@ -29,7 +30,7 @@ from slurm_defrag.domain.cluster import (
     RecordPart,
     Reservation,
 )
-from slurm_defrag.slurm.failures import from_failure
+from slurm_defrag.slurm.failures import SlurmParseError, from_failure
 from slurm_defrag.slurm.parse import cpu_memory
 from slurm_defrag.slurm.parse import mapping as m
 from slurm_defrag.slurm.parse.records import JobParts, JobsRead, json_job_head
@@ -375,6 +376,19 @@ def _features(d: m.Doc) -> tuple[str, ...]:
     return m.split_list(d.get("active_features"), d.where, d.field("active_features"))
 
 
+_API_VERSION = re.compile(r"v([0-9]{1,4})\.([0-9]{1,4})\.([0-9]{1,4})")
+
+
+def api_version(text: str) -> tuple[int, int, int]:
+    """``"v0.0.40"`` -> ``(0, 0, 40)``: API versions compare as numbers, never as strings
+    (as strings, ``"v0.0.40" < "v0.0.9"``)."""
+    match = _API_VERSION.fullmatch(text)
+    if match is None:
+        raise SlurmParseError(f"not a slurmrestd API version: {m.show(text)}")
+    major, minor, patch = (int(g) for g in match.groups())
+    return major, minor, patch
+
+
 def family(data: Any, where: str) -> V0038:
     """The mapping for a document, from its ``meta`` (plugin or data_parser version)."""
     doc = m.Doc(data, where, "")
@@ -388,7 +402,8 @@ def family(data: Any, where: str) -> V0038:
         return V0042()
     ptype = plugin.get("type")
     ptype = ptype if isinstance(ptype, str) else ""
-    if ptype.startswith("openapi/v0.0.3") and ptype <= "openapi/v0.0.38":
+    found = _API_VERSION.fullmatch(ptype.removeprefix("openapi/"))
+    if ptype.startswith("openapi/") and found and (0, 0, 30) <= api_version(found[0]) <= (0, 0, 38):
         return V0038()
     raise doc.error("meta.plugin", f"unknown schema {m.show(ptype or parser)}")
 
