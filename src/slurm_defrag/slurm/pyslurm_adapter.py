@@ -310,20 +310,11 @@ def reservation_flags(v: Any, where: str = WHERE, field: str = "flags") -> tuple
 
 
 def reservation(d: m.Doc, now: datetime) -> Reservation:
-    start, end = d.time("start_time"), d.time("end_time")
-    return m.build(
-        Reservation,
-        d.where,
-        d.path,
-        name=d.req("name"),
-        nodes=m.expand_nodes(d.text("nodes"), d.where, d.field("nodes")),
-        start_time=start,
-        end_time=end,
-        users=m.split_list(d.get("users"), d.where, d.field("users")),
-        accounts=m.split_list(d.get("accounts"), d.where, d.field("accounts")),
-        flags=reservation_flags(d.get("flags"), d.where, d.field("flags")),
-        state=m.reservation_state(start, end, now),
-    )
+    return m.reservation(d, now, "nodes", _flags)
+
+
+def _flags(d: m.Doc) -> tuple[str, ...]:
+    return reservation_flags(d.get("flags"), d.where, d.field("flags"))
 
 
 def objects(loaded: Any) -> Iterable[Any]:

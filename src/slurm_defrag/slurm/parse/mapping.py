@@ -39,6 +39,7 @@ from slurm_defrag.domain.cluster import (
     GpuRequest,
     JobState,
     NodeFlag,
+    Reservation,
 )
 from slurm_defrag.domain.gres import (
     GresParseError,
@@ -520,6 +521,27 @@ def reservation_state(start: datetime | None, end: datetime | None, now: datetim
     if (start is None or start <= now) and (end is None or now < end):
         return "ACTIVE"
     return "INACTIVE"
+
+
+def reservation(
+    d: Doc, now: datetime, nodes: str, flags: Callable[[Doc], tuple[str, ...]]
+) -> Reservation:
+    """One reservation record in Slurm's JSON field names (slurmrestd and ``--json``, or
+    pyslurm's ``to_dict()``): its host list under ``nodes``, its flags read by ``flags``."""
+    start, end = d.time("start_time"), d.time("end_time")
+    return build(
+        Reservation,
+        d.where,
+        d.path,
+        name=d.req("name"),
+        nodes=expand_nodes(d.text(nodes), d.where, d.field(nodes)),
+        start_time=start,
+        end_time=end,
+        users=split_list(d.get("users"), d.where, d.field("users")),
+        accounts=split_list(d.get("accounts"), d.where, d.field("accounts")),
+        flags=flags(d),
+        state=reservation_state(start, end, now),
+    )
 
 
 # -- GPU requests --------------------------------------------------------------------

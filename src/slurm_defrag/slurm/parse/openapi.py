@@ -208,30 +208,7 @@ class V0038:
         ]
 
     def reservations(self, doc: m.Doc, now: datetime) -> list[Reservation]:
-        out = []
-        for d in doc.items("reservations"):
-            start, end = d.time("start_time"), d.time("end_time")
-            out.append(
-                m.build(
-                    Reservation,
-                    d.where,
-                    d.path,
-                    name=d.req("name"),
-                    nodes=m.expand_nodes(d.text("node_list"), d.where, d.field("node_list")),
-                    start_time=start,
-                    end_time=end,
-                    users=m.split_list(d.get("users"), d.where, d.field("users")),
-                    accounts=m.split_list(d.get("accounts"), d.where, d.field("accounts")),
-                    flags=tuple(
-                        sorted(
-                            f.upper()
-                            for f in m.split_list(d.get("flags"), d.where, d.field("flags"))
-                        )
-                    ),
-                    state=m.reservation_state(start, end, now),
-                )
-            )
-        return out
+        return [m.reservation(d, now, "node_list", _flags) for d in doc.items("reservations")]
 
 
 class V0042(V0038):
@@ -306,6 +283,10 @@ _ASKED = {
     "memory_per_node": "memory_per_node",
     "memory_per_cpu": "memory_per_cpu",
 }
+
+
+def _flags(d: m.Doc) -> tuple[str, ...]:
+    return tuple(sorted(f.upper() for f in m.split_list(d.get("flags"), d.where, d.field("flags"))))
 
 
 def _job_id(d: m.Doc) -> str:
