@@ -70,30 +70,6 @@ _RESV_FLAGS = {
 }
 
 
-# cpu_memory.node_fields() parameter -> the Node attribute holding it.
-_NODE_HOST = {
-    "cpus": "total_cpus",
-    "effective_cpus": "effective_cpus",
-    "cpus_alloc": "allocated_cpus",
-    "memory": "real_memory",
-    "memory_spec": "memory_reserved_for_system",
-    "memory_alloc": "allocated_memory",
-}
-
-# cpu_memory.needed() parameter -> the Job attribute holding it.
-_ASKED = {
-    "cpus": "cpus",
-    "nodes": "num_nodes",
-    "cpus_per_task": "cpus_per_task",
-    "tasks_per_node": "ntasks_per_node",
-    "min_cpus_per_node": "min_cpus_per_node",
-    "memory_per_node": "memory_per_node",
-    "memory_per_cpu": "memory_per_cpu",
-    "cpus_per_gpu": "cpus_per_gpu",
-    "memory_per_gpu": "memory_per_gpu",
-}
-
-
 # -- mapping (pure; takes to_dict() output) --------------------------------------------
 
 
@@ -198,7 +174,7 @@ def job(d: m.Doc, layout: Any, parts: JobParts | None = None) -> Job | None:
     )
 
     def use() -> dict[str, int]:
-        asked = {param: d.number(key) for param, key in _ASKED.items()}
+        asked = cpu_memory.read(cpu_memory.ASKED, "pyslurm", d.number)
         need = cpu_memory.needed(**asked, gpus=cpu_memory.gpus_per_node(request))
         return cpu_memory.job_use(f["state"], layout_host(layout, d.path), need)
 
@@ -282,7 +258,7 @@ def node(
         features=m.split_list(d.get("active_features"), d.where, d.field("active_features")),
         weight=d.number("weight"),
         reason=d.text("reason"),
-        **cpu_memory.node_fields(**{param: d.number(key) for param, key in _NODE_HOST.items()}),
+        **cpu_memory.node_fields(**cpu_memory.read(cpu_memory.NODE_HOST, "pyslurm", d.number)),
     )
 
 

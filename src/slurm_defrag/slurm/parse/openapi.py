@@ -99,7 +99,7 @@ class V0038:
             features=self.node_features(d),
             weight=d.number("weight"),
             reason=d.text("reason"),
-            **cpu_memory.node_fields(**{param: d.number(key) for param, key in _NODE_HOST.items()}),
+            **cpu_memory.node_fields(**cpu_memory.read(cpu_memory.NODE_HOST, "openapi", d.number)),
         )
 
     def jobs(self, doc: m.Doc) -> list[Job]:
@@ -262,29 +262,6 @@ class V0042(V0038):
         return m.Doc(slurm, doc.where, "meta.slurm").text("cluster") or None
 
 
-# cpu_memory.node_fields() parameter -> the node field holding it (v0.0.38 has no effective CPUs
-# or specialised memory: absent, so the totals are used).
-_NODE_HOST = {
-    "cpus": "cpus",
-    "effective_cpus": "effective_cpus",
-    "cpus_alloc": "alloc_cpus",
-    "memory": "real_memory",
-    "memory_spec": "specialized_memory",
-    "memory_alloc": "alloc_memory",
-}
-
-# cpu_memory.needed() parameter -> the job field holding it (same in v0.0.38 and v0.0.42).
-_ASKED = {
-    "cpus": "cpus",
-    "nodes": "node_count",
-    "cpus_per_task": "cpus_per_task",
-    "tasks_per_node": "tasks_per_node",
-    "min_cpus_per_node": "minimum_cpus_per_node",
-    "memory_per_node": "memory_per_node",
-    "memory_per_cpu": "memory_per_cpu",
-}
-
-
 def _flags(d: m.Doc) -> tuple[str, ...]:
     return tuple(sorted(f.upper() for f in m.split_list(d.get("flags"), d.where, d.field("flags"))))
 
@@ -318,7 +295,7 @@ def _request(d: m.Doc, fields: Mapping[str, Any]) -> GpuRequest | None:
 
 def _job_needs(d: m.Doc, request: GpuRequest | None) -> cpu_memory.HostUse:
     return cpu_memory.needed(
-        **{param: d.number(key) for param, key in _ASKED.items()},
+        **cpu_memory.read(cpu_memory.ASKED, "openapi", d.number),
         gpus=cpu_memory.gpus_per_node(request),
         cpus_per_gpu=cpu_memory.per_gpu(d.text("cpus_per_tres"), d.where, d.field("cpus_per_tres")),
         memory_per_gpu=cpu_memory.per_gpu(
