@@ -17,7 +17,7 @@ from slurm_defrag.slurm.connection import SlurmSettings
 from slurm_defrag.slurm.failures import SlurmParseError, SlurmRejectedError
 from slurm_defrag.slurm.fake import FakeSlurm
 from slurm_defrag.slurm.parse.openapi import api_version
-from slurm_defrag.slurm.port import WRITE_KINDS, SlurmReader, SlurmWriter
+from slurm_defrag.slurm.port import WRITE_KINDS, NewReservation, SlurmReader, SlurmWriter
 from slurm_defrag.slurm.pyslurm_adapter import PyslurmSlurm
 from slurm_defrag.slurm.rest import writes_refused
 from slurm_defrag.slurm.update_fields import JOB_FIELDS
@@ -72,13 +72,17 @@ def test_fake_requeue_refusals(fake: FakeSlurm, recordings: SimpleNamespace) -> 
 
 
 def test_fake_reservations(fake: FakeSlurm) -> None:
-    fake.create_reservation("slurm-defrag-p1", ["node05", "node06"], ["root"], [], None, 3600)
-    fake.create_reservation("slurm-defrag-p1", ["node06", "node05"], ["root"], [], None, 3600)
+    fake.create_reservation(
+        NewReservation("slurm-defrag-p1", ["node05", "node06"], 3600, users=["root"])
+    )
+    fake.create_reservation(
+        NewReservation("slurm-defrag-p1", ["node06", "node05"], 3600, users=["root"])
+    )
     snap = fake.snapshot()
     assert {r.name for r in snap.reservations} == {"defrag-demo", "slurm-defrag-p1"}
     assert snap.node_by_name["node05"].reservation == "slurm-defrag-p1"
     with pytest.raises(SlurmRejectedError, match="Duplicate reservation name"):
-        fake.create_reservation("slurm-defrag-p1", ["node01"], ["root"], [], None, 60)
+        fake.create_reservation(NewReservation("slurm-defrag-p1", ["node01"], 60, users=["root"]))
     fake.delete_reservation("slurm-defrag-p1")
     fake.delete_reservation("slurm-defrag-p1")  # absent is success
     snap = fake.snapshot()
@@ -119,7 +123,7 @@ def test_fake_cached_reads_equal_fresh_ones_after_every_write(
     writes: list[tuple[str, tuple[object, ...], dict[str, str]]] = [
         (
             "create_reservation",
-            ("slurm-defrag-p1", ["node05", "node06"], ["root"], [], None, 60),
+            (NewReservation("slurm-defrag-p1", ["node05", "node06"], 60, users=["root"]),),
             {},
         ),
         ("requeue", ("8", "slurm-defrag:plan-1"), {}),
@@ -160,12 +164,13 @@ def test_cli_writes_are_argv_lists_with_prefix() -> None:
     prefix = ["docker", "exec", "slurmdefrag-bookworm-slurmctld"]
     w = CliSlurm(SlurmSettings(command_prefix=prefix), runner=rec)
     w.create_reservation(
-        "slurm-defrag-p1",
-        ["node01", "node02"],
-        ["root"],
-        [],
-        datetime(2026, 11, 29, 16, 0, tzinfo=UTC),
-        5400,
+        NewReservation(
+            "slurm-defrag-p1",
+            ["node01", "node02"],
+            5400,
+            users=["root"],
+            start=datetime(2026, 11, 29, 16, 0, tzinfo=UTC),
+        )
     )
     w.update_node("node03", State="DRAIN", Reason="slurm-defrag:p1 free NVLink block; it's ok")
     w.update_job("12", Comment="x y")

@@ -41,7 +41,7 @@ from slurm_defrag.policy.file import Policy
 from slurm_defrag.policy.limits import LimitError, PreemptionHistory
 from slurm_defrag.policy.protections import compile_protections
 from slurm_defrag.slurm.failures import SlurmRejectedError, is_permission_denied
-from slurm_defrag.slurm.port import SlurmReader
+from slurm_defrag.slurm.port import NewReservation, SlurmReader
 from slurm_defrag.store.plans import NewStep, PlanRecord, Plans, StepRecord, users_field
 
 log = logging.getLogger(__name__)
@@ -277,12 +277,12 @@ class Executor:
             # it be created while the victims still run. Outlives the plan's TTL a little
             # so the rollback, not Slurm, ends it.
             self.writer.create_reservation(
-                plan.reservation,
-                a.nodes,
-                [target.user] if target.user else ["root"],
-                [],
-                None,
-                int(self.ttl.total_seconds()) + 300,
+                NewReservation(
+                    plan.reservation,
+                    a.nodes,
+                    int(self.ttl.total_seconds()) + 300,
+                    users=[target.user] if target.user else ["root"],
+                )
             )
             return Outcome.DONE
         if kind is ActionKind.DRAIN:

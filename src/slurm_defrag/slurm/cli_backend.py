@@ -79,7 +79,7 @@ from slurm_defrag.slurm.failures import SlurmParseError, SlurmRejectedError
 from slurm_defrag.slurm.parse import openapi, scontrol_text
 from slurm_defrag.slurm.parse.mapping import Doc, show
 from slurm_defrag.slurm.parse.records import JobsRead
-from slurm_defrag.slurm.port import SlurmWriter
+from slurm_defrag.slurm.port import NewReservation, SlurmWriter
 from slurm_defrag.slurm.snapshot_assembly import Parts, assemble
 
 log = logging.getLogger(__name__)
@@ -351,18 +351,10 @@ class CliSlurm(SlurmWriter):
 
     # -- writer ------------------------------------------------------------------------
 
-    def create_reservation(
-        self,
-        name: str,
-        nodes: Sequence[str],
-        users: Sequence[str],
-        accounts: Sequence[str],
-        start: datetime | None,
-        duration_s: int,
-    ) -> None:
-        name, nodes = ids.reservation_name(name), ids.node_names(nodes)
-        users, accounts = ids.principals(users, "user"), ids.principals(accounts, "account")
-        args = scontrol_argv.create_reservation(name, nodes, users, accounts, start, duration_s)
+    def create_reservation(self, r: NewReservation) -> None:
+        r = r.checked()
+        name, nodes = r.name, r.nodes
+        args = scontrol_argv.create_reservation(r)
         try:
             self.run(*args)
         except SlurmRejectedError:

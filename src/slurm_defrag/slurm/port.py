@@ -16,9 +16,10 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from datetime import datetime
-from typing import Final, Literal, Protocol, runtime_checkable
+from typing import Final, Literal, NamedTuple, Protocol, runtime_checkable
 
 from slurm_defrag.domain.cluster import ClusterSnapshot
+from slurm_defrag.slurm import ids
 
 
 @runtime_checkable
@@ -44,17 +45,31 @@ WRITE_KINDS: Final[tuple[WriteKind, ...]] = (
 )
 
 
+class NewReservation(NamedTuple):
+    """What :meth:`SlurmWriter.create_reservation` makes: an IGNORE_JOBS reservation of
+    whole nodes, for ``users`` and ``accounts``, from ``start`` (None: now)."""
+
+    name: str
+    nodes: Sequence[str]
+    duration_s: int
+    users: Sequence[str] = ()
+    accounts: Sequence[str] = ()
+    start: datetime | None = None
+
+    def checked(self) -> NewReservation:
+        """The same reservation with its name, nodes, users and accounts checked the way
+        every writer checks them before passing them on (:mod:`.ids`)."""
+        return self._replace(
+            name=ids.reservation_name(self.name),
+            nodes=ids.node_names(self.nodes),
+            users=ids.principals(self.users, "user"),
+            accounts=ids.principals(self.accounts, "account"),
+        )
+
+
 @runtime_checkable
 class SlurmWriter(Protocol):
-    def create_reservation(
-        self,
-        name: str,
-        nodes: Sequence[str],
-        users: Sequence[str],
-        accounts: Sequence[str],
-        start: datetime | None,
-        duration_s: int,
-    ) -> None:
+    def create_reservation(self, r: NewReservation) -> None:
         """Create (or leave in place, if identical) an IGNORE_JOBS reservation."""
         ...
 
@@ -92,16 +107,8 @@ class ForwardingWriter(SlurmWriter):
     def _forward(self, method: str, /, *args: object, **fields: str) -> None:
         getattr(self.inner, method)(*args, **fields)
 
-    def create_reservation(
-        self,
-        name: str,
-        nodes: Sequence[str],
-        users: Sequence[str],
-        accounts: Sequence[str],
-        start: datetime | None,
-        duration_s: int,
-    ) -> None:
-        self._forward("create_reservation", name, nodes, users, accounts, start, duration_s)
+    def create_reservation(self, r: NewReservation) -> None:
+        self._forward("create_reservation", r)
 
     def delete_reservation(self, name: str) -> None:
         self._forward("delete_reservation", name)

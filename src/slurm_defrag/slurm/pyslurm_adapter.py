@@ -25,7 +25,7 @@ from __future__ import annotations
 
 import importlib
 import logging
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from functools import partial
@@ -48,7 +48,7 @@ from slurm_defrag.slurm.failures import SlurmParseError, SlurmRejectedError, fro
 from slurm_defrag.slurm.parse import cpu_memory
 from slurm_defrag.slurm.parse import mapping as m
 from slurm_defrag.slurm.parse.records import JobParts, Unidentified, json_job_head, read_job
-from slurm_defrag.slurm.port import SlurmWriter
+from slurm_defrag.slurm.port import NewReservation, SlurmWriter
 from slurm_defrag.slurm.snapshot_assembly import Parts, assemble
 from slurm_defrag.slurm.update_fields import job_field, node_field
 
@@ -515,17 +515,8 @@ class PyslurmSlurm(SlurmWriter):
             parts, source=self.name, taken_at=taken_at, settings=self.settings, where=WHERE
         )
 
-    def create_reservation(
-        self,
-        name: str,
-        nodes: Sequence[str],
-        users: Sequence[str],
-        accounts: Sequence[str],
-        start: datetime | None,
-        duration_s: int,
-    ) -> None:
-        name, nodes = ids.reservation_name(name), ids.node_names(nodes)
-        users, accounts = ids.principals(users, "user"), ids.principals(accounts, "account")
+    def create_reservation(self, r: NewReservation) -> None:
+        name, nodes, duration_s, users, accounts, start = r.checked()
         ps = self.ps
         begin = start or self._clock()
         resv = ps.Reservation(

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import json
 import math
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from datetime import UTC, datetime
 from typing import Any
 
@@ -35,7 +35,7 @@ from slurm_defrag.slurm.failures import (
 )
 from slurm_defrag.slurm.parse import openapi
 from slurm_defrag.slurm.parse.mapping import Doc
-from slurm_defrag.slurm.port import SlurmWriter, WriteKind
+from slurm_defrag.slurm.port import NewReservation, SlurmWriter, WriteKind
 from slurm_defrag.slurm.snapshot_assembly import Parts, assemble
 from slurm_defrag.slurm.update_fields import job_field, node_field
 
@@ -209,17 +209,8 @@ class RestSlurm(SlurmWriter):
             )
         return v
 
-    def create_reservation(
-        self,
-        name: str,
-        nodes: Sequence[str],
-        users: Sequence[str],
-        accounts: Sequence[str],
-        start: datetime | None,
-        duration_s: int,
-    ) -> None:
-        name, nodes = ids.reservation_name(name), ids.node_names(nodes)
-        users, accounts = ids.principals(users, "user"), ids.principals(accounts, "account")
+    def create_reservation(self, r: NewReservation) -> None:
+        name, nodes, duration_s, users, accounts, start = r.checked()
         v = self.api_version()
         if openapi.api_version(v) < _RESERVATION_CREATE:
             raise SlurmRejectedError(

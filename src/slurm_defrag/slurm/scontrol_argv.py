@@ -8,9 +8,11 @@ given: the writers check ids and names (:mod:`.ids`) before they get here.
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Mapping
 from datetime import UTC, datetime
 from typing import Final
+
+from slurm_defrag.slurm.port import NewReservation
 
 
 def slurm_time(t: datetime) -> str:
@@ -18,14 +20,8 @@ def slurm_time(t: datetime) -> str:
     return t.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%S")
 
 
-def create_reservation(
-    name: str,
-    nodes: Sequence[str],
-    users: Sequence[str],
-    accounts: Sequence[str],
-    start: datetime | None,
-    duration_s: int,
-) -> list[str]:
+def create_reservation(r: NewReservation) -> list[str]:
+    name, nodes, duration_s, users, accounts, start = r
     argv = [
         "scontrol",
         "create",
