@@ -28,8 +28,8 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from slurm_defrag.slurm.cli_backend import CliSlurm
+from slurm_defrag.slurm.connection import SlurmSettings
 from slurm_defrag.slurm.parse.scontrol_text import job_records, one_line
-from slurm_defrag.slurm.settings import SlurmSettings
 
 FIXTURES = Path(__file__).resolve().parents[1] / "tests" / "fixtures"
 MICRO = {"22.05": 8, "24.11": 5, "26.05": 5}

@@ -213,7 +213,7 @@ def _time_cli(argv: list[str], runs: int) -> tuple[list[float], list[float]]:
 def measure(url: str, days: float, runs: int) -> dict[str, object]:
     """In process and end to end, ``runs`` times each: impact, causes, history."""
     from slurm_defrag.store.causes import load_causes
-    from slurm_defrag.store.history import load_history
+    from slurm_defrag.store.frag_history import load_history
     from slurm_defrag.store.impact import ChangePoint, load_impact
 
     since = days * 86400

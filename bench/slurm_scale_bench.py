@@ -261,7 +261,7 @@ def inside(args: argparse.Namespace) -> None:
     from slurm_defrag.service.collector import tune_for_large_heap
     from slurm_defrag.service.loop import Cycle, CycleDeps, CycleRules
     from slurm_defrag.slurm.backends import open_backend
-    from slurm_defrag.slurm.settings import SlurmSettings
+    from slurm_defrag.slurm.connection import SlurmSettings
     from slurm_defrag.store import migrate
     from slurm_defrag.store.database import Store
     from slurm_defrag.store.engine import make_engine

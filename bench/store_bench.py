@@ -55,7 +55,7 @@ from slurm_defrag.metrics.compute import compute
 from slurm_defrag.store import migrate
 from slurm_defrag.store.database import Store
 from slurm_defrag.store.engine import make_engine
-from slurm_defrag.store.history import load_history
+from slurm_defrag.store.frag_history import load_history
 from slurm_defrag.store.repo import Repository
 from slurm_defrag.synth import JOB_SIZES, random_cluster
 

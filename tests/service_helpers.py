@@ -6,7 +6,7 @@ from collections.abc import Callable
 from datetime import datetime, timedelta
 from pathlib import Path
 
-from slurm_defrag.actuator.errors import SimulatedCrash
+from slurm_defrag.actuator.step_errors import SimulatedCrash
 from slurm_defrag.domain.cluster import JobState
 from slurm_defrag.domain.plan import Plan
 from slurm_defrag.service.loop import Cycle

@@ -19,10 +19,10 @@ from datetime import UTC, datetime
 from slurm_defrag.actuator.killswitch import KillSwitch
 from slurm_defrag.actuator.route_file import RouteFile
 from slurm_defrag.policy.file import Policy, default_policy, load_policy
-from slurm_defrag.service.history import StoreHistory
 from slurm_defrag.service.http import Page
 from slurm_defrag.service.loop import Cycle, CycleDeps, CycleRules
 from slurm_defrag.service.observer import NO_OBSERVER, ObservedSlurm
+from slurm_defrag.service.preemption_history import StoreHistory
 from slurm_defrag.service.prometheus import Exporter
 from slurm_defrag.service.runner import Service, crash_hook
 from slurm_defrag.service.settings import ServiceSettings

@@ -9,7 +9,7 @@ import pytest
 
 from slurm_defrag.actuator.audit import AuditingWriter
 from slurm_defrag.actuator.voice import ACTUAL, PREVIEW
-from slurm_defrag.slurm.errors import SlurmRejectedError
+from slurm_defrag.slurm.failures import SlurmRejectedError
 
 
 class Log:

@@ -14,16 +14,16 @@ from typer.testing import CliRunner
 
 from infra import ROOT
 from slurm_defrag import __version__
-from slurm_defrag.actuator.errors import StepRefused
+from slurm_defrag.actuator.step_errors import StepRefused
 from slurm_defrag.cli import app
 from slurm_defrag.errors import DefragError, ExitCode, InputError
 from slurm_defrag.policy.limits import LimitError
-from slurm_defrag.slurm.errors import (
+from slurm_defrag.slurm.failures import (
     SlurmParseError,
     SlurmRejectedError,
     SlurmUnavailableError,
 )
-from slurm_defrag.store.errors import (
+from slurm_defrag.store.database_errors import (
     DatabaseUnreachable,
     DatabaseUrlError,
     NotFound,

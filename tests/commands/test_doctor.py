@@ -19,6 +19,8 @@ from slurm_defrag.commands import doctor_checks as dc
 from slurm_defrag.service.settings import ServiceSettings
 from slurm_defrag.slurm.cli_backend import CliSlurm
 from slurm_defrag.slurm.fake import FakeSlurm
+from slurm_defrag.slurm.port import WriteKind
+from slurm_defrag.slurm.rest import writes_refused
 from slurm_defrag.store import migrate
 from slurm_defrag.store.engine import make_engine
 
@@ -236,6 +238,9 @@ class RestStub(FakeSlurm):
     def api_version(self) -> str:
         return "v0.0.38"
 
+    def cannot_write(self) -> dict[WriteKind, str]:
+        return writes_refused(self.api_version())
+
 
 def test_rest_backend_cannot_requeue(tmp_path: Path) -> None:
     env = make_env(tmp_path, backend=RestStub(snapshot([node("node01")])))
@@ -243,6 +248,22 @@ def test_rest_backend_cannot_requeue(tmp_path: Path) -> None:
     assert r.status == "fail"
     assert "no requeue endpoint" in r.summary
     assert "cli backend" in r.fix
+
+
+@pytest.mark.parametrize(
+    ("version", "reservations"), [("v0.0.42", False), ("v0.0.43", True), ("v0.0.100", True)]
+)
+def test_rest_rights_compare_api_versions_as_numbers(
+    tmp_path: Path, version: str, reservations: bool
+) -> None:
+    # "v0.0.100" < "v0.0.43" as strings: a string comparison called it too old
+    class Rest(RestStub):
+        def api_version(self) -> str:
+            return version
+
+    r = dc.check_rights(make_env(tmp_path, backend=Rest(snapshot([node("node01")]))))
+    assert ("create reservations" in r.summary) is not reservations, r
+    assert "no requeue endpoint" in r.summary, r
 
 
 class CliNamed(FakeSlurm):

@@ -23,7 +23,7 @@ from slurm_defrag.commands.top import next_frame
 from slurm_defrag.commands.top_sources import FileSource, frame_reader
 from slurm_defrag.errors import ExitCode
 from slurm_defrag.report.top_view import TopFrame, plan_view, render_frame
-from slurm_defrag.slurm.errors import SlurmUnavailableError
+from slurm_defrag.slurm.failures import SlurmUnavailableError
 from slurm_defrag.store.plans import PlanRecord, StepRecord
 from tmux_terminal import TmuxTerminal, require_tmux
 

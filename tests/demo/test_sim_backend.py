@@ -17,8 +17,8 @@ from slurm_defrag.service.settings import ServiceSettings
 from slurm_defrag.sim.live import REQUEUE_DELAY_S, LiveCluster
 from slurm_defrag.sim.model import JobSpec, NodeSpec
 from slurm_defrag.slurm.backends import SlurmBackend
-from slurm_defrag.slurm.errors import SlurmRejectedError
-from slurm_defrag.slurm.port import SlurmReader, SlurmWriter
+from slurm_defrag.slurm.failures import SlurmRejectedError
+from slurm_defrag.slurm.port import NewReservation, SlurmReader, SlurmWriter
 
 EPOCH = datetime(2026, 1, 1, tzinfo=UTC)
 
@@ -68,7 +68,7 @@ def test_the_plan_protocol_in_the_simulated_cluster(sim: SimSlurm) -> None:
     """What the executor issues for a requeue plan, call by call: reserve, requeue,
     hand over, and, once the target runs, detach and delete."""
     c = sim.cluster
-    sim.create_reservation("defrag-p1", ["a"], ["t"], [], None, 1200)
+    sim.create_reservation(NewReservation("defrag-p1", ["a"], 1200, users=["t"]))
     assert sim.snapshot().node_by_name["a"].reservation == "defrag-p1"
     sim.requeue("1", "slurm-defrag:p1 frees GPUs for job 4")
     sim.requeue("2", "slurm-defrag:p1 frees GPUs for job 4")
@@ -143,17 +143,17 @@ def test_refusals_and_ids_are_those_of_the_real_writers(sim: SimSlurm) -> None:
     with pytest.raises(SlurmRejectedError, match="refused job id"):
         sim.requeue("1,2", "two jobs at once")
     with pytest.raises(SlurmRejectedError, match="refused node name"):
-        sim.create_reservation("r", ["a,b"], ["t"], [], None, 60)
+        sim.create_reservation(NewReservation("r", ["a,b"], 60, users=["t"]))
     with pytest.raises(SlurmRejectedError, match="Invalid job id"):
         sim.requeue("99", "no such job")
     sim.cluster.jobs["3"].requeue = False
     with pytest.raises(SlurmRejectedError, match="presently disabled"):
         sim.requeue("3", "Requeue=0")
-    sim.create_reservation("r", ["a"], ["t"], [], None, 60)
+    sim.create_reservation(NewReservation("r", ["a"], 60, users=["t"]))
     with pytest.raises(SlurmRejectedError, match="Duplicate reservation name"):
-        sim.create_reservation("r", ["b"], ["t"], [], None, 60)
+        sim.create_reservation(NewReservation("r", ["b"], 60, users=["t"]))
     with pytest.raises(SlurmRejectedError, match="Requested nodes are busy"):
-        sim.create_reservation("r2", ["a"], ["t"], [], None, 60)
+        sim.create_reservation(NewReservation("r2", ["a"], 60, users=["t"]))
 
 
 def test_the_composition_root_runs_the_cycle_on_the_backend_and_clock_it_is_given(

@@ -20,8 +20,8 @@ from contextlib import contextmanager
 from pathlib import Path
 
 from slurm_defrag.slurm.cli_backend import CliSlurm
+from slurm_defrag.slurm.connection import SlurmSettings
 from slurm_defrag.slurm.rest import RestSlurm
-from slurm_defrag.slurm.settings import SlurmSettings
 
 ROOT = Path(__file__).resolve().parents[2]
 SUITE = os.environ.get("SLURM_SUITE", "bookworm")

@@ -34,7 +34,8 @@ from live_cluster import (
 
 from infra import require
 from slurm_defrag.domain.cluster import JobState
-from slurm_defrag.slurm.errors import SlurmRejectedError
+from slurm_defrag.slurm.failures import SlurmRejectedError
+from slurm_defrag.slurm.port import NewReservation
 
 pytestmark = pytest.mark.slurm
 
@@ -187,7 +188,7 @@ def test_operator_privileges_through_the_cli_writer(jobs: list[str]) -> None:
     resv = f"e2e-acct-{TAG}"
     node = next(n.name for n in op.snapshot().nodes if n.available)
     try:
-        op.create_reservation(resv, [node], ["root"], [], None, 600)
+        op.create_reservation(NewReservation(resv, [node], 600, users=["root"]))
         assert any(r.name == resv for r in op.snapshot().reservations)
     finally:
         op.delete_reservation(resv)

@@ -57,7 +57,7 @@ from slurm_defrag.planner.facade import make_plan
 from slurm_defrag.policy.file import load_policy
 from slurm_defrag.slurm.cli_backend import CliSlurm
 from slurm_defrag.slurm.command_runner import subprocess_runner
-from slurm_defrag.slurm.settings import SlurmSettings
+from slurm_defrag.slurm.connection import SlurmSettings
 
 pytestmark = pytest.mark.slurm
 

@@ -34,8 +34,9 @@ from live_cluster import config, exclusive_cluster, wait_evaluated
 from infra import require
 from slurm_defrag.domain.cluster import ClusterSnapshot, JobState, NodeFlag
 from slurm_defrag.slurm.cli_backend import CliSlurm
+from slurm_defrag.slurm.connection import SlurmSettings
+from slurm_defrag.slurm.port import NewReservation
 from slurm_defrag.slurm.rest import RestSlurm
-from slurm_defrag.slurm.settings import SlurmSettings
 
 # newsuite: the cli/rest parity checks are part of what every new Slurm suite runs
 pytestmark = [pytest.mark.slurm, pytest.mark.newsuite]
@@ -163,8 +164,10 @@ def scenario() -> Iterator[Live]:
         ctx.drained = others[0]
         cli.update_node(ctx.drained, State="DRAIN", Reason=f"slurm-defrag e2e {t}")
         ctx.reservation, ctx.reserved_node = f"e2e-snap-{t}", n2
-        cli.create_reservation(ctx.reservation, [n2], ["root"], [], None, 900)
-        cli.create_reservation(ctx.reservation, [n2], ["root"], [], None, 900)  # idempotent
+        cli.create_reservation(NewReservation(ctx.reservation, [n2], 900, users=["root"]))
+        cli.create_reservation(
+            NewReservation(ctx.reservation, [n2], 900, users=["root"])
+        )  # idempotent
         wait_evaluated(ctx.jobs["P"])  # the scheduler has evaluated P (Reason=Resources)
         yield ctx
     finally:

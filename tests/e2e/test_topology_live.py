@@ -24,9 +24,9 @@ from live_cluster import CTLD, DOCKER, GRES_CONF, cli_backend, cluster_is_up
 
 from slurm_defrag.domain.cluster import ClusterSnapshot
 from slurm_defrag.slurm.cli_backend import CliSlurm
+from slurm_defrag.slurm.connection import SlurmSettings
 from slurm_defrag.slurm.discovery.gres_conf import parse_gres_conf_links
 from slurm_defrag.slurm.parse.mapping import expand_config_hosts
-from slurm_defrag.slurm.settings import SlurmSettings
 
 pytestmark = pytest.mark.slurm
 

@@ -136,7 +136,7 @@ def test_history_render(tmp_path: Path) -> None:
     from datetime import UTC, datetime
 
     from slurm_defrag.commands.history import render
-    from slurm_defrag.store.history import History, NodeRow, Point
+    from slurm_defrag.store.frag_history import History, NodeRow, Point
 
     t = datetime(2026, 1, 1, tzinfo=UTC)
     point = Point(t, 1, 8, 4, 2, 100, 50, 1.5, 1, 1, 1)

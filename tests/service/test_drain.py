@@ -21,7 +21,7 @@ from slurm_defrag.planner.facade import make_plan
 from slurm_defrag.policy.file import parse_policy
 from slurm_defrag.policy.limits import InMemoryPreemptionHistory
 from slurm_defrag.service.loop import Cycle, CycleDeps, CycleRules
-from slurm_defrag.slurm.errors import SlurmRejectedError
+from slurm_defrag.slurm.failures import SlurmRejectedError
 from slurm_defrag.slurm.fake import FakeSlurm
 from slurm_defrag.store.database import Store
 from slurm_defrag.store.lease import Lease

@@ -28,7 +28,7 @@ from service_helpers import CycleFactory, FakeClock, slurm_schedules
 from slurm_defrag.domain.cluster import ClusterSnapshot, GpuRequest, Job, JobState
 from slurm_defrag.domain.plan import Plan
 from slurm_defrag.policy.file import default_policy, parse_policy
-from slurm_defrag.service.history import StoreHistory
+from slurm_defrag.service.preemption_history import StoreHistory
 from slurm_defrag.slurm.fake import FakeSlurm
 from slurm_defrag.store.database import Store
 from slurm_defrag.store.plans import Plans

@@ -25,14 +25,14 @@ from slurm_defrag.domain.cluster import ClusterSnapshot
 from slurm_defrag.domain.plan import Plan
 from slurm_defrag.metrics.compute import compute
 from slurm_defrag.policy.limits import Usage, UserUsage
-from slurm_defrag.service.history import StoreHistory
 from slurm_defrag.service.http import ControlServer
 from slurm_defrag.service.loop import Cycle
 from slurm_defrag.service.observer import NO_OBSERVER, ObservedSlurm, error_kind
+from slurm_defrag.service.preemption_history import StoreHistory
 from slurm_defrag.service.prometheus import Exporter
 from slurm_defrag.service.runner import Service
 from slurm_defrag.service.settings import ServiceSettings
-from slurm_defrag.slurm.errors import (
+from slurm_defrag.slurm.failures import (
     SlurmError,
     SlurmParseError,
     SlurmRejectedError,

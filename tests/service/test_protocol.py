@@ -10,7 +10,7 @@ from __future__ import annotations
 import pytest
 
 from service_helpers import CycleFactory, FakeClock, crash_at, slurm_schedules
-from slurm_defrag.actuator.errors import SimulatedCrash
+from slurm_defrag.actuator.step_errors import SimulatedCrash
 from slurm_defrag.domain.cluster import JobState
 from slurm_defrag.domain.plan import Plan
 from slurm_defrag.planner.facade import make_plan

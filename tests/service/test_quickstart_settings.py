@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 
 from slurm_defrag.service.settings import load as load_service
-from slurm_defrag.slurm.settings import load_settings as load_slurm
+from slurm_defrag.slurm.connection import load_settings as load_slurm
 from slurm_defrag.store.engine import ENV_URL
 
 PAGE = Path(__file__).resolve().parents[2] / "docs" / "quickstart.md"

@@ -152,7 +152,7 @@ class _Down:
         self.down = True
 
     def snapshot(self):  # type: ignore[no-untyped-def]
-        from slurm_defrag.slurm.errors import SlurmUnavailableError
+        from slurm_defrag.slurm.failures import SlurmUnavailableError
 
         if self.down:
             raise SlurmUnavailableError(

@@ -17,8 +17,8 @@ from slurm_defrag.domain.plan import Plan
 from slurm_defrag.planner.facade import make_plan
 from slurm_defrag.policy.file import default_policy, parse_policy
 from slurm_defrag.policy.limits import InMemoryPreemptionHistory
-from slurm_defrag.service.history import StoreHistory
-from slurm_defrag.slurm.errors import SlurmUnavailableError
+from slurm_defrag.service.preemption_history import StoreHistory
+from slurm_defrag.slurm.failures import SlurmUnavailableError
 from slurm_defrag.slurm.fake import FakeSlurm
 from slurm_defrag.store.database import Store
 from slurm_defrag.store.plans import NewStep, Plans, users_field

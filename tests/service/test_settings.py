@@ -166,7 +166,7 @@ def test_environment_still_works_and_nested_typos_are_refused(
 
 def test_bad_json_in_the_environment_is_one_line(monkeypatch: pytest.MonkeyPatch) -> None:
     """Defect: a list variable that is not JSON raised pydantic_settings.SettingsError."""
-    from slurm_defrag.slurm.settings import load_settings
+    from slurm_defrag.slurm.connection import load_settings
 
     monkeypatch.setenv("SLURM_DEFRAG_HTTP_ALLOW", "[10.0.0.0/8")
     with pytest.raises(InputError, match="http_allow"):
@@ -236,7 +236,7 @@ def test_hostile_config_is_one_line_through_the_cli(
 
 def test_rest_token_file_not_utf8_or_missing(tmp_path: Path) -> None:
     """Defect: a non-UTF-8 token file raised UnicodeDecodeError at the first request."""
-    from slurm_defrag.slurm.settings import SlurmSettings
+    from slurm_defrag.slurm.connection import SlurmSettings
 
     token = tmp_path / "jwt"
     token.write_bytes(b"SLURM_JWT=\xff\xfe")

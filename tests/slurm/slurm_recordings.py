@@ -25,9 +25,9 @@ from typing import Any
 import httpx
 
 from slurm_defrag.slurm.cli_backend import CliSlurm
+from slurm_defrag.slurm.connection import SlurmSettings
 from slurm_defrag.slurm.pyslurm_adapter import PyslurmSlurm
 from slurm_defrag.slurm.rest import RestSlurm
-from slurm_defrag.slurm.settings import SlurmSettings
 
 FIXTURES = Path(__file__).resolve().parent.parent / "fixtures"
 VERSIONS = ("22.05", "24.11", "26.05")

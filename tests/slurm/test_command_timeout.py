@@ -15,8 +15,8 @@ from pathlib import Path
 import pytest
 
 from slurm_defrag.slurm.cli_backend import CliSlurm
-from slurm_defrag.slurm.errors import SlurmUnavailableError
-from slurm_defrag.slurm.settings import SlurmSettings
+from slurm_defrag.slurm.connection import SlurmSettings
+from slurm_defrag.slurm.failures import SlurmUnavailableError
 
 
 def test_a_hung_command_gives_up_after_its_timeout(tmp_path: Path) -> None:

@@ -17,12 +17,12 @@ from slurm_defrag import cli
 from slurm_defrag.errors import ExitCode
 from slurm_defrag.slurm import backends
 from slurm_defrag.slurm.cli_backend import CliSlurm
-from slurm_defrag.slurm.errors import (
+from slurm_defrag.slurm.connection import SlurmSettings
+from slurm_defrag.slurm.failures import (
     SlurmParseError,
     SlurmRejectedError,
     SlurmUnavailableError,
 )
-from slurm_defrag.slurm.settings import SlurmSettings
 
 CONTROLLER_DOWN = (
     "scontrol: error: Unable to contact slurm controller (connect failure)\n"

@@ -9,6 +9,7 @@ start time of a pending job) and the spellings of "no plan".
 
 from __future__ import annotations
 
+import inspect
 import json
 import re
 from datetime import UTC, datetime
@@ -18,7 +19,7 @@ from typing import Any
 import pytest
 
 from slurm_defrag.domain.cluster import GpuRequest, Job, JobState, Node
-from slurm_defrag.slurm.errors import SlurmParseError
+from slurm_defrag.slurm.failures import SlurmParseError
 from slurm_defrag.slurm.fake import FakeSlurm
 from slurm_defrag.slurm.parse import cpu_memory, openapi, scontrol_text
 from slurm_defrag.slurm.parse.mapping import Doc
@@ -495,3 +496,16 @@ def test_fake_requeue_frees_the_cpus_and_memory_too(recordings: SimpleNamespace)
         node = after.node_by_name[name]
         assert (node.cpus_alloc, node.memory_alloc_mb, node.cpus_free) == (0, 0, 32), name
     assert host_of(after.job_by_id["8"]) == (1, 1024)  # asks again for what it held
+
+
+def test_one_table_names_each_host_number_in_both_structured_sources() -> None:
+    # the OpenAPI JSON and pyslurm read the same parameters from one table (issue #43)
+    assert set(cpu_memory.NODE_HOST) <= set(inspect.signature(cpu_memory.node_fields).parameters)
+    assert set(cpu_memory.ASKED) <= set(inspect.signature(cpu_memory.needed).parameters)
+    numbers = {"node_count": 2, "num_nodes": 3, "cpus_per_gpu": 8}
+    openapi_read = cpu_memory.read(cpu_memory.ASKED, "openapi", numbers.get)
+    pyslurm_read = cpu_memory.read(cpu_memory.ASKED, "pyslurm", numbers.get)
+    assert openapi_read["nodes"] == 2
+    assert pyslurm_read["nodes"] == 3
+    assert "cpus_per_gpu" not in openapi_read  # the JSON has no such field: the default
+    assert pyslurm_read["cpus_per_gpu"] == 8

@@ -22,12 +22,12 @@ import pytest
 from fuzzing import assert_clean
 from slurm_defrag.domain.gres import GresParseError, gpu_indices, parse_gres
 from slurm_defrag.slurm import pyslurm_adapter
-from slurm_defrag.slurm.errors import SlurmParseError, SlurmRejectedError
+from slurm_defrag.slurm.connection import SlurmSettings
+from slurm_defrag.slurm.failures import SlurmParseError, SlurmRejectedError
 from slurm_defrag.slurm.parse import cpu_memory, openapi
 from slurm_defrag.slurm.parse import mapping as m
 from slurm_defrag.slurm.parse.mapping import Doc
 from slurm_defrag.slurm.rest import RestSlurm
-from slurm_defrag.slurm.settings import SlurmSettings
 
 NOW = datetime(2026, 11, 29, 15, 14, 13, tzinfo=UTC)
 

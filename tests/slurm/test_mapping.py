@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from slurm_defrag.domain.cluster import JobState, NodeFlag
-from slurm_defrag.slurm.errors import SlurmParseError
+from slurm_defrag.slurm.failures import SlurmParseError
 from slurm_defrag.slurm.parse import mapping as m
 from slurm_defrag.slurm.parse.scontrol_text import parse_line, parse_records
 

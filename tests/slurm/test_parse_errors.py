@@ -11,7 +11,7 @@ from typing import Any
 import httpx
 import pytest
 
-from slurm_defrag.slurm.errors import SlurmParseError
+from slurm_defrag.slurm.failures import SlurmParseError
 
 
 def altered(recordings: SimpleNamespace, version: str, name: str, change: Any) -> str:

@@ -30,8 +30,8 @@ def test_valid_utf8_is_unchanged() -> None:
 def test_rest_answers_with_bad_bytes_decode_too() -> None:
     import httpx
 
+    from slurm_defrag.slurm.connection import SlurmSettings
     from slurm_defrag.slurm.rest import RestSlurm
-    from slurm_defrag.slurm.settings import SlurmSettings
 
     rest = RestSlurm(SlurmSettings(backend="rest"))
     resp = httpx.Response(200, content=b'{"jobs": [{"name": "j\xffob"}]}')

@@ -18,8 +18,8 @@ from test_text_forgery import TEXT_ONLY, Replay
 from shard_checks import check_shard_snapshot
 from slurm_defrag.domain.gres import GresParseError, shard_count, shard_use
 from slurm_defrag.slurm.cli_backend import CliSlurm
-from slurm_defrag.slurm.errors import SlurmParseError
-from slurm_defrag.slurm.settings import SlurmSettings
+from slurm_defrag.slurm.connection import SlurmSettings
+from slurm_defrag.slurm.failures import SlurmParseError
 
 FIXTURES = Path(__file__).resolve().parent.parent / "fixtures"
 RELEASES = sorted(p.name.removeprefix("shards-") for p in FIXTURES.glob("shards-*"))

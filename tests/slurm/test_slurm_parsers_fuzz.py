@@ -37,12 +37,12 @@ from slurm_inputs import (
 
 from fuzzing import FUZZ, FUZZ_EXAMPLES, assert_clean
 from slurm_defrag.slurm.cli_backend import CliSlurm
+from slurm_defrag.slurm.connection import SlurmSettings
 from slurm_defrag.slurm.parse import openapi
 from slurm_defrag.slurm.parse import scontrol_text as text_parser
 from slurm_defrag.slurm.parse.mapping import Doc
 from slurm_defrag.slurm.pyslurm_adapter import PyslurmSlurm, parts_from
 from slurm_defrag.slurm.rest import RestSlurm
-from slurm_defrag.slurm.settings import SlurmSettings
 
 pytestmark = pytest.mark.slow  # 10,000 cases per parser under CI (tests/fuzzing.py)
 

@@ -27,11 +27,12 @@ import pytest
 from slurm_defrag.domain.cluster import Job
 from slurm_defrag.slurm import ids
 from slurm_defrag.slurm.cli_backend import CliSlurm
-from slurm_defrag.slurm.errors import SlurmParseError, SlurmRejectedError
+from slurm_defrag.slurm.connection import SlurmSettings
+from slurm_defrag.slurm.failures import SlurmParseError, SlurmRejectedError
 from slurm_defrag.slurm.fake import FakeSlurm
 from slurm_defrag.slurm.parse import scontrol_text
+from slurm_defrag.slurm.port import NewReservation
 from slurm_defrag.slurm.rest import RestSlurm
-from slurm_defrag.slurm.settings import SlurmSettings
 
 FIXTURES = Path(__file__).resolve().parent.parent / "fixtures"
 RELEASES = sorted(p.name.removeprefix("hostile-") for p in FIXTURES.glob("hostile-*"))
@@ -333,13 +334,13 @@ def test_cli_writer_refuses_node_and_reservation_names(bad: str) -> None:
     with pytest.raises(SlurmRejectedError, match=r"refused node name"):
         backend.update_node(bad, State="DRAIN")
     with pytest.raises(SlurmRejectedError, match=r"refused node name|no nodes"):
-        backend.create_reservation("r1", [bad], [], [], None, 60)
+        backend.create_reservation(NewReservation("r1", [bad], 60))
     with pytest.raises(SlurmRejectedError, match=r"refused reservation name"):
-        backend.create_reservation(bad, ["node01"], [], [], None, 60)
+        backend.create_reservation(NewReservation(bad, ["node01"], 60))
     with pytest.raises(SlurmRejectedError, match=r"refused reservation name"):
         backend.delete_reservation(bad)
     with pytest.raises(SlurmRejectedError, match=r"refused user"):
-        backend.create_reservation("r1", ["node01"], [bad or ","], [], None, 60)
+        backend.create_reservation(NewReservation("r1", ["node01"], 60, users=[bad or ","]))
     assert calls == []
 
 
@@ -377,7 +378,7 @@ def test_pyslurm_and_fake_writers_refuse_ids(bad: str, recordings: Any) -> None:
     with pytest.raises(SlurmRejectedError, match=r"refused job id"):
         fake.requeue(bad, "r")
     with pytest.raises(SlurmRejectedError, match=r"refused node name"):
-        fake.create_reservation("r1", ["node01,node02"], [], [], None, 60)
+        fake.create_reservation(NewReservation("r1", ["node01,node02"], 60))
     assert fake.calls == []
 
 

@@ -15,9 +15,9 @@ import pytest
 
 from slurm_defrag.domain.cluster import NvlinkDomain
 from slurm_defrag.slurm.cli_backend import CliSlurm
+from slurm_defrag.slurm.connection import SlurmSettings
 from slurm_defrag.slurm.discovery.topology_block import nvlink_domains, topology_plugin
-from slurm_defrag.slurm.errors import SlurmParseError
-from slurm_defrag.slurm.settings import SlurmSettings
+from slurm_defrag.slurm.failures import SlurmParseError
 
 BLOCK = Path(__file__).resolve().parent.parent / "fixtures" / "topology-block-24.11"
 VARIANTS = BLOCK / "variants"

@@ -18,6 +18,7 @@ import pytest
 from slurm_defrag.domain.cluster import ClusterSnapshot
 from slurm_defrag.errors import InputError
 from slurm_defrag.slurm.cli_backend import CliSlurm, slurm_conf_dir
+from slurm_defrag.slurm.connection import SlurmSettings
 from slurm_defrag.slurm.discovery.gres_conf import from_links_matrix, parse_gres_conf_links
 from slurm_defrag.slurm.discovery.topology_sources import (
     GresConfText,
@@ -28,8 +29,7 @@ from slurm_defrag.slurm.discovery.topology_sources import (
     topology_report,
     unknown_topology_warning,
 )
-from slurm_defrag.slurm.errors import SlurmParseError
-from slurm_defrag.slurm.settings import SlurmSettings
+from slurm_defrag.slurm.failures import SlurmParseError
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "slurm-22.05"
 TAKEN = datetime(2026, 1, 1, tzinfo=UTC)

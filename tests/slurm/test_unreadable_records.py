@@ -348,7 +348,7 @@ def test_a_record_that_is_no_object_is_left_out(recordings: SimpleNamespace) -> 
 )
 def test_a_broken_document_still_fails_the_read(jobs: Any, problem: str) -> None:
     """Only a document whose structure is broken still fails: no list of jobs."""
-    from slurm_defrag.slurm.errors import SlurmParseError
+    from slurm_defrag.slurm.failures import SlurmParseError
 
     doc = json.loads(recorded_text("24.11", "squeue_--json.json"))
     if jobs is None:

@@ -53,12 +53,12 @@ from fuzzing import FUZZ
 from slurm_defrag.domain.cluster import ClusterSnapshot, Job, Node
 from slurm_defrag.slurm import snapshot_assembly as assembly
 from slurm_defrag.slurm.cli_backend import CliSlurm
-from slurm_defrag.slurm.errors import SlurmParseError
+from slurm_defrag.slurm.connection import SlurmSettings
+from slurm_defrag.slurm.failures import SlurmParseError
 from slurm_defrag.slurm.parse import openapi
 from slurm_defrag.slurm.parse.mapping import Doc
 from slurm_defrag.slurm.parse.records import JobsRead
 from slurm_defrag.slurm.pyslurm_adapter import parts_from
-from slurm_defrag.slurm.settings import SlurmSettings
 
 pytestmark = pytest.mark.slow  # FUZZ_EXAMPLES per format: 10,000 under CI (tests/fuzzing.py)
 

@@ -8,15 +8,19 @@ from datetime import UTC, datetime
 from types import SimpleNamespace
 
 import pytest
+from pydantic import ValidationError
 
 from slurm_defrag.domain.cluster import ClusterSnapshot, JobState, NodeFlag
 from slurm_defrag.slurm.backends import SlurmBackend
 from slurm_defrag.slurm.cli_backend import CliSlurm
-from slurm_defrag.slurm.errors import SlurmRejectedError
+from slurm_defrag.slurm.connection import SlurmSettings
+from slurm_defrag.slurm.failures import SlurmParseError, SlurmRejectedError
 from slurm_defrag.slurm.fake import FakeSlurm
-from slurm_defrag.slurm.port import SlurmReader, SlurmWriter
+from slurm_defrag.slurm.parse.openapi import api_version
+from slurm_defrag.slurm.port import WRITE_KINDS, NewReservation, SlurmReader, SlurmWriter
 from slurm_defrag.slurm.pyslurm_adapter import PyslurmSlurm
-from slurm_defrag.slurm.settings import SlurmSettings
+from slurm_defrag.slurm.rest import writes_refused
+from slurm_defrag.slurm.update_fields import JOB_FIELDS
 
 NOW = datetime(2026, 11, 29, 15, 14, 13, tzinfo=UTC)
 
@@ -68,13 +72,17 @@ def test_fake_requeue_refusals(fake: FakeSlurm, recordings: SimpleNamespace) -> 
 
 
 def test_fake_reservations(fake: FakeSlurm) -> None:
-    fake.create_reservation("slurm-defrag-p1", ["node05", "node06"], ["root"], [], None, 3600)
-    fake.create_reservation("slurm-defrag-p1", ["node06", "node05"], ["root"], [], None, 3600)
+    fake.create_reservation(
+        NewReservation("slurm-defrag-p1", ["node05", "node06"], 3600, users=["root"])
+    )
+    fake.create_reservation(
+        NewReservation("slurm-defrag-p1", ["node06", "node05"], 3600, users=["root"])
+    )
     snap = fake.snapshot()
     assert {r.name for r in snap.reservations} == {"defrag-demo", "slurm-defrag-p1"}
     assert snap.node_by_name["node05"].reservation == "slurm-defrag-p1"
     with pytest.raises(SlurmRejectedError, match="Duplicate reservation name"):
-        fake.create_reservation("slurm-defrag-p1", ["node01"], ["root"], [], None, 60)
+        fake.create_reservation(NewReservation("slurm-defrag-p1", ["node01"], 60, users=["root"]))
     fake.delete_reservation("slurm-defrag-p1")
     fake.delete_reservation("slurm-defrag-p1")  # absent is success
     snap = fake.snapshot()
@@ -115,7 +123,7 @@ def test_fake_cached_reads_equal_fresh_ones_after_every_write(
     writes: list[tuple[str, tuple[object, ...], dict[str, str]]] = [
         (
             "create_reservation",
-            ("slurm-defrag-p1", ["node05", "node06"], ["root"], [], None, 60),
+            (NewReservation("slurm-defrag-p1", ["node05", "node06"], 60, users=["root"]),),
             {},
         ),
         ("requeue", ("8", "slurm-defrag:plan-1"), {}),
@@ -156,12 +164,13 @@ def test_cli_writes_are_argv_lists_with_prefix() -> None:
     prefix = ["docker", "exec", "slurmdefrag-bookworm-slurmctld"]
     w = CliSlurm(SlurmSettings(command_prefix=prefix), runner=rec)
     w.create_reservation(
-        "slurm-defrag-p1",
-        ["node01", "node02"],
-        ["root"],
-        [],
-        datetime(2026, 11, 29, 16, 0, tzinfo=UTC),
-        5400,
+        NewReservation(
+            "slurm-defrag-p1",
+            ["node01", "node02"],
+            5400,
+            users=["root"],
+            start=datetime(2026, 11, 29, 16, 0, tzinfo=UTC),
+        )
     )
     w.update_node("node03", State="DRAIN", Reason="slurm-defrag:p1 free NVLink block; it's ok")
     w.update_job("12", Comment="x y")
@@ -219,6 +228,61 @@ def test_cli_requeue_rejected_by_slurm() -> None:
 def test_rest_cannot_requeue(recordings: SimpleNamespace) -> None:
     with pytest.raises(SlurmRejectedError, match="no requeue endpoint"):
         recordings.rest("24.11").requeue("1", "r")
+
+
+def test_each_backend_says_what_it_cannot_write(
+    recordings: SimpleNamespace, fake: FakeSlurm
+) -> None:
+    # asked of the backend: callers (doctor) never look at its type or API version
+    assert recordings.cli("24.11").cannot_write() == {}
+    assert recordings.pyslurm().cannot_write() == {}
+    assert fake.cannot_write() == {}
+    assert set(recordings.rest("24.11").cannot_write()) == {"requeue", "reservation"}
+    assert set(recordings.rest("22.05").cannot_write()) == set(WRITE_KINDS) - {"hand-over"}
+
+
+def test_rest_write_refusals_compare_versions_as_numbers() -> None:
+    # as strings "v0.0.100" < "v0.0.43" and "v0.0.9" > "v0.0.43": both would be wrong
+    assert "v0.0.100" < "v0.0.43"
+    assert "v0.0.9" > "v0.0.43"
+    assert "reservation" not in writes_refused("v0.0.100")
+    assert "reservation" in writes_refused("v0.0.9")
+    assert "drain" in writes_refused("v0.0.9")
+    assert set(writes_refused("v0.0.43")) == {"requeue"}
+    assert set(writes_refused("v1.0.0")) == {"requeue"}
+    with pytest.raises(SlurmParseError, match="not a slurmrestd API version"):
+        writes_refused("0.0.43")
+
+
+def test_a_pinned_api_version_is_checked_at_load() -> None:
+    assert SlurmSettings(rest_api_version="v0.0.40").rest_api_version == "v0.0.40"
+    for bad in ("0.0.40", "v0.0", "latest"):
+        with pytest.raises(ValidationError, match="rest_api_version"):
+            SlurmSettings(rest_api_version=bad)
+
+
+def test_api_versions_order_as_numbers() -> None:
+    assert api_version("v0.0.40") > api_version("v0.0.9")
+    assert "v0.0.40" < "v0.0.9"  # what comparing the strings gets wrong
+    assert sorted(["v0.0.9", "v0.0.40", "v0.0.38", "v1.0.0"], key=api_version) == [
+        "v0.0.9",
+        "v0.0.38",
+        "v0.0.40",
+        "v1.0.0",
+    ]
+    for bad in ("", "v0.0", "v0.0.x", "0.0.40", "v0.0.40 ", "v0.0.12345"):
+        with pytest.raises(SlurmParseError):
+            api_version(bad)
+
+
+def test_rest_and_pyslurm_refuse_a_job_field_alike(recordings: SimpleNamespace) -> None:
+    for backend in (recordings.rest("24.11"), recordings.pyslurm()):
+        with pytest.raises(SlurmRejectedError) as caught:
+            backend.update_job("1", Nice="5")
+        assert str(caught.value) == (
+            f"Slurm rejected update of job 1: field 'Nice' is not supported by the "
+            f"{backend.name} backend; supported: " + ", ".join(sorted(JOB_FIELDS))
+        )
 
 
 def test_pyslurm_writes_use_the_25_11_api(recordings: SimpleNamespace) -> None:

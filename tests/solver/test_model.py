@@ -14,6 +14,7 @@ import pytest
 from slurm_defrag.solver.greedy import greedy
 from slurm_defrag.solver.groups import find_groups
 from slurm_defrag.solver.model import PlannerModel, Weights
+from slurm_defrag.solver.parameters import SolverSettings
 from slurm_defrag.solver.problem import (
     JobData,
     LimitData,
@@ -25,7 +26,6 @@ from slurm_defrag.solver.problem import (
     TargetData,
 )
 from slurm_defrag.solver.result import SolveStatus
-from slurm_defrag.solver.settings import SolverSettings
 
 SETTINGS = SolverSettings(num_workers=1, max_time_in_seconds=10)
 LOW, HIGH = 0b0000_1111, 0b1111_0000

@@ -13,6 +13,7 @@ from slurm_defrag.solver.fallback import greedy_result
 from slurm_defrag.solver.greedy import greedy
 from slurm_defrag.solver.groups import find_groups
 from slurm_defrag.solver.model import PlannerModel, Weights
+from slurm_defrag.solver.parameters import SolverSettings
 from slurm_defrag.solver.problem import (
     JobData,
     NodeData,
@@ -22,7 +23,6 @@ from slurm_defrag.solver.problem import (
     TargetData,
 )
 from slurm_defrag.solver.result import SolveStatus
-from slurm_defrag.solver.settings import SolverSettings
 
 SETTINGS = SolverSettings(num_workers=1, max_time_in_seconds=10)
 LOW, HIGH = 0b0000_1111, 0b1111_0000

@@ -18,7 +18,7 @@ import pytest
 import impact_history as ih
 from slurm_defrag.store.causes import load_causes
 from slurm_defrag.store.database import Store
-from slurm_defrag.store.errors import NotFound
+from slurm_defrag.store.database_errors import NotFound
 
 NOW = ih.NOW.timestamp()
 

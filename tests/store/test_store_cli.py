@@ -23,8 +23,8 @@ from slurm_defrag.errors import ExitCode, InputError
 from slurm_defrag.metrics.compute import compute
 from slurm_defrag.store import migrate
 from slurm_defrag.store.database import Store
+from slurm_defrag.store.database_errors import DatabaseUrlError, NotFound
 from slurm_defrag.store.engine import make_engine
-from slurm_defrag.store.errors import DatabaseUrlError, NotFound
 from slurm_defrag.store.repo import Repository
 
 

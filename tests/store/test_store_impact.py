@@ -14,7 +14,7 @@ from slurm_defrag.domain.accounting import AccountedJob
 from slurm_defrag.errors import InputError
 from slurm_defrag.metrics.compute import compute
 from slurm_defrag.store.database import Store
-from slurm_defrag.store.errors import NotFound
+from slurm_defrag.store.database_errors import NotFound
 from slurm_defrag.store.impact import ChangePoint, Impact, load_impact
 from slurm_defrag.store.models import Snapshot
 from slurm_defrag.store.repo import Repository

@@ -9,8 +9,8 @@ from sqlalchemy import inspect, text
 
 from slurm_defrag.store import migrate
 from slurm_defrag.store.database import Store
+from slurm_defrag.store.database_errors import SchemaNotCurrent, SchemaTooNew
 from slurm_defrag.store.engine import make_engine
-from slurm_defrag.store.errors import SchemaNotCurrent, SchemaTooNew
 from slurm_defrag.store.models import Base
 
 

@@ -9,9 +9,9 @@ from sqlalchemy import event
 
 from slurm_defrag.metrics.compute import compute
 from slurm_defrag.policy.limits import PreemptionHistory, Usage
-from slurm_defrag.service.history import StoreHistory
+from slurm_defrag.service.preemption_history import StoreHistory
 from slurm_defrag.store.database import Store
-from slurm_defrag.store.errors import NotFound
+from slurm_defrag.store.database_errors import NotFound
 from slurm_defrag.store.plans import NewStep, Plans, users_field
 from slurm_defrag.store.repo import Repository
 from slurm_defrag.synth import course_scenario

@@ -16,8 +16,8 @@ from cli_run import assert_one_line_error
 from infra import ROOT
 from slurm_defrag.errors import ExitCode
 from slurm_defrag.store import migrate
+from slurm_defrag.store.database_errors import DatabaseUrlError
 from slurm_defrag.store.engine import make_engine, mask_password, parse_url, resolve_url
-from slurm_defrag.store.errors import DatabaseUrlError
 
 SECRET = "s3cr3t-pw"
 

@@ -12,7 +12,7 @@ from slurm_defrag.domain.cluster import ClusterSnapshot
 from slurm_defrag.metrics.compute import compute
 from slurm_defrag.store.codec import epoch
 from slurm_defrag.store.database import Store
-from slurm_defrag.store.history import load_history
+from slurm_defrag.store.frag_history import load_history
 from slurm_defrag.store.models import GroupMetricHourly, NodeMetricHourly, Snapshot
 from slurm_defrag.store.repo import Repository
 from slurm_defrag.store.retention import RetentionPolicy

@@ -11,13 +11,13 @@ from sqlalchemy import text
 from site_history import T0, at, write_history
 from slurm_defrag.errors import InputError
 from slurm_defrag.store import migrate
-from slurm_defrag.store.engine import make_engine
-from slurm_defrag.store.errors import (
+from slurm_defrag.store.database_errors import (
     DatabaseUnreachable,
     DatabaseUrlError,
     SchemaNotCurrent,
     SchemaTooNew,
 )
+from slurm_defrag.store.engine import make_engine
 from slurm_defrag.store.site_jobs import (
     EARLIER_RUNS,
     NEVER_SEEN_RUNNING,

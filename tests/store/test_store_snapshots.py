@@ -14,7 +14,7 @@ from sqlalchemy import func, select
 from slurm_defrag.domain.cluster import ClusterSnapshot
 from slurm_defrag.metrics.compute import compute
 from slurm_defrag.store.database import Store
-from slurm_defrag.store.errors import NotFound
+from slurm_defrag.store.database_errors import NotFound
 from slurm_defrag.store.models import GpuAllocation, GroupMetric, JobState, NodeMetric, NodeState
 from slurm_defrag.store.repo import Repository
 from slurm_defrag.synth import course_scenario, random_cluster

@@ -8,7 +8,7 @@ what the planner already respected. Modules, one job each:
 * :mod:`.audit` — the writer decorator that records every Slurm command;
 * :mod:`.packing` — node weights that steer small jobs onto used nodes;
 * :mod:`.killswitch` — the file whose presence stops all action;
-* :mod:`.events` — what the executor tells an observer; :mod:`.errors` — retry vs give up.
+* :mod:`.events` — what the executor tells an observer; :mod:`.step_errors` — retry vs give up.
 
 It is handed its writer (the real backend, or the dry-run sandbox) by the service's cycle;
 it never chooses one itself.

@@ -22,8 +22,9 @@ from datetime import datetime
 from typing import Protocol
 
 from slurm_defrag.actuator.voice import ACTUAL, PREVIEW, Voice
-from slurm_defrag.slurm.errors import SlurmError, SlurmUnavailableError
-from slurm_defrag.slurm.port import SlurmWriter
+from slurm_defrag.slurm import scontrol_argv
+from slurm_defrag.slurm.failures import SlurmError, SlurmUnavailableError
+from slurm_defrag.slurm.port import ForwardingWriter, SlurmWriter
 
 
 class CommandLog(Protocol):
@@ -45,11 +46,11 @@ class CommandLog(Protocol):
     ) -> int: ...
 
 
-class AuditingWriter:
+class AuditingWriter(ForwardingWriter):
     """A :class:`SlurmWriter` that records each call in the command log, then delegates."""
 
     def __init__(self, inner: SlurmWriter, log: CommandLog, *, dry_run: bool) -> None:
-        self.inner = inner
+        super().__init__(inner)
         self.log = log
         self.dry_run = dry_run
         self.voice: Voice = PREVIEW if dry_run else ACTUAL
@@ -67,12 +68,16 @@ class AuditingWriter:
         finally:
             self._plan_id, self._step_id = saved
 
-    def _call(self, argv: list[str], fn: object, *args: object, **kw: object) -> None:
+    def _forward(self, method: str, /, *args: object, **fields: str) -> None:
+        argv = scontrol_argv.BY_METHOD[method](*args, **fields)
+        if method == "requeue":
+            # scontrol requeue takes no reason; the reason is kept in the audit row instead.
+            argv.append(f"# {args[1]}")
         started = time.perf_counter()
         exit_code: int | None = 0
         err = ""
         try:
-            fn(*args, **kw)  # type: ignore[operator]
+            super()._forward(method, *args, **fields)
         except SlurmUnavailableError as exc:
             exit_code, err = None, str(exc)
             raise
@@ -87,57 +92,3 @@ class AuditingWriter:
                 stderr=self.voice.refused(err) if err else "", plan_id=self._plan_id,
                 step_id=self._step_id, dry_run=self.dry_run, executed=executed,
             )  # fmt: skip
-
-    def create_reservation(
-        self,
-        name: str,
-        nodes: Sequence[str],
-        users: Sequence[str],
-        accounts: Sequence[str],
-        start: datetime | None,
-        duration_s: int,
-    ) -> None:
-        argv = [
-            "scontrol",
-            "create",
-            "reservation",
-            f"ReservationName={name}",
-            f"Nodes={','.join(nodes)}",
-            "StartTime=" + ("now" if start is None else start.isoformat()),
-            f"Duration={max(1, -(-duration_s // 60))}",
-            "Flags=IGNORE_JOBS",
-        ]
-        if users:
-            argv.append(f"Users={','.join(users)}")
-        if accounts:
-            argv.append(f"Accounts={','.join(accounts)}")
-        self._call(
-            argv, self.inner.create_reservation, name, nodes, users, accounts, start, duration_s
-        )
-
-    def delete_reservation(self, name: str) -> None:
-        self._call(
-            ["scontrol", "delete", f"ReservationName={name}"], self.inner.delete_reservation, name
-        )
-
-    def requeue(self, job_id: str, reason: str) -> None:
-        # scontrol requeue takes no reason; the reason is kept in the audit row instead.
-        self._call(
-            ["scontrol", "requeue", job_id, f"# {reason}"], self.inner.requeue, job_id, reason
-        )
-
-    def update_job(self, job_id: str, **fields: str) -> None:
-        self._call(
-            ["scontrol", "update", f"JobId={job_id}", *(f"{k}={v}" for k, v in fields.items())],
-            self.inner.update_job,
-            job_id,
-            **fields,
-        )
-
-    def update_node(self, node: str, **fields: str) -> None:
-        self._call(
-            ["scontrol", "update", f"NodeName={node}", *(f"{k}={v}" for k, v in fields.items())],
-            self.inner.update_node,
-            node,
-            **fields,
-        )

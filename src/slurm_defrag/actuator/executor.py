@@ -25,7 +25,6 @@ from datetime import UTC, datetime, timedelta
 from enum import Enum
 
 from slurm_defrag.actuator.audit import AuditingWriter
-from slurm_defrag.actuator.errors import StepRefused
 from slurm_defrag.actuator.events import NO_ACTION_OBSERVER, ActionObserver
 from slurm_defrag.actuator.limits import (
     VictimRef,
@@ -34,14 +33,15 @@ from slurm_defrag.actuator.limits import (
     check_requeue,
     victim_refs,
 )
+from slurm_defrag.actuator.step_errors import StepRefused
 from slurm_defrag.domain.cluster import ClusterSnapshot, Job, JobState
 from slurm_defrag.domain.plan import Action, ActionKind, Plan, TargetOutcome
 from slurm_defrag.policy.cost import victim_cost
 from slurm_defrag.policy.file import Policy
 from slurm_defrag.policy.limits import LimitError, PreemptionHistory
 from slurm_defrag.policy.protections import compile_protections
-from slurm_defrag.slurm.errors import SlurmRejectedError, is_permission_denied
-from slurm_defrag.slurm.port import SlurmReader
+from slurm_defrag.slurm.failures import SlurmRejectedError, is_permission_denied
+from slurm_defrag.slurm.port import NewReservation, SlurmReader
 from slurm_defrag.store.plans import NewStep, PlanRecord, Plans, StepRecord, users_field
 
 log = logging.getLogger(__name__)
@@ -154,8 +154,8 @@ class Executor:
             except LimitError as exc:
                 refusal = str(exc)
         victims = {v.job_id: v for v in plan.victims}
-        # What the limits' history reads back (service/history.py): whose job, the work it
-        # loses, whose pending jobs it is done for (the beneficiary side).
+        # What the limits' history reads back (service/preemption_history.py): whose job,
+        # the work it loses, whose pending jobs it is done for (the beneficiary side).
         steps = [
             NewStep(
                 action=a.kind.value,
@@ -209,7 +209,7 @@ class Executor:
     def advance(self, plan_db_id: int) -> str:
         """Run the plan's steps as far as they go now; returns the plan status after.
 
-        Raises :class:`~slurm_defrag.slurm.errors.SlurmUnavailableError` when Slurm cannot
+        Raises :class:`~slurm_defrag.slurm.failures.SlurmUnavailableError` when Slurm cannot
         be reached: nothing more is changed, the step stays as it was (``running``), and
         the next cycle runs it again.
         """
@@ -277,12 +277,12 @@ class Executor:
             # it be created while the victims still run. Outlives the plan's TTL a little
             # so the rollback, not Slurm, ends it.
             self.writer.create_reservation(
-                plan.reservation,
-                a.nodes,
-                [target.user] if target.user else ["root"],
-                [],
-                None,
-                int(self.ttl.total_seconds()) + 300,
+                NewReservation(
+                    plan.reservation,
+                    a.nodes,
+                    int(self.ttl.total_seconds()) + 300,
+                    users=[target.user] if target.user else ["root"],
+                )
             )
             return Outcome.DONE
         if kind is ActionKind.DRAIN:

@@ -29,7 +29,7 @@ def load_or_read_snapshot(path: Path | None) -> ClusterSnapshot:
     """The snapshot file if given, else a live read through the configured Slurm backend.
 
     The backend and its connection come from ``SLURM_DEFRAG_SLURM_*`` (see
-    :class:`slurm_defrag.slurm.settings.SlurmSettings`); ``slurm-defrag snapshot`` takes
+    :class:`slurm_defrag.slurm.connection.SlurmSettings`); ``slurm-defrag snapshot`` takes
     them as options too.
     """
     from slurm_defrag.snapshot_file import load_snapshot
@@ -37,7 +37,7 @@ def load_or_read_snapshot(path: Path | None) -> ClusterSnapshot:
     if path is not None:
         return load_snapshot(path)
     from slurm_defrag.slurm.backends import open_backend
-    from slurm_defrag.slurm.settings import load_settings
+    from slurm_defrag.slurm.connection import load_settings
 
     return open_backend(load_settings()).snapshot()
 

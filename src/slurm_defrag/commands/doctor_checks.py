@@ -23,15 +23,15 @@ from typing import TYPE_CHECKING, Literal
 from slurm_defrag.errors import DefragError
 from slurm_defrag.hooks_location import plugins_dir
 from slurm_defrag.slurm import controller
-from slurm_defrag.slurm.errors import SlurmCommandMissing, SlurmError, SlurmUnavailableError
+from slurm_defrag.slurm.failures import SlurmCommandMissing, SlurmError, SlurmUnavailableError
 
 if TYPE_CHECKING:
     from sqlalchemy.engine import URL
 
     from slurm_defrag.domain.cluster import ClusterSnapshot
     from slurm_defrag.service.settings import ServiceSettings
+    from slurm_defrag.slurm.backends import SlurmBackend
     from slurm_defrag.slurm.cli_backend import CliSlurm
-    from slurm_defrag.slurm.port import SlurmReader
 
 Status = Literal["ok", "warn", "fail", "skip"]
 
@@ -64,7 +64,7 @@ class Env:
     """What the checks read from, built once by the command (tests pass fakes)."""
 
     settings: ServiceSettings
-    backend: SlurmReader
+    backend: SlurmBackend
     controller: CliSlurm
     plugins_dir: Path | None = None
     job_submit: str | None = None
@@ -115,7 +115,7 @@ def check_slurm(env: Env) -> Result:
 
 
 def _rest_release(env: Env) -> str:
-    from slurm_defrag.slurm.errors import SlurmParseError
+    from slurm_defrag.slurm.failures import SlurmParseError
 
     rest = env.backend
     v = rest.api_version()  # type: ignore[attr-defined]
@@ -172,8 +172,13 @@ def check_rights(env: Env) -> Result:
     user, level, who = _rights_level(env)
     used = _writes_used(env)
     refused = {key: what for key, what, admin in _WRITES if _refuses(level, admin)}
-    if env.backend.name == "rest":
-        _add_rest_refusals(env.backend.api_version(), refused)  # type: ignore[attr-defined]
+    for kind, why in env.backend.cannot_write().items():
+        # what the backend cannot do is the reason, but for drain and packing a refusal
+        # for lack of rights stays the one given
+        if kind in ("drain", "packing"):
+            refused.setdefault(kind, why)
+        else:
+            refused[kind] = why
     blocking = [
         refused[k]
         for k in ("requeue", "reservation", "hand-over", "packing")
@@ -232,22 +237,11 @@ def _refuses(level: str, admin: bool) -> bool:
     return level == "none" or (admin and level != "administrator")
 
 
-def _add_rest_refusals(v: str, refused: dict[str, str]) -> None:
-    """Add what slurmrestd API version ``v`` cannot do, whatever the account's rights
-    (a refusal for lack of rights stays the reason given for drain and packing)."""
-    refused["requeue"] = "requeue jobs (slurmrestd has no requeue endpoint)"
-    if v < "v0.0.43":
-        refused["reservation"] = f"create reservations (slurmrestd {v} cannot)"
-    if v == "v0.0.38":
-        refused.setdefault("drain", "drain/resume nodes (slurmrestd v0.0.38 cannot)")
-        refused.setdefault("packing", "node Weight (slurmrestd v0.0.38 cannot)")
-
-
 def _rights_blocked(
     env: Env, user: str, who: str, refused: dict[str, str], used: set[str], blocking: list[str]
 ) -> Result:
     """A write every plan needs is refused: the failure and how to fix it."""
-    rest = env.backend.name == "rest"
+    rest = bool(env.backend.cannot_write())  # a backend that cannot: the cli backend can
     packing = "packing" in refused and "packing" in used
     fix = (
         'use the cli backend (backend = "cli")'
@@ -777,7 +771,7 @@ def _missing(exc: SlurmCommandMissing) -> str:
 
 
 def _fix_for(exc: DefragError) -> str:
-    from slurm_defrag.slurm.errors import SlurmParseError, SlurmRejectedError
+    from slurm_defrag.slurm.failures import SlurmParseError, SlurmRejectedError
 
     if isinstance(exc, SlurmCommandMissing):
         if exc.prefixed:

@@ -25,7 +25,7 @@ from slurm_defrag.report.console import output_console
 from slurm_defrag.timespec import parse_duration
 
 if TYPE_CHECKING:
-    from slurm_defrag.store.history import History
+    from slurm_defrag.store.frag_history import History
 
 _SPARK = "▁▂▃▄▅▆▇█"
 
@@ -53,7 +53,7 @@ def history(
     """Fragmentation history: worst nodes, worst hours, wasted GPU memory."""
     from slurm_defrag.store.database import Store
     from slurm_defrag.store.engine import translate_errors
-    from slurm_defrag.store.history import load_history
+    from slurm_defrag.store.frag_history import load_history
 
     window = parse_duration(since)
     if plot is not None and plot.suffix.lower() not in (".png", ".html"):

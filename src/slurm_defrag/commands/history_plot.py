@@ -21,7 +21,7 @@ import matplotlib.pyplot as plt
 from matplotlib.axes import Axes
 from matplotlib.figure import Figure
 
-from slurm_defrag.store.history import History
+from slurm_defrag.store.frag_history import History
 
 FREE = "#9fb7cf"
 UNUSABLE = "#d6452f"

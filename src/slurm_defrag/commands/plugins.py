@@ -660,8 +660,8 @@ def render(
 ) -> None:
     """Write defrag_nodes.lua, the node table job_submit.lua reads."""
     from slurm_defrag.commands.render_profile import QueueOptions, queue_options
+    from slurm_defrag.slurm.connection import load_settings
     from slurm_defrag.slurm.discovery.topology_sources import node_topologies
-    from slurm_defrag.slurm.settings import load_settings
 
     given = QueueOptions(short_first, short_first_all, large_first, keep_scarce, boost_cap)
     queue = queue_options(given, profile)  # a bad profile: before any other file is read

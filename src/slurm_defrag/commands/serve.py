@@ -79,7 +79,7 @@ def serve(
     from slurm_defrag.errors import DefragError, InputError
     from slurm_defrag.service import collector, logs, settings
     from slurm_defrag.service.http import ListenError
-    from slurm_defrag.slurm.errors import SlurmUnavailableError
+    from slurm_defrag.slurm.failures import SlurmUnavailableError
 
     if mode is not None and mode not in MODES:
         raise InputError(f"--mode must be off, dry-run or enforce, not {mode!r}")

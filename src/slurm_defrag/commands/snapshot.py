@@ -69,7 +69,7 @@ def snapshot(
 ) -> None:
     """Read the live cluster: nodes, jobs with per-node GPU indices, reservations."""
     from slurm_defrag.slurm.backends import open_backend
-    from slurm_defrag.slurm.settings import load_settings
+    from slurm_defrag.slurm.connection import load_settings
     from slurm_defrag.snapshot_file import dump_snapshot, save_snapshot
 
     settings = load_settings(

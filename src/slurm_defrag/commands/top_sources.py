@@ -16,8 +16,8 @@ from slurm_defrag.domain.cluster import ClusterSnapshot
 from slurm_defrag.errors import InputError
 from slurm_defrag.report.top_view import PlanView, TopFrame, plan_view
 from slurm_defrag.store.database import Store
+from slurm_defrag.store.database_errors import NotFound
 from slurm_defrag.store.engine import translate_errors
-from slurm_defrag.store.errors import NotFound
 from slurm_defrag.store.repo import Repository
 
 PLANS_SHOWN = 5
@@ -55,7 +55,7 @@ class LiveSource:
 
     def __init__(self) -> None:
         from slurm_defrag.slurm.backends import open_backend
-        from slurm_defrag.slurm.settings import load_settings
+        from slurm_defrag.slurm.connection import load_settings
 
         settings = load_settings()
         self._backend = open_backend(settings)

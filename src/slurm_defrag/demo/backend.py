@@ -48,13 +48,14 @@ from datetime import datetime
 from slurm_defrag.domain.cluster import ClusterSnapshot
 from slurm_defrag.sim.live import LiveCluster, Refused
 from slurm_defrag.slurm import ids
-from slurm_defrag.slurm.errors import SlurmRejectedError
+from slurm_defrag.slurm.failures import SlurmRejectedError
+from slurm_defrag.slurm.port import NewReservation, SlurmWriter
 
 _JOB_FIELDS = ("reservationname", "priority", "starttime", "comment", "admincomment")
 _NODE_FIELDS = ("state", "reason", "weight", "availablefeatures", "activefeatures")
 
 
-class SimSlurm:
+class SimSlurm(SlurmWriter):
     """Reader and writer of the Slurm port over ``cluster`` (see the module docstring)."""
 
     name = "simulator"
@@ -71,17 +72,8 @@ class SimSlurm:
 
     # -- writer ------------------------------------------------------------------------
 
-    def create_reservation(
-        self,
-        name: str,
-        nodes: Sequence[str],
-        users: Sequence[str],
-        accounts: Sequence[str],
-        start: datetime | None,
-        duration_s: int,
-    ) -> None:
-        ids.reservation_name(name), ids.node_names(nodes)
-        ids.principals(users, "user"), ids.principals(accounts, "account")
+    def create_reservation(self, r: NewReservation) -> None:
+        name, nodes, duration_s, users, accounts, start = r.checked()
         self.calls.append(("create_reservation", name, ",".join(nodes)))
         begin = self.cluster.now if start is None else self._seconds(start)
         with self._refusals(f"create reservation {name}"):

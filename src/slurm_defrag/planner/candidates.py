@@ -97,8 +97,6 @@ class Candidates:
     options: list[RawOption]
     info: list[TargetInfo]
     states: dict[int, NodeState]
-    full_count: int
-    """Options the unpruned model would have (counted, not built, when pruning)."""
     pruned: bool
     singles: dict[tuple[int, Geometry], tuple[RawOption | None, RawOption | None]]
     """(node, geometry) -> (cheapest requeue option, cheapest drain option), target -1."""
@@ -504,7 +502,6 @@ class CandidateBuilder:
 
     def _build(self, prune: bool, infos: list[TargetInfo] | None) -> Candidates:
         infos = infos if infos is not None else self.eligibility()
-        full = self.count_full(infos)
         if not prune:
             per_target: list[list[RawOption]] = []
             for t, info in enumerate(infos):
@@ -515,7 +512,7 @@ class CandidateBuilder:
                     mine.extend(self.all_options(t, n))
                 per_target.append(mine)
             options = self._within_budget(per_target, infos)
-            return Candidates(options, infos, self.states, full, False, self.singles, self)
+            return Candidates(options, infos, self.states, False, self.singles, self)
         kept_single, full_nodes, cohost = self._prune(infos)
         # Targets of one class (same eligible list, geometry and kept nodes) get the same
         # options: build them once per class, then copy them per member. Looping over
@@ -541,7 +538,7 @@ class CandidateBuilder:
         if self.max_options is not None and sum(map(len, classes)) > self.max_options:
             classes = self._shrunk(classes, infos, self.max_options)
         options = self._within_budget(classes, infos, copy=True)
-        return Candidates(options, infos, self.states, full, True, self.singles, self)
+        return Candidates(options, infos, self.states, True, self.singles, self)
 
     def _shrunk(
         self, classes: list[list[RawOption]], infos: list[TargetInfo], budget: int

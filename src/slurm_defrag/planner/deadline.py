@@ -46,10 +46,6 @@ class Deadline:
     """What was cut short, in the order it happened (``candidates``, ``solver``, ...)."""
 
     @classmethod
-    def starting_now(cls, cap: float) -> Deadline:
-        return cls(time.perf_counter(), cap)
-
-    @classmethod
     def unlimited(cls) -> Deadline:
         """For callers without a cap (tests, benchmarks of one stage): never over."""
         return cls(0.0, float("inf"))

@@ -37,9 +37,9 @@ from slurm_defrag.policy.limits import InMemoryPreemptionHistory, LimitError, Pr
 from slurm_defrag.policy.protections import compile_protections
 from slurm_defrag.solver.fallback import greedy_result
 from slurm_defrag.solver.model import PlannerModel, Weights
+from slurm_defrag.solver.parameters import SolverSettings
 from slurm_defrag.solver.problem import OptionKind, ProblemData
 from slurm_defrag.solver.result import SolveResult, SolveStatus
-from slurm_defrag.solver.settings import SolverSettings
 
 
 def make_plan(

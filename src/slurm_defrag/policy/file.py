@@ -26,7 +26,7 @@ from slurm_defrag.policy.drain import DrainConfig
 from slurm_defrag.policy.limits import LimitsConfig
 from slurm_defrag.policy.protections import ProtectionsConfig
 from slurm_defrag.policy.registry import REGISTRY, known_names
-from slurm_defrag.solver.settings import SolverSettings
+from slurm_defrag.solver.parameters import SolverSettings
 
 POLICY_VERSION = 1
 

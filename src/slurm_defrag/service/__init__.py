@@ -3,7 +3,7 @@
 Modules, one job each:
 
 * :mod:`.settings` — typed settings (TOML file + ``SLURM_DEFRAG_*`` environment);
-* :mod:`.history` — the limits' :class:`PreemptionHistory` read from the plans table;
+* :mod:`.preemption_history` — the limits' :class:`PreemptionHistory` read from the plans table;
 * :mod:`.loop` — one cycle: lease, read, persist, advance or plan, and hand the plan to
   the actuator (:mod:`slurm_defrag.actuator`: executor, audit, packing, kill switch);
 * :mod:`.http` — ``POST /trigger`` and ``GET /healthz`` on localhost;

@@ -39,9 +39,9 @@ from slurm_defrag.packing.workload_mix import MixEstimate, job_class
 from slurm_defrag.planner.facade import make_plan
 from slurm_defrag.planner.fingerprint import plan_inputs_fingerprint
 from slurm_defrag.policy.file import Policy
-from slurm_defrag.service.history import StoreHistory
 from slurm_defrag.service.observer import NO_OBSERVER, Observer
-from slurm_defrag.slurm.errors import SlurmError, SlurmUnavailableError
+from slurm_defrag.service.preemption_history import StoreHistory
+from slurm_defrag.slurm.failures import SlurmError, SlurmUnavailableError
 from slurm_defrag.slurm.fake import FakeSlurm
 from slurm_defrag.slurm.port import SlurmReader, SlurmWriter
 from slurm_defrag.store.lease import Lease

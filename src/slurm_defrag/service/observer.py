@@ -11,8 +11,7 @@ understand (issue #40): the read goes on without them, but an operator must see 
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
-from datetime import datetime
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Literal, Protocol, TypeVar
 
 from slurm_defrag.actuator.events import ActionObserver, PlanOutcome
@@ -20,7 +19,8 @@ from slurm_defrag.domain.cluster import ClusterSnapshot, RecordPart
 from slurm_defrag.domain.plan import Plan
 from slurm_defrag.metrics.report import FragReport
 from slurm_defrag.slurm.backends import SlurmBackend
-from slurm_defrag.slurm.errors import SlurmError, SlurmParseError, SlurmUnavailableError
+from slurm_defrag.slurm.failures import SlurmError, SlurmParseError, SlurmUnavailableError
+from slurm_defrag.slurm.port import ForwardingWriter
 
 if TYPE_CHECKING:
     from slurm_defrag.service.loop import CycleReport
@@ -85,7 +85,7 @@ def _ignore(part: RecordPart, count: int) -> None:
     pass
 
 
-class ObservedSlurm:
+class ObservedSlurm(ForwardingWriter):
     """A Slurm backend (reader and writer) that reports each failed call, then re-raises,
     and the job records each snapshot could not read whole, by part."""
 
@@ -95,7 +95,8 @@ class ObservedSlurm:
         on_error: Callable[[SlurmErrorKind], None],
         on_unreadable: Callable[[RecordPart, int], None] = _ignore,
     ) -> None:
-        self.inner = inner
+        super().__init__(inner)
+        self.inner: SlurmBackend = inner
         self.name = inner.name
         self.on_error = on_error
         self.on_unreadable = on_unreadable
@@ -113,25 +114,5 @@ class ObservedSlurm:
             self.on_unreadable(part, count)
         return snapshot
 
-    def create_reservation(
-        self,
-        name: str,
-        nodes: Sequence[str],
-        users: Sequence[str],
-        accounts: Sequence[str],
-        start: datetime | None,
-        duration_s: int,
-    ) -> None:
-        self._call(self.inner.create_reservation, name, nodes, users, accounts, start, duration_s)
-
-    def delete_reservation(self, name: str) -> None:
-        self._call(self.inner.delete_reservation, name)
-
-    def requeue(self, job_id: str, reason: str) -> None:
-        self._call(self.inner.requeue, job_id, reason)
-
-    def update_job(self, job_id: str, **fields: str) -> None:
-        self._call(self.inner.update_job, job_id, **fields)
-
-    def update_node(self, node: str, **fields: str) -> None:
-        self._call(self.inner.update_node, node, **fields)
+    def _forward(self, method: str, /, *args: object, **fields: str) -> None:
+        self._call(super()._forward, method, *args, **fields)

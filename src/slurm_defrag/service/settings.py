@@ -40,8 +40,8 @@ from pydantic_settings import (
 
 from slurm_defrag.config_files import NonEmptyPath, one_line, parse_toml, read_text
 from slurm_defrag.errors import InputError
-from slurm_defrag.slurm.settings import SlurmSettings, environment_names
-from slurm_defrag.solver.settings import SolverSettings
+from slurm_defrag.slurm.connection import SlurmSettings, environment_names
+from slurm_defrag.solver.parameters import SolverSettings
 
 Mode = Literal["off", "dry-run", "enforce"]
 

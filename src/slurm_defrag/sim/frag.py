@@ -163,10 +163,6 @@ class FragModel:
         return float(self.node_frag(state.cpu_left, state.gpu_left, state.model_idx).sum())
 
 
-def all_nodes(state: ClusterState) -> IntArray:
-    return np.arange(state.size, dtype=np.int64)
-
-
 def stale(version_seen: IntArray, state: ClusterState) -> IntArray:
     """Nodes changed since a cache recorded ``version_seen``."""
     changed: BoolArray = version_seen != state.version

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from typing import Protocol
 
+from slurm_defrag.slurm.connection import SlurmSettings
 from slurm_defrag.slurm.port import SlurmReader, SlurmWriter
-from slurm_defrag.slurm.settings import SlurmSettings
 
 
 class SlurmBackend(SlurmReader, SlurmWriter, Protocol):

@@ -55,7 +55,6 @@ from __future__ import annotations
 
 import json
 import logging
-import math
 import re
 import time
 from collections.abc import Callable, Mapping, Sequence
@@ -71,15 +70,16 @@ from slurm_defrag.domain.cluster import (
     Reservation,
     record_reason,
 )
-from slurm_defrag.slurm import ids
+from slurm_defrag.slurm import ids, scontrol_argv
 from slurm_defrag.slurm.command_runner import Runner, run, run_capture, subprocess_runner
+from slurm_defrag.slurm.connection import SlurmSettings
 from slurm_defrag.slurm.discovery import topology_block
 from slurm_defrag.slurm.discovery.topology_sources import GresConfText
-from slurm_defrag.slurm.errors import SlurmParseError, SlurmRejectedError
+from slurm_defrag.slurm.failures import SlurmParseError, SlurmRejectedError
 from slurm_defrag.slurm.parse import openapi, scontrol_text
 from slurm_defrag.slurm.parse.mapping import Doc, show
 from slurm_defrag.slurm.parse.records import JobsRead
-from slurm_defrag.slurm.settings import SlurmSettings
+from slurm_defrag.slurm.port import NewReservation, SlurmWriter
 from slurm_defrag.slurm.snapshot_assembly import Parts, assemble
 
 log = logging.getLogger(__name__)
@@ -98,7 +98,7 @@ _TEXT_CMD = ("scontrol", "show", "job", "-d")
 _TEXT_WHERE = " ".join(_TEXT_CMD)
 
 
-class CliSlurm:
+class CliSlurm(SlurmWriter):
     """Reader and writer over the Slurm command-line tools."""
 
     name = "cli"
@@ -351,32 +351,10 @@ class CliSlurm:
 
     # -- writer ------------------------------------------------------------------------
 
-    def create_reservation(
-        self,
-        name: str,
-        nodes: Sequence[str],
-        users: Sequence[str],
-        accounts: Sequence[str],
-        start: datetime | None,
-        duration_s: int,
-    ) -> None:
-        name, nodes = ids.reservation_name(name), ids.node_names(nodes)
-        users, accounts = ids.principals(users, "user"), ids.principals(accounts, "account")
-        args = [
-            "scontrol",
-            "create",
-            "reservation",
-            f"ReservationName={name}",
-            f"Nodes={','.join(nodes)}",
-            # Slurm reads the time in its TZ, which the runner sets to UTC.
-            "StartTime=" + ("now" if start is None else _utc(start)),
-            f"Duration={max(1, math.ceil(duration_s / 60))}",
-            "Flags=IGNORE_JOBS",
-        ]
-        if users:
-            args.append(f"Users={','.join(users)}")
-        if accounts:
-            args.append(f"Accounts={','.join(accounts)}")
+    def create_reservation(self, r: NewReservation) -> None:
+        r = r.checked()
+        name, nodes = r.name, r.nodes
+        args = scontrol_argv.create_reservation(r)
         try:
             self.run(*args)
         except SlurmRejectedError:
@@ -388,7 +366,7 @@ class CliSlurm:
     def delete_reservation(self, name: str) -> None:
         name = ids.reservation_name(name)
         try:
-            self.run("scontrol", "delete", f"ReservationName={name}")
+            self.run(*scontrol_argv.delete_reservation(name))
         except SlurmRejectedError:
             if self._reservation(name) is not None:
                 raise
@@ -399,18 +377,18 @@ class CliSlurm:
         job_id = ids.job_id(job_id)
         log.info("requeue job %s: %s", job_id, reason)
         try:
-            self.run("scontrol", "requeue", job_id)
+            self.run(*scontrol_argv.requeue(job_id, reason))
         except SlurmRejectedError as exc:
             if "pending" not in str(exc).lower():  # already requeued: idempotent
                 raise
 
     def update_job(self, job_id: str, **fields: str) -> None:
         job_id = ids.job_id(job_id)
-        self.run("scontrol", "update", f"JobId={job_id}", *_assignments(fields))
+        self.run(*scontrol_argv.update_job(job_id, **_checked(fields)))
 
     def update_node(self, node: str, **fields: str) -> None:
         node = ids.node_name(node)
-        self.run("scontrol", "update", f"NodeName={node}", *_assignments(fields))
+        self.run(*scontrol_argv.update_node(node, **_checked(fields)))
 
     def _reservation(self, name: str) -> Reservation | None:
         what = f"scontrol show reservation {name}"
@@ -422,17 +400,13 @@ class CliSlurm:
         return next((r for r in found if r.name == name), None)
 
 
-def _assignments(fields: dict[str, str]) -> list[str]:
+def _checked(fields: dict[str, str]) -> dict[str, str]:
     if not fields:
         raise SlurmRejectedError("nothing to update: give at least one Key=Value")
     bad = sorted(k for k in fields if not _KEY.match(k))
     if bad:
         raise SlurmRejectedError(f"not a Slurm field name: {bad[0]!r}")
-    return [f"{k}={v}" for k, v in fields.items()]
-
-
-def _utc(t: datetime) -> str:
-    return t.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%S")
+    return fields
 
 
 _SLURM_CONF_LINE = re.compile(r"^SLURM_CONF\s*=\s*(\S+)\s*$", re.MULTILINE)

@@ -13,7 +13,7 @@ import subprocess
 from collections.abc import Callable, Sequence
 from typing import Protocol
 
-from slurm_defrag.slurm.errors import (
+from slurm_defrag.slurm.failures import (
     SlurmCommandMissing,
     SlurmError,
     SlurmUnavailableError,

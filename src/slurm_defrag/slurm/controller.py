@@ -4,7 +4,7 @@ Everything goes through the cli backend's runner (argv lists, the settings' comm
 prefix and timeout, failures mapped to the typed Slurm errors), so ``doctor`` reaches the
 controller exactly the way the service's cli backend does — ``docker exec CONTAINER`` or
 ``sudo -n`` included. Each function reads one thing and raises
-:class:`~slurm_defrag.slurm.errors.SlurmParseError` with one line when the answer is not
+:class:`~slurm_defrag.slurm.failures.SlurmParseError` with one line when the answer is not
 what Slurm prints; nothing here interprets the result.
 """
 
@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 
 from slurm_defrag.slurm.cli_backend import CliSlurm
-from slurm_defrag.slurm.errors import SlurmParseError
+from slurm_defrag.slurm.failures import SlurmParseError
 
 MAX_FILE_BYTES = 1_000_000
 """A hook file larger than this is not ours; it is not compared (and not kept in memory)."""

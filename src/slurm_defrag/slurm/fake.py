@@ -30,15 +30,16 @@ from slurm_defrag.domain.cluster import (
     Reservation,
 )
 from slurm_defrag.slurm import ids
-from slurm_defrag.slurm.errors import SlurmRejectedError
+from slurm_defrag.slurm.failures import SlurmRejectedError
 from slurm_defrag.slurm.parse.mapping import default_nvlink, reservation_state
+from slurm_defrag.slurm.port import NewReservation, SlurmWriter
 
 _DRAIN_FLAGS = frozenset({NodeFlag.DRAIN, NodeFlag.DRAINING, NodeFlag.DRAINED})
 # Node field allocated -> job field held on each node (dumps leave out unset ones: .get).
 _HOST_HELD = (("cpus_alloc", "cpus_per_node"), ("memory_alloc_mb", "memory_mb_per_node"))
 
 
-class FakeSlurm:
+class FakeSlurm(SlurmWriter):
     name = "fake"
 
     def __init__(
@@ -110,18 +111,9 @@ class FakeSlurm:
 
     # -- writer ------------------------------------------------------------------------
 
-    def create_reservation(
-        self,
-        name: str,
-        nodes: Sequence[str],
-        users: Sequence[str],
-        accounts: Sequence[str],
-        start: datetime | None,
-        duration_s: int,
-    ) -> None:
+    def create_reservation(self, r: NewReservation) -> None:
         # The same id checks as the real writers, so dry-run refuses what they would.
-        ids.reservation_name(name), ids.node_names(nodes)
-        ids.principals(users, "user"), ids.principals(accounts, "account")
+        name, nodes, duration_s, users, accounts, start = r.checked()
         self.calls.append(("create_reservation", name, ",".join(nodes)))
         unknown = [n for n in nodes if n not in self.nodes]
         if unknown:

@@ -23,7 +23,7 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable
 
-from slurm_defrag.slurm.errors import SlurmRejectedError
+from slurm_defrag.slurm.failures import SlurmRejectedError
 
 _JOB_ID = re.compile(r"[1-9][0-9]{0,9}(?:_[0-9]{1,10}|\+[0-9]{1,10})?", re.ASCII)
 _NUMERIC_JOB_ID = re.compile(r"[1-9][0-9]{0,9}", re.ASCII)

@@ -25,7 +25,7 @@ from __future__ import annotations
 
 import importlib
 import logging
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from functools import partial
@@ -43,13 +43,14 @@ from slurm_defrag.domain.cluster import (
 )
 from slurm_defrag.errors import InputError
 from slurm_defrag.slurm import ids
-from slurm_defrag.slurm.errors import SlurmParseError, SlurmRejectedError, from_failure
+from slurm_defrag.slurm.connection import SlurmSettings
+from slurm_defrag.slurm.failures import SlurmParseError, SlurmRejectedError, from_failure
 from slurm_defrag.slurm.parse import cpu_memory
 from slurm_defrag.slurm.parse import mapping as m
 from slurm_defrag.slurm.parse.records import JobParts, Unidentified, json_job_head, read_job
-from slurm_defrag.slurm.port import SlurmWriter
-from slurm_defrag.slurm.settings import SlurmSettings
+from slurm_defrag.slurm.port import NewReservation, SlurmWriter
 from slurm_defrag.slurm.snapshot_assembly import Parts, assemble
+from slurm_defrag.slurm.update_fields import job_field, node_field
 
 log = logging.getLogger(__name__)
 
@@ -66,40 +67,6 @@ _RESV_FLAGS = {
     "PURGE": "PURGE_COMP",
     "SPECIFIC_NODES": "SPEC_NODES",
     "NO_JOB_HOLD_AFTER_END": "NO_HOLD_JOBS_AFTER_END",
-}
-
-# scontrol-style job fields the port speaks -> JobSubmitDescription attributes.
-_JOB_FIELDS = {
-    "Comment": "comment",
-    "AdminComment": "admin_comment",
-    "ReservationName": "reservations",
-    "Priority": "priority",
-    "TimeLimit": "time_limit",
-    "StartTime": "begin_time",
-}
-
-
-# cpu_memory.node_fields() parameter -> the Node attribute holding it.
-_NODE_HOST = {
-    "cpus": "total_cpus",
-    "effective_cpus": "effective_cpus",
-    "cpus_alloc": "allocated_cpus",
-    "memory": "real_memory",
-    "memory_spec": "memory_reserved_for_system",
-    "memory_alloc": "allocated_memory",
-}
-
-# cpu_memory.needed() parameter -> the Job attribute holding it.
-_ASKED = {
-    "cpus": "cpus",
-    "nodes": "num_nodes",
-    "cpus_per_task": "cpus_per_task",
-    "tasks_per_node": "ntasks_per_node",
-    "min_cpus_per_node": "min_cpus_per_node",
-    "memory_per_node": "memory_per_node",
-    "memory_per_cpu": "memory_per_cpu",
-    "cpus_per_gpu": "cpus_per_gpu",
-    "memory_per_gpu": "memory_per_gpu",
 }
 
 
@@ -207,7 +174,7 @@ def job(d: m.Doc, layout: Any, parts: JobParts | None = None) -> Job | None:
     )
 
     def use() -> dict[str, int]:
-        asked = {param: d.number(key) for param, key in _ASKED.items()}
+        asked = cpu_memory.read(cpu_memory.ASKED, "pyslurm", d.number)
         need = cpu_memory.needed(**asked, gpus=cpu_memory.gpus_per_node(request))
         return cpu_memory.job_use(f["state"], layout_host(layout, d.path), need)
 
@@ -291,7 +258,7 @@ def node(
         features=m.split_list(d.get("active_features"), d.where, d.field("active_features")),
         weight=d.number("weight"),
         reason=d.text("reason"),
-        **cpu_memory.node_fields(**{param: d.number(key) for param, key in _NODE_HOST.items()}),
+        **cpu_memory.node_fields(**cpu_memory.read(cpu_memory.NODE_HOST, "pyslurm", d.number)),
     )
 
 
@@ -319,20 +286,11 @@ def reservation_flags(v: Any, where: str = WHERE, field: str = "flags") -> tuple
 
 
 def reservation(d: m.Doc, now: datetime) -> Reservation:
-    start, end = d.time("start_time"), d.time("end_time")
-    return m.build(
-        Reservation,
-        d.where,
-        d.path,
-        name=d.req("name"),
-        nodes=m.expand_nodes(d.text("nodes"), d.where, d.field("nodes")),
-        start_time=start,
-        end_time=end,
-        users=m.split_list(d.get("users"), d.where, d.field("users")),
-        accounts=m.split_list(d.get("accounts"), d.where, d.field("accounts")),
-        flags=reservation_flags(d.get("flags"), d.where, d.field("flags")),
-        state=m.reservation_state(start, end, now),
-    )
+    return m.reservation(d, now, "nodes", _flags)
+
+
+def _flags(d: m.Doc) -> tuple[str, ...]:
+    return reservation_flags(d.get("flags"), d.where, d.field("flags"))
 
 
 def objects(loaded: Any) -> Iterable[Any]:
@@ -500,7 +458,7 @@ def import_pyslurm() -> Any:
         ) from None
 
 
-class PyslurmSlurm:
+class PyslurmSlurm(SlurmWriter):
     """Reader and writer over pyslurm (see the module docstring for what ran live)."""
 
     name = "pyslurm"
@@ -557,17 +515,8 @@ class PyslurmSlurm:
             parts, source=self.name, taken_at=taken_at, settings=self.settings, where=WHERE
         )
 
-    def create_reservation(
-        self,
-        name: str,
-        nodes: Sequence[str],
-        users: Sequence[str],
-        accounts: Sequence[str],
-        start: datetime | None,
-        duration_s: int,
-    ) -> None:
-        name, nodes = ids.reservation_name(name), ids.node_names(nodes)
-        users, accounts = ids.principals(users, "user"), ids.principals(accounts, "account")
+    def create_reservation(self, r: NewReservation) -> None:
+        name, nodes, duration_s, users, accounts, start = r.checked()
         ps = self.ps
         begin = start or self._clock()
         resv = ps.Reservation(
@@ -610,29 +559,15 @@ class PyslurmSlurm:
             log.info("update job %s through scontrol: pyslurm cannot clear a field", job_id)
             self._clearer().update_job(job_id, **fields)
             return
-        changes: dict[str, Any] = {}
-        for key, value in fields.items():
-            attr = _JOB_FIELDS.get(key)
-            if attr is None:
-                raise SlurmRejectedError(
-                    f"Slurm rejected update of job {job_id}: field {key!r} is not supported "
-                    "by the pyslurm backend; supported: " + ", ".join(sorted(_JOB_FIELDS))
-                )
-            changes[attr] = value
+        changes = {job_field(key, job_id, self.name).pyslurm: v for key, v in fields.items()}
         desc = self.ps.JobSubmitDescription(**changes)
         self._rpc(f"update job {job_id}", lambda: self.ps.Job(number).modify(desc))
 
     def update_node(self, node: str, **fields: str) -> None:
         node = ids.node_name(node)
-        allowed = {"state": "state", "reason": "reason", "weight": "weight"}
-        changes = {}
+        changes: dict[str, Any] = {}
         for key, value in fields.items():
-            attr = allowed.get(key.lower())
-            if attr is None:
-                raise SlurmRejectedError(
-                    f"Slurm rejected update of node {node}: field {key!r} is not supported by "
-                    "the pyslurm backend; supported: Reason, State, Weight"
-                )
+            attr = node_field(key, node, self.name)
             changes[attr] = int(value) if attr == "weight" else value
         diff = self.ps.Node(**changes)
         self._rpc(f"update node {node}", lambda: self.ps.Node(node).modify(diff))

@@ -9,7 +9,7 @@ mapped by :mod:`slurm_defrag.slurm.parse.openapi`, the same code the cli backend
 Writes go through the endpoints the discovered version has. slurmrestd has no requeue
 endpoint at all, creates reservations only from v0.0.43 (Slurm 25.05), and updates nodes
 only from data_parser versions (23.02+); those calls raise
-:class:`~slurm_defrag.slurm.errors.SlurmRejectedError` saying so — use the cli backend to
+:class:`~slurm_defrag.slurm.failures.SlurmRejectedError` saying so — use the cli backend to
 act on such clusters.
 """
 
@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import json
 import math
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from datetime import UTC, datetime
 from typing import Any
 
@@ -26,7 +26,8 @@ import httpx
 from slurm_defrag.domain.cluster import ClusterSnapshot
 from slurm_defrag.errors import InputError
 from slurm_defrag.slurm import ids
-from slurm_defrag.slurm.errors import (
+from slurm_defrag.slurm.connection import SlurmSettings
+from slurm_defrag.slurm.failures import (
     SlurmParseError,
     SlurmRejectedError,
     SlurmUnavailableError,
@@ -34,8 +35,9 @@ from slurm_defrag.slurm.errors import (
 )
 from slurm_defrag.slurm.parse import openapi
 from slurm_defrag.slurm.parse.mapping import Doc
-from slurm_defrag.slurm.settings import SlurmSettings
+from slurm_defrag.slurm.port import NewReservation, SlurmWriter, WriteKind
 from slurm_defrag.slurm.snapshot_assembly import Parts, assemble
+from slurm_defrag.slurm.update_fields import job_field, node_field
 
 API_VERSIONS = (
     "v0.0.45",
@@ -50,16 +52,23 @@ API_VERSIONS = (
 """Tried newest first. v0.0.36/37 (Slurm 21.08) answer in the v0.0.38 shape but are not
 probed: 22.05 serves v0.0.38 alongside them."""
 
-# scontrol-style job fields the port speaks -> slurmrestd job_desc_msg keys.
-_JOB_FIELDS = {
-    "Comment": "comment",
-    "AdminComment": "admin_comment",
-    "ReservationName": "reservation",
-    "Priority": "priority",
-    "TimeLimit": "time_limit",
-    "StartTime": "begin_time",
-}
-_NUMERIC = frozenset({"priority", "time_limit", "begin_time"})
+_DATA_PARSER = (0, 0, 39)
+"""The first data_parser version (Slurm 23.02): node updates, reservation deletes, numbers
+as ``{"set", "number"}`` objects."""
+_RESERVATION_CREATE = (0, 0, 43)
+"""The first version with a reservation create endpoint (Slurm 25.05)."""
+
+
+def writes_refused(version: str) -> dict[WriteKind, str]:
+    """The kinds of write slurmrestd serving API ``version`` can never make, with why."""
+    v = openapi.api_version(version)
+    refused: dict[WriteKind, str] = {"requeue": "requeue jobs (slurmrestd has no requeue endpoint)"}
+    if v < _RESERVATION_CREATE:
+        refused["reservation"] = f"create reservations (slurmrestd {version} cannot)"
+    if v < _DATA_PARSER:
+        refused["drain"] = f"drain/resume nodes (slurmrestd {version} cannot)"
+        refused["packing"] = f"node Weight (slurmrestd {version} cannot)"
+    return refused
 
 
 def default_client(settings: SlurmSettings) -> httpx.Client:
@@ -72,7 +81,7 @@ def default_client(settings: SlurmSettings) -> httpx.Client:
     return httpx.Client(base_url=settings.rest_url, timeout=settings.rest_timeout_s)
 
 
-class RestSlurm:
+class RestSlurm(SlurmWriter):
     """Reader and (partial, see module docstring) writer over slurmrestd."""
 
     name = "rest"
@@ -189,27 +198,21 @@ class RestSlurm:
 
     # -- writer ------------------------------------------------------------------------
 
+    def cannot_write(self) -> dict[WriteKind, str]:
+        return writes_refused(self.api_version())
+
     def _data_parser(self, what: str) -> str:
         v = self.api_version()
-        if v == "v0.0.38":
+        if openapi.api_version(v) < _DATA_PARSER:
             raise SlurmRejectedError(
                 f"Slurm rejected {what}: slurmrestd {v} cannot do this; use the cli backend"
             )
         return v
 
-    def create_reservation(
-        self,
-        name: str,
-        nodes: Sequence[str],
-        users: Sequence[str],
-        accounts: Sequence[str],
-        start: datetime | None,
-        duration_s: int,
-    ) -> None:
-        name, nodes = ids.reservation_name(name), ids.node_names(nodes)
-        users, accounts = ids.principals(users, "user"), ids.principals(accounts, "account")
+    def create_reservation(self, r: NewReservation) -> None:
+        name, nodes, duration_s, users, accounts, start = r.checked()
         v = self.api_version()
-        if v < "v0.0.43":
+        if openapi.api_version(v) < _RESERVATION_CREATE:
             raise SlurmRejectedError(
                 f"Slurm rejected create reservation {name}: slurmrestd {v} has no reservation "
                 "create endpoint (needs v0.0.43, Slurm 25.05); use the cli backend"
@@ -250,17 +253,13 @@ class RestSlurm:
     def update_job(self, job_id: str, **fields: str) -> None:
         job_id = ids.job_id(job_id)  # it becomes part of the URL path
         v = self.api_version()
+        numbers = openapi.api_version(v) >= _DATA_PARSER  # v0.0.38 takes plain values
         body: dict[str, Any] = {}
         for key, value in fields.items():
-            name = _JOB_FIELDS.get(key)
-            if name is None:
-                raise SlurmRejectedError(
-                    f"Slurm rejected update of job {job_id}: field {key!r} is not supported "
-                    "by the rest backend; supported: " + ", ".join(sorted(_JOB_FIELDS))
-                )
-            if name == "begin_time":
+            field = job_field(key, job_id, self.name)
+            if field.rest == "begin_time":
                 value = str(int(datetime.fromisoformat(value).timestamp()))
-            body[name] = _num(int(value)) if name in _NUMERIC and v != "v0.0.38" else value
+            body[field.rest] = _num(int(value)) if field.numeric and numbers else value
         self.call("POST", f"/slurm/{v}/job/{job_id}", body)
 
     def update_node(self, node: str, **fields: str) -> None:
@@ -268,18 +267,8 @@ class RestSlurm:
         v = self._data_parser(f"update node {node}")
         body: dict[str, Any] = {}
         for key, value in fields.items():
-            k = key.lower()
-            if k == "state":
-                body["state"] = [value.upper()]
-            elif k == "reason":
-                body["reason"] = value
-            elif k == "weight":
-                body["weight"] = int(value)
-            else:
-                raise SlurmRejectedError(
-                    f"Slurm rejected update of node {node}: field {key!r} is not supported by "
-                    "the rest backend; supported: Reason, State, Weight"
-                )
+            k = node_field(key, node, self.name)
+            body[k] = [value.upper()] if k == "state" else int(value) if k == "weight" else value
         self.call("POST", f"/slurm/{v}/node/{node}", body)
 
 

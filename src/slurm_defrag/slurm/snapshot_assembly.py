@@ -34,11 +34,11 @@ from slurm_defrag.domain.cluster import (
 from slurm_defrag.domain.topology import BUILTIN_TOPOLOGIES, GpuTopology
 from slurm_defrag.domain.units import MILLI, share_milli
 from slurm_defrag.errors import InputError
+from slurm_defrag.slurm.connection import SlurmSettings
 from slurm_defrag.slurm.discovery.topology_block import topology_conf_domains
 from slurm_defrag.slurm.discovery.topology_sources import Found, GresConfText, resolve
-from slurm_defrag.slurm.errors import SlurmParseError
+from slurm_defrag.slurm.failures import SlurmParseError
 from slurm_defrag.slurm.parse.mapping import natural_key, show
-from slurm_defrag.slurm.settings import SlurmSettings
 from slurm_defrag.snapshot_file import format_validation_error
 
 log = logging.getLogger(__name__)

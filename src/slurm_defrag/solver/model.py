@@ -21,9 +21,9 @@ from ortools.sat.python import cp_model
 from slurm_defrag.domain.topology import indices_of
 from slurm_defrag.solver.greedy import GreedyPlan, greedy
 from slurm_defrag.solver.groups import Groups, deal, find_groups
+from slurm_defrag.solver.parameters import SolverSettings
 from slurm_defrag.solver.problem import OptionKind, ProblemData
 from slurm_defrag.solver.result import SolveResult, SolveStatus
-from slurm_defrag.solver.settings import SolverSettings
 
 
 @dataclass(frozen=True, slots=True)

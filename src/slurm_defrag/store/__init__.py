@@ -10,7 +10,7 @@ Modules, one job each:
 * :mod:`.plans` — plans, steps, commands;
 * :mod:`.retention` — rollups and pruning;
 * :mod:`.lease` — one acting instance at a time;
-* :mod:`.history` — the queries behind ``slurm-defrag history``;
+* :mod:`.frag_history` — the queries behind ``slurm-defrag history``;
 * :mod:`.repo` — the facade the service uses.
 
 Design notes and retention rules: ``docs/persistence.md``.

@@ -36,7 +36,7 @@ from sqlalchemy import Connection, func, select
 
 from slurm_defrag.store import strand
 from slurm_defrag.store.database import Store
-from slurm_defrag.store.errors import NotFound
+from slurm_defrag.store.database_errors import NotFound
 from slurm_defrag.store.models import GroupMetricHourly, Snapshot, StrandHourly
 from slurm_defrag.store.strand import CONFIGURATION, IDLE_NODE
 

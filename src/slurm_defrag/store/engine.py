@@ -23,7 +23,7 @@ from typing import Any
 from sqlalchemy import Engine, create_engine, event, exc
 from sqlalchemy.engine import URL, make_url
 
-from slurm_defrag.store.errors import DatabaseUnreachable, DatabaseUrlError
+from slurm_defrag.store.database_errors import DatabaseUnreachable, DatabaseUrlError
 
 ENV_URL = "SLURM_DEFRAG_DB_URL"
 

@@ -46,8 +46,8 @@ from slurm_defrag.metrics.bootstrap import (
     block_seconds,
 )
 from slurm_defrag.store.database import Store
-from slurm_defrag.store.errors import NotFound
-from slurm_defrag.store.history import MAX_POINTS, RESOLUTIONS
+from slurm_defrag.store.database_errors import NotFound
+from slurm_defrag.store.frag_history import MAX_POINTS, RESOLUTIONS
 from slurm_defrag.store.models import (
     GroupMetric,
     GroupMetricHourly,

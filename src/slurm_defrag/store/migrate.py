@@ -16,8 +16,8 @@ from typing import TYPE_CHECKING
 from sqlalchemy import Connection, Engine, inspect, text
 
 from slurm_defrag import __version__
+from slurm_defrag.store.database_errors import SchemaNotCurrent, SchemaTooNew
 from slurm_defrag.store.engine import display_url
-from slurm_defrag.store.errors import SchemaNotCurrent, SchemaTooNew
 
 if TYPE_CHECKING:
     from alembic.config import Config

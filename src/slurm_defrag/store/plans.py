@@ -15,7 +15,7 @@ from urllib.parse import quote, unquote
 from sqlalchemy import Engine, func, select
 from sqlalchemy.orm import Session
 
-from slurm_defrag.store.errors import NotFound
+from slurm_defrag.store.database_errors import NotFound
 from slurm_defrag.store.models import (
     OPEN_PLAN_STATUSES,
     PLAN_MODES,

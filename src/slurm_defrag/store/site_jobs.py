@@ -49,6 +49,7 @@ from slurm_defrag.domain.accounting import SiteJob, SiteRead
 from slurm_defrag.domain.cluster import HOLDS_GPUS, ClusterSnapshot, Job
 from slurm_defrag.errors import InputError
 from slurm_defrag.store import migrate, snapshots
+from slurm_defrag.store.database_errors import SchemaNotCurrent, SchemaTooNew
 from slurm_defrag.store.engine import (
     check_reachable,
     display_url,
@@ -56,7 +57,6 @@ from slurm_defrag.store.engine import (
     parse_url,
     translate_errors,
 )
-from slurm_defrag.store.errors import SchemaNotCurrent, SchemaTooNew
 from slurm_defrag.store.models import JobRef, JobState, Snapshot
 
 MAX_PROBLEMS = 100_000

@@ -22,7 +22,7 @@ from sqlalchemy import Connection, Engine, func, insert, or_, select, tuple_, up
 from slurm_defrag.domain.cluster import ClusterSnapshot, Job, Node
 from slurm_defrag.metrics.report import FragReport
 from slurm_defrag.store import codec, strand
-from slurm_defrag.store.errors import NotFound
+from slurm_defrag.store.database_errors import NotFound
 from slurm_defrag.store.models import (
     GpuAllocation,
     GroupMetric,

@@ -20,7 +20,7 @@ from importlib import resources
 
 from slurm_defrag.errors import DefragError, InputError
 from slurm_defrag.service.http import Page, Query, Response
-from slurm_defrag.store.errors import NotFound
+from slurm_defrag.store.database_errors import NotFound
 from slurm_defrag.timespec import parse_duration
 from slurm_defrag.web.sources import Source
 

@@ -18,7 +18,7 @@ from slurm_defrag.domain.plan import Plan
 from slurm_defrag.domain.topology import indices_of
 from slurm_defrag.domain.unknown_topology import unknown_topology_line
 from slurm_defrag.metrics.report import FragReport, request_text
-from slurm_defrag.store.history import History
+from slurm_defrag.store.frag_history import History
 from slurm_defrag.store.impact import Impact, verdict
 from slurm_defrag.store.plans import CommandRecord, PlanRecord, StepRecord
 

@@ -2,7 +2,7 @@
 
 The service's own page and ``slurm-defrag web --db`` read the same :class:`StoreSource`:
 the latest stored snapshot (the service stores one per cycle, so that is "live"), the
-history views of :mod:`slurm_defrag.store.history` and the plans of
+history views of :mod:`slurm_defrag.store.frag_history` and the plans of
 :class:`~slurm_defrag.store.plans.Plans`. A :class:`FileSource` has one snapshot and
 neither history nor plans.
 """
@@ -20,9 +20,9 @@ from slurm_defrag.domain.cluster import ClusterSnapshot
 from slurm_defrag.errors import DefragError
 from slurm_defrag.metrics.compute import compute
 from slurm_defrag.store.database import Store
+from slurm_defrag.store.database_errors import NotFound
 from slurm_defrag.store.engine import translate_errors
-from slurm_defrag.store.errors import NotFound
-from slurm_defrag.store.history import load_history
+from slurm_defrag.store.frag_history import load_history
 from slurm_defrag.store.plans import Plans
 from slurm_defrag.store.repo import Repository
 from slurm_defrag.web import payload

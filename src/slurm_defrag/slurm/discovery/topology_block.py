@@ -32,11 +32,11 @@ setting names the topology.conf to read the blocks from instead
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable
 
 from slurm_defrag.domain.cluster import NvlinkDomain
 from slurm_defrag.errors import InputError
-from slurm_defrag.slurm.errors import SlurmParseError
+from slurm_defrag.slurm.failures import SlurmParseError
 from slurm_defrag.slurm.parse.mapping import NULLS, expand_nodes, parse_error, show
 
 WHERE = "scontrol show topology"
@@ -166,11 +166,6 @@ def _domains(rows: Rows, where: str) -> tuple[NvlinkDomain, ...]:
             owner[node] = (name, lineno)
         domains.append(NvlinkDomain(name=name, nodes=tuple(nodes)))
     return tuple(domains)
-
-
-def domain_of_nodes(domains: Sequence[NvlinkDomain]) -> dict[str, str]:
-    """node -> name of its NVLink domain."""
-    return {node: d.name for d in domains for node in d.nodes}
 
 
 def _error(where: str, lineno: int, problem: str) -> SlurmParseError:

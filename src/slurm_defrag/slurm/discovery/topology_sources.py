@@ -38,13 +38,13 @@ from slurm_defrag.domain.hostlists import compress_hosts
 from slurm_defrag.domain.topology import BUILTIN_TOPOLOGIES, GpuTopology
 from slurm_defrag.domain.unknown_topology import unknown_topology_line
 from slurm_defrag.errors import InputError
+from slurm_defrag.slurm.connection import SlurmSettings
 from slurm_defrag.slurm.discovery.gres_conf import (
     LinksParseError,
     from_links_matrix,
     parse_gres_conf_links,
 )
 from slurm_defrag.slurm.parse.mapping import expand_config_hosts
-from slurm_defrag.slurm.settings import SlurmSettings
 
 COLLECTOR_FORMAT = "slurm-defrag-topology/1"
 MAX_FILE_BYTES = 4 << 20

@@ -20,8 +20,8 @@ everywhere in the adapters.
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable
-from typing import Any, NamedTuple
+from collections.abc import Callable, Iterable, Mapping
+from typing import Any, Final, Literal, NamedTuple
 
 from slurm_defrag.domain.cluster import GpuRequest, JobState
 from slurm_defrag.domain.gres import GresParseError, count_indices
@@ -88,6 +88,55 @@ def gpus_per_node(request: GpuRequest | None) -> int:
     if request.gpus_per_node is not None:
         return request.gpus_per_node
     return -(-request.gpus // request.nodes)
+
+
+class Names(NamedTuple):
+    """Where one CPU or memory number stands in each structured source (None: absent)."""
+
+    openapi: str | None
+    """The field of the OpenAPI JSON (slurmrestd and ``--json``), v0.0.38 and v0.0.42."""
+    pyslurm: str | None
+    """The attribute of pyslurm's object (its ``to_dict()`` key)."""
+
+
+Source = Literal["openapi", "pyslurm"]
+
+NODE_HOST: Final[Mapping[str, Names]] = {
+    "cpus": Names("cpus", "total_cpus"),
+    # v0.0.38 has no effective CPUs or specialised memory: absent, so the totals are used
+    "effective_cpus": Names("effective_cpus", "effective_cpus"),
+    "cpus_alloc": Names("alloc_cpus", "allocated_cpus"),
+    "memory": Names("real_memory", "real_memory"),
+    "memory_spec": Names("specialized_memory", "memory_reserved_for_system"),
+    "memory_alloc": Names("alloc_memory", "allocated_memory"),
+}
+""":func:`node_fields` parameter -> the field holding it in each source."""
+
+ASKED: Final[Mapping[str, Names]] = {
+    "cpus": Names("cpus", "cpus"),
+    "nodes": Names("node_count", "num_nodes"),
+    "cpus_per_task": Names("cpus_per_task", "cpus_per_task"),
+    "tasks_per_node": Names("tasks_per_node", "ntasks_per_node"),
+    "min_cpus_per_node": Names("minimum_cpus_per_node", "min_cpus_per_node"),
+    "memory_per_node": Names("memory_per_node", "memory_per_node"),
+    "memory_per_cpu": Names("memory_per_cpu", "memory_per_cpu"),
+    "cpus_per_gpu": Names(None, "cpus_per_gpu"),
+    "memory_per_gpu": Names(None, "memory_per_gpu"),
+}
+""":func:`needed` parameter -> the job field holding it in each source."""
+
+
+def read(
+    table: Mapping[str, Names], source: Source, number: Callable[[str], int | None]
+) -> dict[str, int | None]:
+    """``table``'s parameters, each read from ``source``'s field by ``number`` (a field the
+    source does not have is left out: the parameter's default applies)."""
+    out = {}
+    for param, names in table.items():
+        key = getattr(names, source)
+        if key is not None:
+            out[param] = number(key)
+    return out
 
 
 def node_fields(

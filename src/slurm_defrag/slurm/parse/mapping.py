@@ -39,6 +39,7 @@ from slurm_defrag.domain.cluster import (
     GpuRequest,
     JobState,
     NodeFlag,
+    Reservation,
 )
 from slurm_defrag.domain.gres import (
     GresParseError,
@@ -54,7 +55,7 @@ from slurm_defrag.domain.topology import MAX_GPUS_PER_NODE
 from slurm_defrag.domain.units import MILLI, share_milli
 from slurm_defrag.errors import InputError
 from slurm_defrag.policy.comment_keys import COMMENT_KEYS, NVLINK_KEY, CommentField
-from slurm_defrag.slurm.errors import SlurmParseError
+from slurm_defrag.slurm.failures import SlurmParseError
 
 M = TypeVar("M", bound=BaseModel)
 
@@ -520,6 +521,27 @@ def reservation_state(start: datetime | None, end: datetime | None, now: datetim
     if (start is None or start <= now) and (end is None or now < end):
         return "ACTIVE"
     return "INACTIVE"
+
+
+def reservation(
+    d: Doc, now: datetime, nodes: str, flags: Callable[[Doc], tuple[str, ...]]
+) -> Reservation:
+    """One reservation record in Slurm's JSON field names (slurmrestd and ``--json``, or
+    pyslurm's ``to_dict()``): its host list under ``nodes``, its flags read by ``flags``."""
+    start, end = d.time("start_time"), d.time("end_time")
+    return build(
+        Reservation,
+        d.where,
+        d.path,
+        name=d.req("name"),
+        nodes=expand_nodes(d.text(nodes), d.where, d.field(nodes)),
+        start_time=start,
+        end_time=end,
+        users=split_list(d.get("users"), d.where, d.field("users")),
+        accounts=split_list(d.get("accounts"), d.where, d.field("accounts")),
+        flags=flags(d),
+        state=reservation_state(start, end, now),
+    )
 
 
 # -- GPU requests --------------------------------------------------------------------

@@ -9,13 +9,14 @@ same schema for a given Slurm release, so the cli and rest backends share these 
   Slurm 24.11): numbers as ``{"set", "infinite", "number"}``, states as lists.
 
 :func:`family` picks one from the document's ``meta``. Every function is pure and raises
-:class:`~slurm_defrag.slurm.errors.SlurmParseError` naming the field it could not read,
+:class:`~slurm_defrag.slurm.failures.SlurmParseError` naming the field it could not read,
 except :meth:`V0038.read_jobs`: a job record that does not read costs that job only
 (:mod:`slurm_defrag.slurm.parse.records`).
 """
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable, Mapping
 from datetime import datetime
 from functools import partial
@@ -29,7 +30,7 @@ from slurm_defrag.domain.cluster import (
     RecordPart,
     Reservation,
 )
-from slurm_defrag.slurm.errors import from_failure
+from slurm_defrag.slurm.failures import SlurmParseError, from_failure
 from slurm_defrag.slurm.parse import cpu_memory
 from slurm_defrag.slurm.parse import mapping as m
 from slurm_defrag.slurm.parse.records import JobParts, JobsRead, json_job_head
@@ -98,7 +99,7 @@ class V0038:
             features=self.node_features(d),
             weight=d.number("weight"),
             reason=d.text("reason"),
-            **cpu_memory.node_fields(**{param: d.number(key) for param, key in _NODE_HOST.items()}),
+            **cpu_memory.node_fields(**cpu_memory.read(cpu_memory.NODE_HOST, "openapi", d.number)),
         )
 
     def jobs(self, doc: m.Doc) -> list[Job]:
@@ -207,30 +208,7 @@ class V0038:
         ]
 
     def reservations(self, doc: m.Doc, now: datetime) -> list[Reservation]:
-        out = []
-        for d in doc.items("reservations"):
-            start, end = d.time("start_time"), d.time("end_time")
-            out.append(
-                m.build(
-                    Reservation,
-                    d.where,
-                    d.path,
-                    name=d.req("name"),
-                    nodes=m.expand_nodes(d.text("node_list"), d.where, d.field("node_list")),
-                    start_time=start,
-                    end_time=end,
-                    users=m.split_list(d.get("users"), d.where, d.field("users")),
-                    accounts=m.split_list(d.get("accounts"), d.where, d.field("accounts")),
-                    flags=tuple(
-                        sorted(
-                            f.upper()
-                            for f in m.split_list(d.get("flags"), d.where, d.field("flags"))
-                        )
-                    ),
-                    state=m.reservation_state(start, end, now),
-                )
-            )
-        return out
+        return [m.reservation(d, now, "node_list", _flags) for d in doc.items("reservations")]
 
 
 class V0042(V0038):
@@ -284,27 +262,8 @@ class V0042(V0038):
         return m.Doc(slurm, doc.where, "meta.slurm").text("cluster") or None
 
 
-# cpu_memory.node_fields() parameter -> the node field holding it (v0.0.38 has no effective CPUs
-# or specialised memory: absent, so the totals are used).
-_NODE_HOST = {
-    "cpus": "cpus",
-    "effective_cpus": "effective_cpus",
-    "cpus_alloc": "alloc_cpus",
-    "memory": "real_memory",
-    "memory_spec": "specialized_memory",
-    "memory_alloc": "alloc_memory",
-}
-
-# cpu_memory.needed() parameter -> the job field holding it (same in v0.0.38 and v0.0.42).
-_ASKED = {
-    "cpus": "cpus",
-    "nodes": "node_count",
-    "cpus_per_task": "cpus_per_task",
-    "tasks_per_node": "tasks_per_node",
-    "min_cpus_per_node": "minimum_cpus_per_node",
-    "memory_per_node": "memory_per_node",
-    "memory_per_cpu": "memory_per_cpu",
-}
+def _flags(d: m.Doc) -> tuple[str, ...]:
+    return tuple(sorted(f.upper() for f in m.split_list(d.get("flags"), d.where, d.field("flags"))))
 
 
 def _job_id(d: m.Doc) -> str:
@@ -336,7 +295,7 @@ def _request(d: m.Doc, fields: Mapping[str, Any]) -> GpuRequest | None:
 
 def _job_needs(d: m.Doc, request: GpuRequest | None) -> cpu_memory.HostUse:
     return cpu_memory.needed(
-        **{param: d.number(key) for param, key in _ASKED.items()},
+        **cpu_memory.read(cpu_memory.ASKED, "openapi", d.number),
         gpus=cpu_memory.gpus_per_node(request),
         cpus_per_gpu=cpu_memory.per_gpu(d.text("cpus_per_tres"), d.where, d.field("cpus_per_tres")),
         memory_per_gpu=cpu_memory.per_gpu(
@@ -375,6 +334,19 @@ def _features(d: m.Doc) -> tuple[str, ...]:
     return m.split_list(d.get("active_features"), d.where, d.field("active_features"))
 
 
+_API_VERSION = re.compile(r"v([0-9]{1,4})\.([0-9]{1,4})\.([0-9]{1,4})")
+
+
+def api_version(text: str) -> tuple[int, int, int]:
+    """``"v0.0.40"`` -> ``(0, 0, 40)``: API versions compare as numbers, never as strings
+    (as strings, ``"v0.0.40" < "v0.0.9"``)."""
+    match = _API_VERSION.fullmatch(text)
+    if match is None:
+        raise SlurmParseError(f"not a slurmrestd API version: {m.show(text)}")
+    major, minor, patch = (int(g) for g in match.groups())
+    return major, minor, patch
+
+
 def family(data: Any, where: str) -> V0038:
     """The mapping for a document, from its ``meta`` (plugin or data_parser version)."""
     doc = m.Doc(data, where, "")
@@ -388,7 +360,8 @@ def family(data: Any, where: str) -> V0038:
         return V0042()
     ptype = plugin.get("type")
     ptype = ptype if isinstance(ptype, str) else ""
-    if ptype.startswith("openapi/v0.0.3") and ptype <= "openapi/v0.0.38":
+    found = _API_VERSION.fullmatch(ptype.removeprefix("openapi/"))
+    if ptype.startswith("openapi/") and found and (0, 0, 30) <= api_version(found[0]) <= (0, 0, 38):
         return V0038()
     raise doc.error("meta.plugin", f"unknown schema {m.show(ptype or parser)}")
 

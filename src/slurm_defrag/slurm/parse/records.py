@@ -5,7 +5,7 @@ refused), so one user's record could make every snapshot fail, and every cycle w
 for everyone. Every backend therefore maps its job records through :func:`read_job`:
 
 1. The record is read **strictly**, exactly as before: the first field that does not read
-   raises its :class:`~slurm_defrag.slurm.errors.SlurmParseError` (a well-formed record
+   raises its :class:`~slurm_defrag.slurm.failures.SlurmParseError` (a well-formed record
    costs nothing more, and unit tests still see the field named).
 2. A record that failed is read again **leniently**: each field that does not read is
    left at the domain's default, and the first one, with its :class:`RecordPart`, becomes
@@ -32,7 +32,7 @@ from typing import Any, TypeVar
 from pydantic import ValidationError
 
 from slurm_defrag.domain.cluster import Job, RecordPart, record_reason
-from slurm_defrag.slurm.errors import SlurmParseError
+from slurm_defrag.slurm.failures import SlurmParseError
 from slurm_defrag.slurm.parse import mapping as m
 
 T = TypeVar("T")

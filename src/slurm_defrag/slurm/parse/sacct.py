@@ -32,7 +32,7 @@ from pathlib import Path
 from slurm_defrag.config_files import one_line
 from slurm_defrag.domain.accounting import AccountedJob, SiteJob, SiteRead
 from slurm_defrag.errors import InputError
-from slurm_defrag.slurm.errors import SlurmParseError
+from slurm_defrag.slurm.failures import SlurmParseError
 from slurm_defrag.slurm.parse.mapping import Doc, show
 
 REQUIRED = ("jobid", "submit", "start")
@@ -439,20 +439,13 @@ def _json_record(d: Doc) -> _Record:
     job_id = _job_id(d)
     t = d.sub("time")
     limit_min = t.number("limit")
-    tres = d.sub("tres") if d.get("tres") is not None else None
-    alloc = _json_tres(tres, "allocated") if tres else {}
-    req = _json_tres(tres, "requested") if tres else {}
+    alloc, req = _json_tres_pair(d)
     required = d.sub("required") if isinstance(d.get("required"), dict) else None
     cpus = alloc.get("cpu") or (required.number("CPUs") if required else None) or req.get("cpu")
     nodes = d.number("allocation_nodes") or alloc.get("node") or 1
     memory = alloc.get("mem") or req.get("mem") or 0
     assoc = d.sub("association") if isinstance(d.get("association"), dict) else None
-    state = d.get("state")
-    current: object = d.sub("state").get("current") if isinstance(state, dict) else state
-    if isinstance(current, list):
-        current = current[0] if current else ""
-    if not isinstance(current, str):
-        raise d.error("state.current", f"expected a state, got {show(current)}")
+    current = _json_state(d)
     gpus = alloc["gres/gpu"] if "gres/gpu" in alloc else req.get("gres/gpu", 0)
     typed = {k.split(":", 1)[1] for k, v in req.items() if k.startswith("gres/gpu:") and v}
     return _Record(
@@ -473,6 +466,25 @@ def _json_record(d: Doc) -> _Record:
         qos=one_line(d.text("qos")) if isinstance(d.get("qos"), str | None) else "",
         state=one_line(current).upper(),
     )
+
+
+def _json_tres_pair(d: Doc) -> tuple[dict[str, int], dict[str, int]]:
+    """(allocated, requested) TRES of a job record; empty where it has none."""
+    tres = d.sub("tres") if d.get("tres") is not None else None
+    if tres is None:
+        return {}, {}
+    return _json_tres(tres, "allocated"), _json_tres(tres, "requested")
+
+
+def _json_state(d: Doc) -> str:
+    """``state.current`` (a list of one from 23.02, a string before), or ``state``."""
+    state = d.get("state")
+    current: object = d.sub("state").get("current") if isinstance(state, dict) else state
+    if isinstance(current, list):
+        current = current[0] if current else ""
+    if not isinstance(current, str):
+        raise d.error("state.current", f"expected a state, got {show(current)}")
+    return current
 
 
 def _json_time(t: Doc, key: str) -> float | None:

@@ -87,7 +87,9 @@ class SlurmSettings(BaseSettings):
     """File holding the JWT (``SLURM_JWT=`` prefix allowed), read at every request so a
     rotated token is picked up. Default: none."""
 
-    rest_api_version: str | None = None
+    rest_api_version: str | None = Field(
+        default=None, pattern=r"^v[0-9]{1,4}\.[0-9]{1,4}\.[0-9]{1,4}$"
+    )
     """Pin the API version (e.g. ``v0.0.38``). Default: none = discover, newest first."""
 
     rest_timeout_s: float = Field(default=30.0, gt=0)

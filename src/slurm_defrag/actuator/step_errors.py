@@ -1,6 +1,6 @@
 """Why a step did not go ahead (kopf's split between retry and give up).
 
-"Retry later" is :class:`~slurm_defrag.slurm.errors.SlurmUnavailableError`: the step stays
+"Retry later" is :class:`~slurm_defrag.slurm.failures.SlurmUnavailableError`: the step stays
 ``running`` and the next cycle runs it again. "Give up" is :class:`PermanentError`: the
 plan is rolled back.
 """

@@ -25,7 +25,7 @@ from typing import Any
 from sqlalchemy import Connection, Integer, case, cast, func, select
 
 from slurm_defrag.store.database import Store
-from slurm_defrag.store.errors import NotFound
+from slurm_defrag.store.database_errors import NotFound
 from slurm_defrag.store.models import (
     GroupMetric,
     GroupMetricHourly,
