@@ -137,6 +137,11 @@ def test_the_placement_names_are_the_registry() -> None:
             "defrag.max_lost_gpu_hours: step 'planner' takes no limits",
         ),
         ({"version": 1, "defrag": {"max_hold_hours": -1}}, "defrag.max_hold_hours: Input should"),
+        (
+            {"version": 1, "defrag": {"step": "planner", "queue_head": 1}},
+            "defrag.queue_head: step 'planner' takes no limits",
+        ),
+        ({"version": 1, "defrag": {"queue_head": 0}}, "defrag.queue_head: Input should"),
     ],
 )
 def test_a_bad_profile_is_one_line_naming_the_field(data: dict[str, object], message: str) -> None:
@@ -166,3 +171,13 @@ def test_every_problem_is_in_the_one_line() -> None:
     text = str(info.value)
     for key in ("placement.lever: unknown 'x'", "defrag.step: unknown 'y'", "z: unknown key"):
         assert key in text
+
+
+def test_queue_head_reaches_the_planner_step() -> None:
+    """A profile's ``[defrag] queue_head`` is the step's (issue #41)."""
+    profile = parse_profile(
+        {"version": 1, "defrag": {"step": "planner-gain", "queue_head": 3}}, "p.toml"
+    )
+    config = from_profile(profile)
+    step = make_step(config.step, config.limits)
+    assert getattr(step, "queue_head", None) == 3

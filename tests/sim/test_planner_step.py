@@ -91,3 +91,15 @@ def test_hold_horizon_and_gain_without_holds() -> None:
         make_step("planner-gain@6")
     with pytest.raises(InputError, match="'planner' takes no limits"):
         make_step("planner", StepLimits(6))
+
+
+def test_queue_head_leaves_a_large_job_behind_others_alone() -> None:
+    """Issue #41: a large job with higher-priority jobs ahead of it waits for its turn."""
+    view = _view(max_requeues=2)
+    ahead = [(9, job("small", num=1, submit=2900.0))]
+    behind = DefragView(view.now, view.state, view.running, ahead + list(view.pending), 2)
+    head1 = make_step("planner-large", StepLimits(queue_head=1))
+    assert head1.plan(behind).place == {}
+    assert make_step("planner-large", StepLimits(queue_head=2)).plan(behind).place
+    # at the head of the queue it is a target as before
+    assert head1.plan(view).place == {3: Placement(0, (4, 5, 6, 7))}

@@ -49,8 +49,8 @@ class FreeNvlinkBlockArgs(BaseModel):
     """Only jobs with fewer than this many jobs ahead of them in their partition's queue
     (:mod:`~slurm_defrag.policy.queue_position`); none: anywhere in it. A job further back
     waits for its turn, not for fragmentation: freeing a block for it would overtake the
-    jobs ahead, against the site's fair-share and QOS order (issue #41; the simulator's
-    ``planner-gain-head`` measures 10)."""
+    jobs ahead, against the site's fair-share and QOS order (issue #41; a profile's
+    ``[defrag] queue_head`` is the simulator's)."""
     min_gpus_per_node: Annotated[int, Field(ge=1)] = 1
     """Only jobs asking at least this many GPUs per node (4: the large jobs only, with the
     ``large-job`` protection the setting the simulator's ``planner-gain`` measures)."""

@@ -1,7 +1,7 @@
 """The defrag steps by name: each a typed set of planner parameters, not a parsed string.
 
 A step is chosen by its registered name (:data:`STEPS`) and, for the steps that target
-large jobs, two limits (:class:`StepLimits`, a profile's ``[defrag]`` table). The registry
+large jobs, its limits (:class:`StepLimits`, a profile's ``[defrag]`` table). The registry
 maps a name to the :class:`PlannerParams` the :class:`~slurm_defrag.sim.planner_step.
 PlannerStep` is built from (``None``: no defragmentation), as KAI-scheduler's and
 Volcano's plugin factories map a name to typed arguments. This module imports nothing
@@ -33,18 +33,14 @@ no block is held for a target (with Slurm's own backfill planning every pending 
 ``planner-gain-wait``: ``planner-gain`` without drains: only requeues that save their
 target at least the wait they cost, and no block held (holds undo job_submit.lua's queue
 order: the held node waits for the planner's pick, not the next job of the order).
-``planner-gain-head``: ``planner-gain`` whose targets are only large jobs among the first
-:data:`QUEUE_HEAD` jobs of the queue, whatever their size: under a site's priorities a
-large job further back waits for its turn, not for fragmentation, and freeing a block for
-it would overtake the jobs ahead of it, against their users' fair-share (issue #41; the
-service's ``free-nvlink-block`` strategy's ``queue_head``).
 ``planner-drain``: ``planner-harm`` with no victim at all (``max_victims_per_plan`` = 0):
 blocks are only held until their blockers end, so no work is ever lost.
 
 The limits of every step after ``planner``: ``max_lost_gpu_hours``, at most that many
 GPU-hours of work lost per plan (``limits.max_gpu_hours_lost_per_plan``), cheaper plans
 or drains otherwise; ``max_hold_hours``, blocks held only for blockers ending within that
-many hours (``drain.max_wait_hours``, default 2).
+many hours (``drain.max_wait_hours``, default 2); ``queue_head``, targets only among the
+first that many jobs of the queue (:class:`StepLimits`).
 """
 
 from __future__ import annotations
@@ -56,9 +52,6 @@ LARGE_GPUS = 4
 
 BIG_KEEP_GPUS = 8
 """``planner-big``: running jobs of this many GPUs (a whole 8-GPU node) are never victims."""
-
-QUEUE_HEAD = 10
-"""``planner-gain-head``: targets only among this many jobs at the head of the queue."""
 
 SCOPE_NODES = 32
 """``planner``: nodes shown per target in a big cluster (see :mod:`slurm_defrag.sim.scope`)."""
@@ -92,6 +85,12 @@ class StepLimits:
     """At most this many GPU-hours of work lost per plan."""
     max_hold_hours: float | None = None
     """Blocks held only for blockers ending within this many hours."""
+    queue_head: int | None = None
+    """Targets only among the first this many jobs of the queue, whatever their size
+    (None: anywhere in it). Under a site's priorities a large job further back waits for
+    its turn, not for fragmentation: freeing a block for it would overtake the jobs ahead
+    of it, against their users' fair-share (issue #41; the service's ``free-nvlink-block``
+    strategy's ``queue_head``)."""
 
 
 _L = LARGE_GPUS
@@ -107,9 +106,6 @@ STEPS: dict[str, PlannerParams | None] = {
     "planner-wait": PlannerParams(min_gpus=_L, harm=True, drains=False),
     "planner-drain": PlannerParams(min_gpus=_L, harm=True, drains=True, drain_only=True),
     "planner-gain-wait": PlannerParams(min_gpus=_L, harm=True, drains=False, gain=True),
-    "planner-gain-head": PlannerParams(
-        min_gpus=_L, harm=True, drains=True, gain=True, queue_head=QUEUE_HEAD
-    ),
 }
 """Every defrag step, by the name used in profiles, on the command line and in results."""
 
@@ -129,11 +125,12 @@ def step_params(name: str, limits: StepLimits = NO_LIMITS) -> PlannerParams | No
         return params
     if params is None or name not in LIMITED:
         raise ValueError(
-            f"defrag step {name!r} takes no limits (max_lost_gpu_hours, max_hold_hours): "
-            f"only {', '.join(LIMITED)} do"
+            f"defrag step {name!r} takes no limits (max_lost_gpu_hours, max_hold_hours, "
+            f"queue_head): only {', '.join(LIMITED)} do"
         )
     return replace(
         params,
         max_lost_gpu_hours=limits.max_lost_gpu_hours,
         max_hold_hours=limits.max_hold_hours,
+        queue_head=limits.queue_head,
     )

@@ -122,6 +122,9 @@ class DefragTable(_Table):
     """At most this many GPU-hours of work lost per plan."""
     max_hold_hours: float | None = Field(default=None, ge=0)
     """Blocks held only for blockers ending within this many hours."""
+    queue_head: int | None = Field(default=None, ge=1)
+    """Targets only among the first this many jobs of the queue, whatever their size (the
+    policy's ``free-nvlink-block`` ``queue_head``); none: anywhere in it."""
     policy: NonEmptyPath | None = None
     """The service's policy file (relative paths from the profile's folder)."""
 
@@ -130,7 +133,9 @@ class DefragTable(_Table):
         if self.step not in STEPS:
             raise ValueError(f"step: unknown {self.step!r}; choose from {', '.join(STEPS)}")
         given = [
-            k for k in ("max_lost_gpu_hours", "max_hold_hours") if getattr(self, k) is not None
+            k
+            for k in ("max_lost_gpu_hours", "max_hold_hours", "queue_head")
+            if getattr(self, k) is not None
         ]
         if given and self.step not in LIMITED:
             raise ValueError(
@@ -141,7 +146,7 @@ class DefragTable(_Table):
 
     @property
     def limits(self) -> StepLimits:
-        return StepLimits(self.max_lost_gpu_hours, self.max_hold_hours)
+        return StepLimits(self.max_lost_gpu_hours, self.max_hold_hours, self.queue_head)
 
 
 class Profile(_Table):
