@@ -252,7 +252,7 @@ def start_service(env: dict[str, str], factor: float) -> None:
         if "cycle" in _service_logs(env):
             return
         time.sleep(2)
-    sys.exit(f"the service did not cycle within 120 s:\n{_service_logs(env)[-3000:]}")
+    print(f"warning: no cycle logged within 120 s:\n{_service_logs(env)[-3000:]}")
 
 
 def _service_logs(env: dict[str, str]) -> str:
@@ -313,7 +313,7 @@ def _drain(env: dict[str, str], timeout_s: float) -> None:
 
 
 def _dump(env: dict[str, str], out: Path, since: str) -> None:
-    """sacct (text and JSON), the node inventory, the scheduler configuration."""
+    """sacct (text and JSON), the node inventory, the scheduler configuration and sdiag."""
     time.sleep(5)  # slurmdbd takes the last records
     tz = "TZ=UTC "
     text = scale._sh(env, f"{tz}sacct -a -X -D -P -o {FIELDS} -S {since}")
@@ -324,6 +324,7 @@ def _dump(env: dict[str, str], out: Path, since: str) -> None:
     (out / "config.txt").write_text(
         "".join(line + "\n" for line in conf.splitlines() if line.startswith(keep))
     )
+    (out / "sdiag.txt").write_text(scale._sh(env, "sdiag"))  # scheduler cycle times
     os.environ.update({k: env[k] for k in ("SLURM_SUITE", "CLUSTER_PREFIX")})
     sys.path.insert(0, str(scale.ROOT / "tests" / "e2e"))
     from live_cluster import cli_backend
@@ -435,8 +436,7 @@ def _row(name: str, real: float, sim: float) -> str:
 
 
 def compare(args: argparse.Namespace) -> None:
-    from slurm_defrag.domain.snapshot import ClusterSnapshot
-
+    from slurm_defrag.domain.cluster import ClusterSnapshot
     from slurm_defrag.slurm.parse.sacct import read_site_jobs
     from slurm_defrag.traces.site import site_workload
 
