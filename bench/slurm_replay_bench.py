@@ -399,7 +399,12 @@ def _in_trace_time(job: JobSpec, factor: float) -> JobSpec:
 
 
 def _sim(
-    jobs: list[JobSpec], nodes: list[NodeSpec], policy: str, defrag: str, factor: float
+    jobs: list[JobSpec],
+    nodes: list[NodeSpec],
+    policy: str,
+    defrag: str,
+    factor: float,
+    main_gap: float = 0.0,
 ) -> dict[str, tuple[float, float]]:
     """Job name -> (start - submit, wait) in real seconds: the simulator runs in trace time
     (every time x ``factor``, Slurm's intervals too), so the planner and its policy see the
@@ -411,6 +416,7 @@ def _sim(
         bf_resolution=BF_RESOLUTION_S * factor,
         lever_interval=SERVICE_S * factor,
         defrag_interval=SERVICE_S * factor,
+        sched_min_interval=main_gap * factor,
     )
     traced = [_in_trace_time(j, factor) for j in jobs]
     span = max(j.submit for j in traced)
@@ -454,13 +460,13 @@ def compare(args: argparse.Namespace) -> None:
         [first_start[j.name] - site.first_submit_t - j.submit for j in measured],
         [accounted[j.name].start_t - site.first_submit_t - j.submit for j in measured],
     )
-    simulated = _sim(site.jobs, site.nodes, args.policy, args.defrag, factor)
+    simulated = _sim(site.jobs, site.nodes, args.policy, args.defrag, factor, args.main_gap)
     sim = Side([simulated[j.name][0] for j in measured], [simulated[j.name][1] for j in measured])
     err = np.abs(np.asarray(real.starts) - np.asarray(sim.starts))
     lines = [
         f"{folder}: {len(site.jobs)} jobs replayed ({len(measured)} measured, the rest warm) "
         f"on {len(site.nodes)} nodes; simulator {args.policy} + {args.defrag} in trace time "
-        f"(x{factor:g}); skipped {read.skipped}",
+        f"(x{factor:g}), main passes {args.main_gap:g} s apart; skipped {read.skipped}",
         f"start time |real - sim|: median {np.median(err):.1f} s = {np.median(err) / SCHED_S:.2f} "
         f"cycles of {SCHED_S} s; p90 {np.percentile(err, 90):.1f} s; mean {err.mean():.1f} s; "
         f"within one cycle {np.mean(err <= SCHED_S) * 100:.0f} %",
@@ -480,6 +486,7 @@ def compare(args: argparse.Namespace) -> None:
             "folder": str(folder),
             "policy": args.policy,
             "defrag": args.defrag,
+            "main_gap_s": args.main_gap,
             "factor": factor,
             "jobs": len(site.jobs),
             "measured": len(measured),
@@ -538,6 +545,12 @@ def main() -> None:
     p.add_argument("out", type=Path)
     p.add_argument("--policy", default="first-fit", help="the simulator's configuration")
     p.add_argument("--defrag", default="none", help="the simulator's defrag step")
+    p.add_argument(
+        "--main-gap",
+        type=float,
+        default=2.0,
+        help="real s between main passes (sched_min_interval, Slurm's default 2; 0: at once)",
+    )
     p.add_argument("--json", type=Path)
     p = sub.add_parser("up")
     p.add_argument("mode", choices=("plain", "one"))
