@@ -50,6 +50,7 @@ sys.path[:0] = [str(Path(__file__).resolve().parent)]
 import repo_traces  # noqa: F401,E402  (sets SLURM_DEFRAG_TRACES for a checkout)
 import slurm_scale_bench as scale  # noqa: E402
 from slurm_defrag.domain.units import MILLI  # noqa: E402
+from slurm_defrag.packing.node_levers import SHORT_FIRST_SPAN  # noqa: E402
 from slurm_defrag.sim.engine import Engine, EngineConfig  # noqa: E402
 from slurm_defrag.sim.model import JobSpec, NodeSpec  # noqa: E402
 from slurm_defrag.sim.planner_step import make_step  # noqa: E402
@@ -163,9 +164,11 @@ RENDER = ("--short-first", "0.1", "--short-first-all", "--large-first", "4", "--
 HOOK_FILES = ("job_submit.lua", "defrag_nodes.lua")
 
 
-def _configure(nodes: int, mode: str) -> None:
+def _configure(nodes: int, mode: str, factor: float) -> None:
     """The scale cluster's files, with this bench's scheduler passes; mode ``one`` adds
-    job_submit.lua and its table rendered from the same slurm.conf (mounted beside it)."""
+    job_submit.lua and its table rendered from the same slurm.conf (mounted beside it),
+    its short-first span (a week of time limits) compressed as the run is: a week's boost
+    spread over 1-13 minute limits would round every one to the same priority."""
     scale.generate(nodes)
     conf = scale.SCALE_DIR / "slurm.conf"
     lines = [
@@ -185,6 +188,10 @@ def _configure(nodes: int, mode: str) -> None:
             str(conf), "--gres-conf", str(scale.SCALE_DIR / "gres.conf"), "-o", str(table),
             *RENDER]  # fmt: skip
     subprocess.run(argv, check=True, timeout=300)
+    span = f"span = {SHORT_FIRST_SPAN},"
+    text = table.read_text()
+    assert span in text, f"no {span!r} in {table}"
+    table.write_text(text.replace(span, f"span = {round(SHORT_FIRST_SPAN / factor)},"))
     override = scale.SCALE_DIR / "compose.override.yml"
     mounts = "".join(f"      - {scale.SCALE_DIR / f}:/etc/slurm/{f}:ro\n" for f in HOOK_FILES)
     text = override.read_text().replace(
@@ -340,7 +347,7 @@ def run(args: argparse.Namespace) -> None:
     params = {k: getattr(args, k) for k in ("mode", "seed", "jobs", "load", "factor", "variant")}
     (out / "params.json").write_text(json.dumps(params))
     print(_describe(seq, args.nodes * 8))
-    _configure(args.nodes, args.mode)
+    _configure(args.nodes, args.mode, args.factor)
     env = scale._env()
     if not args.reuse:
         subprocess.run([str(scale.ROOT / "scripts" / "cluster.sh"), "up"], env=env, check=True)
@@ -368,7 +375,7 @@ def run(args: argparse.Namespace) -> None:
 
 def up(args: argparse.Namespace) -> None:
     """Only the cluster, as ``run`` brings it up (then ``run --reuse``)."""
-    _configure(args.nodes, args.mode)
+    _configure(args.nodes, args.mode, args.factor)
     env = scale._env()
     subprocess.run([str(scale.ROOT / "scripts" / "cluster.sh"), "up"], env=env, check=True)
     scale._wait_nodes(env, args.nodes)
@@ -555,6 +562,7 @@ def main() -> None:
     p = sub.add_parser("up")
     p.add_argument("mode", choices=("plain", "one"))
     p.add_argument("--nodes", type=int, default=128)
+    p.add_argument("--factor", type=float, default=30.0, help="trace s per real s")
     sub.add_parser("down")
     args = ap.parse_args()
     actions = {"sequence": sequence_cmd, "run": run, "compare": compare, "up": up}
