@@ -1,7 +1,7 @@
 """Benchmark: a time-compressed slice of openb on the 128-node Slurm, then in the simulator.
 
     python bench/slurm_replay_bench.py sequence OUT/seq.json  # the arrival sequence only
-    python bench/slurm_replay_bench.py run plain OUT/plain    # up, replay, sacct, down
+    python bench/slurm_replay_bench.py run plain|one OUT/DIR  # up, replay, sacct, down
     python bench/slurm_replay_bench.py compare OUT/plain      # the simulator on the same jobs
     python bench/slurm_replay_bench.py up|down                # only the cluster (run --reuse)
 
@@ -20,14 +20,25 @@ of ``sleep`` and limits whole minutes (Slurm's unit), at least the run + 5 s.
 scheduler passes every ``SCHED_S`` s), submits the sequence from inside slurmctld at its
 times (``sbatch`` as alice, bob and carol, round robin), waits for the queue to drain,
 writes ``sacct.txt`` (``-X -D -P``), ``sacct.json``, ``snapshot.json``, the scheduler
-configuration and the sequence to OUT, and takes the cluster down. Mode ``plain``: first
-fit by Weight as slurm.conf stands (all nodes equal).
+configuration, ``sdiag`` and the sequence to OUT, and takes the cluster down (``--keep``:
+not). Mode ``plain``: first fit by Weight as slurm.conf stands (all nodes equal). Mode
+``one``: the one configuration (docs/benchmarks.md): job_submit.lua with the table of
+``plugins render`` + ``RENDER`` (its short-first span, a week of time limits, divided by the
+factor like every other time: 1-13 minute limits on a week's span all round to one boost),
+and the service beside slurmctld in enforce mode every ``SERVICE_S`` s, as root, with the
+``shape-weights`` lever and examples/policy-large-jobs.toml, every time in it divided by
+the factor (:func:`policy_toml`); its log is kept as ``service.log``.
 
 ``compare`` replays OUT's sacct on OUT's snapshot in the simulator (``run_b_site``: every
-job at its recorded submit, run time and limit; slurmctld's backfill model at the same
-intervals) and prints per-job start-time error (in scheduling cycles) and the tail report
-(mean/p50/p95/p99 wait, mean wait per GPU class and time-limit quartile) real vs simulated,
-over the jobs of the slice (the warm jobs are not measured). ``--json`` writes it.
+job at its recorded submit, run time and limit), in trace time (every time x the factor,
+Slurm's intervals and the service's cycle too, so the planner sees the hours it was tuned
+for), with slurmctld's backfill model (``bf_reserve="all"``) and ``--main-gap`` (slurmctld's
+``sched_min_interval``: at most one main pass per 2 s by default; 0: a pass at every event,
+the simulator's old model), and prints the per-job start-time error (in scheduling cycles)
+and the tail report (mean/p50/p95/p99 wait, mean wait per time-limit quartile and GPU class)
+real vs simulated, over the jobs of the slice (the warm jobs are not measured). ``--json``
+writes it. For mode ``one``: ``--policy 'slurm+shape-weights~short-all~keep' --defrag
+'planner-gain@4/0.5'``.
 """
 
 from __future__ import annotations
