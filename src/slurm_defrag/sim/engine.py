@@ -60,7 +60,7 @@ from slurm_defrag.sim.placement.base import PlacementPolicy
 from slurm_defrag.sim.priority import PriorityModel
 from slurm_defrag.sim.timed_workload import gpu_hours
 
-_END, _ARRIVAL, _BACKFILL, _DEFRAG, _LEVER, _PRIORITY = 0, 1, 2, 3, 4, 5
+_END, _ARRIVAL, _BACKFILL, _DEFRAG, _LEVER, _PRIORITY, _MAIN = 0, 1, 2, 3, 4, 5, 6
 _RESERVED = JobSpec(name="reservation", cpu_milli=0, memory_mib=0, num_gpu=1, gpu_milli=MILLI)
 """What a reservation allocates on each GPU of its block once free (no CPU, no memory)."""
 
@@ -95,6 +95,10 @@ class EngineConfig:
     """Stop the simulation at this time even if jobs remain."""
     lever_interval: float = 60.0
     """Seconds between packing-lever cycles (the service's cycle) when a lever is set."""
+    sched_min_interval: float = 0.0
+    """At most one main pass per this many seconds (slurmctld's ``sched_min_interval``,
+    2 s by default): a submit or an end that comes sooner waits for the next pass. 0: a
+    main pass at every submit and end, at once (the simulator before issue #41 item 5)."""
     hold_max: float = 2 * 3600.0
     """A reservation (hold) not used within this many seconds is released (the planner's
     drain ``max_wait_hours``: its blockers' time limits all end within it)."""
@@ -181,6 +185,9 @@ class Engine:
         """Running jobs by expected end and what is free, for backfill planning, as of
         ``state.changes`` = ``_ends_at`` (every start, end or hold changes the state)."""
         self.holds_made = 0
+        self._main_at = -float("inf")
+        """When the last main pass ran (``sched_min_interval``)."""
+        self._main_due = False
         self.planned: dict[int, float] = {}
         """Pending job -> the start backfill last planned for it (slurmctld's StartTime of
         a pending job); kept until the next backfill pass, as slurmctld keeps it."""
@@ -218,7 +225,10 @@ class Engine:
             if kind == _END:
                 if self.token.get(jid) == token and jid in self.running:
                     self._finish(jid)
-                    self._schedule()
+                    self._main_pass()
+            elif kind == _MAIN:
+                self._main_due = False
+                self._main_pass()
             elif kind == _ARRIVAL:
                 self._arrive(jid)
             elif kind == _BACKFILL:
@@ -260,7 +270,7 @@ class Engine:
         self._enqueue(jid)
         if self.pending[0][2] == jid:
             self._released = True
-        self._schedule()
+        self._main_pass()
 
     def _enqueue(self, jid: int) -> None:
         j = self.jobs[jid]
@@ -351,6 +361,20 @@ class Engine:
         self.pending.remove((-job.priority, job.submit, jid))
         self._start(jid, where)
         return True
+
+    def _main_pass(self) -> None:
+        """The main pass a submit or an end triggers: now, or at the first moment
+        ``sched_min_interval`` allows (one pass then serves every event before it)."""
+        gap = self.cfg.sched_min_interval
+        if gap <= 0:
+            self._schedule()
+            return
+        if self.now - self._main_at >= gap:
+            self._main_at = self.now
+            self._schedule()
+        elif not self._main_due:
+            self._main_due = True
+            self._push(self._main_at + gap, _MAIN)
 
     def _schedule(self) -> None:
         """Main pass: start jobs in priority order until one cannot start."""

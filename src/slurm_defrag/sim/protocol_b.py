@@ -148,13 +148,16 @@ def run_b_site(
     seed: int,
     settings: SettingsB,
     defrag: DefragStep | None = None,
+    on_engine: Callable[[Engine], None] | None = None,
 ) -> ResultB:
     """A site's own jobs replayed as they arrived (``simulate --workload sacct:FILE``):
     ``jobs`` carry their submit times (from 0), run times, time limits and owners, and
     ``nodes`` are the site's inventory; ``settings.load`` only labels the result (the
     offered load the jobs make). No Poisson draw, no drawn users or limits: the seed only
     breaks the policies' ties. ``settings.ckpt_share`` still draws checkpointing jobs;
-    priority is first come, first served (``none``; the site presets model seeded users)."""
+    priority is first come, first served (``none``; the site presets model seeded users).
+    ``on_engine`` gets the engine after the run (per-job start times: its ``stats.records``
+    in the order of its ``jobs``; ``bench/slurm_replay_bench.py`` compares them with Slurm's)."""
     t0 = time.perf_counter()
     if settings.priority != NO_PRIORITY:
         raise InputError(
@@ -172,7 +175,9 @@ def run_b_site(
             )
             for j in out
         ]
-    return _simulate(state, jobs, out, policy, seed, settings, defrag, rng, lambda: None, t0)
+    return _simulate(
+        state, jobs, out, policy, seed, settings, defrag, rng, lambda: None, t0, on_engine
+    )
 
 
 def _simulate(
@@ -186,6 +191,7 @@ def _simulate(
     rng: np.random.Generator,
     model_of: Callable[[], PriorityModel | None],
     t0: float,
+    on_engine: Callable[[Engine], None] | None = None,
 ) -> ResultB:
     """The replay itself and its figures, whatever made the jobs."""
     prio_cfg = preset(cfg.priority)
@@ -227,6 +233,8 @@ def _simulate(
         priority=model,
     )
     stats = engine.run()
+    if on_engine is not None:
+        on_engine(engine)
     jobs = engine.jobs
 
     waits, large, measured, unfinished = _waits(jobs, stats, cfg)
