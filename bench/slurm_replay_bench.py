@@ -37,8 +37,7 @@ for), with slurmctld's backfill model (``bf_reserve="all"``) and ``--main-gap`` 
 the simulator's old model), and prints the per-job start-time error (in scheduling cycles)
 and the tail report (mean/p50/p95/p99 wait, mean wait per time-limit quartile and GPU class)
 real vs simulated, over the jobs of the slice (the warm jobs are not measured). ``--json``
-writes it. For mode ``one``: ``--policy 'slurm+shape-weights~short-all~keep' --defrag
-'planner-gain@4/0.5'``.
+writes it. For mode ``one``: ``--profile examples/profiles/one-configuration.toml``.
 """
 
 from __future__ import annotations
@@ -62,9 +61,11 @@ import repo_traces  # noqa: F401,E402  (sets SLURM_DEFRAG_TRACES for a checkout)
 import slurm_scale_bench as scale  # noqa: E402
 from slurm_defrag.domain.units import MILLI  # noqa: E402
 from slurm_defrag.packing.node_levers import SHORT_FIRST_SPAN  # noqa: E402
+from slurm_defrag.sim.configuration import PlacementConfig, from_profile  # noqa: E402
 from slurm_defrag.sim.engine import Engine, EngineConfig  # noqa: E402
 from slurm_defrag.sim.model import JobSpec, NodeSpec  # noqa: E402
 from slurm_defrag.sim.planner_step import make_step  # noqa: E402
+from slurm_defrag.sim.profile import load_profile  # noqa: E402
 from slurm_defrag.sim.protocol_b import SettingsB, run_b_site  # noqa: E402
 from slurm_defrag.sim.timed_workload import (  # noqa: E402
     arrival_rate,
@@ -212,7 +213,7 @@ def _configure(nodes: int, mode: str, factor: float) -> None:
 
 
 def policy_toml(factor: float) -> str:
-    """examples/policy-large-jobs.toml (the simulator's ``planner-gain@4/0.5``) with every
+    """examples/policy-large-jobs.toml (the one configuration's ``[defrag]``) with every
     time in it divided by ``factor``, and the per-user limits off as the simulator has them."""
     return f"""version = 1
 [protections]
@@ -420,7 +421,7 @@ def _sim(
     jobs: list[JobSpec],
     nodes: list[NodeSpec],
     policy: str,
-    defrag: str,
+    profile: Path | None,
     factor: float,
     main_gap: float = 0.0,
 ) -> dict[str, tuple[float, float]]:
@@ -440,8 +441,13 @@ def _sim(
     span = max(j.submit for j in traced)
     settings = SettingsB(load=0.0, horizon=span + 1.0, warmup=0.0, engine=cfg)
     seen: list[Engine] = []
-    step = make_step(defrag)
-    run_b_site(nodes, traced, policy, 42, settings, step, on_engine=seen.append)
+    if profile is not None:
+        config = from_profile(load_profile(profile))
+        placement: PlacementConfig | str = config.placement
+        step = make_step(config.step, config.limits)
+    else:
+        placement, step = policy, make_step("none")
+    run_b_site(nodes, traced, placement, 42, settings, step, on_engine=seen.append)
     engine = seen[0]
     out = {}
     for j, rec in zip(engine.jobs, engine.stats.records, strict=True):
@@ -478,12 +484,12 @@ def compare(args: argparse.Namespace) -> None:
         [first_start[j.name] - site.first_submit_t - j.submit for j in measured],
         [accounted[j.name].start_t - site.first_submit_t - j.submit for j in measured],
     )
-    simulated = _sim(site.jobs, site.nodes, args.policy, args.defrag, factor, args.main_gap)
+    simulated = _sim(site.jobs, site.nodes, args.policy, args.profile, factor, args.main_gap)
     sim = Side([simulated[j.name][0] for j in measured], [simulated[j.name][1] for j in measured])
     err = np.abs(np.asarray(real.starts) - np.asarray(sim.starts))
     lines = [
         f"{folder}: {len(site.jobs)} jobs replayed ({len(measured)} measured, the rest warm) "
-        f"on {len(site.nodes)} nodes; simulator {args.policy} + {args.defrag} in trace time "
+        f"on {len(site.nodes)} nodes; simulator {args.profile or args.policy} in trace time "
         f"(x{factor:g}), main passes {args.main_gap:g} s apart; skipped {read.skipped}",
         f"start time |real - sim|: median {np.median(err):.1f} s = {np.median(err) / SCHED_S:.2f} "
         f"cycles of {SCHED_S} s; p90 {np.percentile(err, 90):.1f} s; mean {err.mean():.1f} s; "
@@ -503,7 +509,7 @@ def compare(args: argparse.Namespace) -> None:
         doc = {
             "folder": str(folder),
             "policy": args.policy,
-            "defrag": args.defrag,
+            "profile": str(args.profile) if args.profile else None,
             "main_gap_s": args.main_gap,
             "factor": factor,
             "jobs": len(site.jobs),
@@ -561,8 +567,10 @@ def main() -> None:
         p.add_argument("--nodes", type=int, default=128)
     p = sub.add_parser("compare")
     p.add_argument("out", type=Path)
-    p.add_argument("--policy", default="first-fit", help="the simulator's configuration")
-    p.add_argument("--defrag", default="none", help="the simulator's defrag step")
+    p.add_argument("--policy", default="first-fit", help="a placement policy, without --profile")
+    p.add_argument(
+        "--profile", type=Path, default=None, help="the simulator's configuration (a profile)"
+    )
     p.add_argument(
         "--main-gap",
         type=float,
