@@ -18,7 +18,9 @@ as the service is deployed: cli commands without ``docker exec``), with this tre
 mounted, and times per backend: three snapshot reads, then the real ``Cycle`` in dry-run on
 SQLite (first cycle, then steady ones), with the same collector tuning as ``serve``.
 Environment as scripts/cluster.sh (defaults here: SLURM_SUITE=trixie,
-CLUSTER_PREFIX=slurmdefrag-scale, SLURMRESTD_PORT=6850, POSTGRES_PORT=55470).
+CLUSTER_PREFIX=slurmdefrag-scale, SLURMRESTD_PORT=6890, POSTGRES_PORT=55510: outside the
+ports scripts/test.sh gives its lanes, 6830+ and 55452+, so the bench can run beside the
+test command; with 6850 a CI lane once failed to start).
 """
 
 from __future__ import annotations
@@ -37,8 +39,8 @@ DOCKER = "/usr/bin/docker"
 ENV = {
     "SLURM_SUITE": "trixie",
     "CLUSTER_PREFIX": "slurmdefrag-scale",
-    "SLURMRESTD_PORT": "6850",
-    "POSTGRES_PORT": "55470",
+    "SLURMRESTD_PORT": "6890",
+    "POSTGRES_PORT": "55510",
 }
 HOSTS = ("node01", "node02", "node03", "node04")
 SCALE_DIR = ROOT / ".cluster" / "scale"

@@ -31,6 +31,7 @@ def test_profiles_run_under_their_names_with_their_fields_in_the_results(
         "step": "planner-gain",
         "max_lost_gpu_hours": 4.0,
         "max_hold_hours": 0.5,
+        "queue_head": None,
     }
     assert fields["placement"]["lever"] == "shape-weights"
     assert {(r["policy"], r["defrag"]) for r in result["runs"]} == {

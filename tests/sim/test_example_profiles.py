@@ -45,6 +45,13 @@ EXPECTED: dict[str, tuple[str, SlurmMode | None, PlannerStep | None]] = {
         _shape(short_first="all", keep=0.5),
         PlannerStep(**_GAIN, keep_gpus=None, max_lost_gpu_hours=4.0, max_hold_hours=0.5),  # type: ignore[arg-type]
     ),
+    "site-priorities": (
+        "slurm+shape-weights~short-all~keep",
+        _shape(short_first="all", keep=0.5),
+        PlannerStep(  # type: ignore[arg-type]
+            **_GAIN, keep_gpus=None, max_lost_gpu_hours=4.0, max_hold_hours=0.5, queue_head=1
+        ),
+    ),
     "keep-scarce": (
         "slurm+shape-weights~short-all~keep",
         _shape(short_first="all", keep=0.5),

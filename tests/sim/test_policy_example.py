@@ -1,4 +1,5 @@
-"""examples/policy-large-jobs.toml is what the one configuration's ``[defrag]`` measures.
+"""examples/policy-large-jobs.toml is what the one configuration's ``[defrag]`` measures,
+and examples/policy-site-priorities.toml what examples/profiles/site-priorities.toml's does.
 
 The simulator builds its planner policy in code (``sim/planner_step.py``) from the
 profile's step and limits (examples/profiles/one-configuration.toml: ``planner-gain``, at
@@ -13,6 +14,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
+
 from slurm_defrag.policy.file import load_policy
 from slurm_defrag.policy.free_nvlink_block import FreeNvlinkBlockArgs
 from slurm_defrag.policy.protections import Protection
@@ -21,13 +24,19 @@ from slurm_defrag.sim.profile import load_profile
 from slurm_defrag.sim.protocol_b import LARGE_GPUS
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
-EXAMPLE = EXAMPLES / "policy-large-jobs.toml"
 
 
-def test_the_example_is_the_simulated_policy() -> None:
-    profile = load_profile(EXAMPLES / "profiles" / "one-configuration.toml")
+@pytest.mark.parametrize(
+    ("profile_name", "policy_name"),
+    [
+        ("one-configuration.toml", "policy-large-jobs.toml"),
+        ("site-priorities.toml", "policy-site-priorities.toml"),
+    ],
+)
+def test_the_example_is_the_simulated_policy(profile_name: str, policy_name: str) -> None:
+    profile = load_profile(EXAMPLES / "profiles" / profile_name)
     assert profile.defrag.policy is not None
-    assert profile.defrag.policy.resolve() == EXAMPLE
+    assert profile.defrag.policy.resolve() == EXAMPLES / policy_name
     site = load_policy(profile.defrag.policy)
     step = make_step(profile.defrag.step, profile.defrag.limits)
     assert isinstance(step, PlannerStep)
@@ -40,3 +49,5 @@ def test_the_example_is_the_simulated_policy() -> None:
     (spec,) = site.strategies
     args = FreeNvlinkBlockArgs.model_validate(spec.args)
     assert args.min_gpus_per_node == LARGE_GPUS
+    # targets only at the head of the queue: the same number in both (issue #41)
+    assert args.queue_head == step.queue_head
