@@ -74,3 +74,22 @@ def best_scored(
     if node is None:
         return None
     return Placement(node, gpus.tightest(state, node, job))
+
+
+class ScoredFit:
+    """A policy that scores every node from its free (CPU, GPU) vectors and takes the best
+    (ties to the run's node ranking): best fit and dot product differ only in the score."""
+
+    name = "scored-fit"
+
+    def __init__(self, ctx: PolicyContext) -> None:
+        self._rank = ctx.tie_rank
+
+    def score(self, cpu: FloatArray, gpu: FloatArray, job: JobSpec) -> FloatArray:
+        raise NotImplementedError
+
+    def choose(
+        self, state: ClusterState, job: JobSpec, feasible: BoolArray, rng: np.random.Generator
+    ) -> Placement | None:
+        cpu, gpu = free_vectors(state)
+        return best_scored(state, job, self.score(cpu, gpu, job), feasible, self._rank)

@@ -10,29 +10,20 @@ from __future__ import annotations
 
 import numpy as np
 
-from slurm_defrag.sim.cluster_state import BoolArray, ClusterState
-from slurm_defrag.sim.model import JobSpec, Placement
+from slurm_defrag.sim.frag import FloatArray
+from slurm_defrag.sim.model import JobSpec
 from slurm_defrag.sim.placement.base import (
     MAX_SPEC_CPU,
     MAX_SPEC_GPU,
-    PolicyContext,
-    best_scored,
-    free_vectors,
+    ScoredFit,
 )
 
 
-class BestFit:
+class BestFit(ScoredFit):
     name = "best-fit"
 
-    def __init__(self, ctx: PolicyContext) -> None:
-        self._rank = ctx.tie_rank
-
-    def choose(
-        self, state: ClusterState, job: JobSpec, feasible: BoolArray, rng: np.random.Generator
-    ) -> Placement | None:
-        cpu, gpu = free_vectors(state)
+    def score(self, cpu: FloatArray, gpu: FloatArray, job: JobSpec) -> FloatArray:
         waste = (cpu - job.cpu_milli) / MAX_SPEC_CPU * 0.5 + (
             gpu - job.total_milli
         ) / MAX_SPEC_GPU * 0.5
-        score = np.trunc((1.0 - waste) * 100.0)
-        return best_scored(state, job, score, feasible, self._rank)
+        return np.trunc((1.0 - waste) * 100.0)

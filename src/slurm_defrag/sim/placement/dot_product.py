@@ -10,29 +10,20 @@ from __future__ import annotations
 
 import numpy as np
 
-from slurm_defrag.sim.cluster_state import BoolArray, ClusterState
-from slurm_defrag.sim.model import JobSpec, Placement
+from slurm_defrag.sim.frag import FloatArray
+from slurm_defrag.sim.model import JobSpec
 from slurm_defrag.sim.placement.base import (
     MAX_SPEC_CPU,
     MAX_SPEC_GPU,
-    PolicyContext,
-    best_scored,
-    free_vectors,
+    ScoredFit,
 )
 
 
-class DotProduct:
+class DotProduct(ScoredFit):
     name = "dot-product"
 
-    def __init__(self, ctx: PolicyContext) -> None:
-        self._rank = ctx.tie_rank
-
-    def choose(
-        self, state: ClusterState, job: JobSpec, feasible: BoolArray, rng: np.random.Generator
-    ) -> Placement | None:
-        cpu, gpu = free_vectors(state)
+    def score(self, cpu: FloatArray, gpu: FloatArray, job: JobSpec) -> FloatArray:
         dot = (cpu / MAX_SPEC_CPU) * (job.cpu_milli / MAX_SPEC_CPU) + (gpu / MAX_SPEC_GPU) * (
             job.total_milli / MAX_SPEC_GPU
         )
-        score = np.trunc(100.0 * (1.0 - dot / 2.0))
-        return best_scored(state, job, score, feasible, self._rank)
+        return np.trunc(100.0 * (1.0 - dot / 2.0))
