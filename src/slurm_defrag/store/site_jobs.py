@@ -307,7 +307,9 @@ class _Collector:
         if versions:
             self._finish(job_id, versions)
 
-    def _finish(self, job_id: str, versions: list[tuple[Job, int, int]]) -> None:
+    def _runs(self, versions: list[tuple[Job, int, int]]) -> tuple[list[_Run], list[float]]:
+        """The job's runs (a new one at each new StartTime or after waiting again) and
+        every SubmitTime its versions gave."""
         t = self.clock.times
         runs: list[_Run] = []
         current: _Run | None = None
@@ -328,18 +330,13 @@ class _Collector:
             else:
                 current = _Run(t[lo], start, t[hi - 1], gone, job)
                 runs.append(current)
-        first_t = t[versions[0][1]]
-        last_gone = versions[-1][2]
-        if not runs:
-            self.skip(STILL_WAITING if last_gone >= len(t) else NEVER_SEEN_RUNNING)
-            return
-        run = runs[-1]
-        if run.gone_t is None:
-            self.skip(STILL_RUNNING)
-            return
-        if len(runs) > 1:
-            self.skip(EARLIER_RUNS, len(runs) - 1)
-        what = f"job {job_id}"
+        return runs, submits
+
+    def _times(
+        self, what: str, run: _Run, submits: list[float], first_t: float
+    ) -> tuple[float, float]:
+        """(submit, start) of ``run``: Slurm's times where they agree with the snapshots,
+        else the snapshots' (one line each where they do not)."""
         start = run.seen_t
         if run.slurm_start is not None:
             if run.slurm_start > run.seen_t:
@@ -359,6 +356,23 @@ class _Collector:
                 f"SubmitTime {_iso(submit)} is after its start {_iso(start)}: the start is used",
             )
             submit = start
+        return submit, start
+
+    def _finish(self, job_id: str, versions: list[tuple[Job, int, int]]) -> None:
+        t = self.clock.times
+        runs, submits = self._runs(versions)
+        first_t = t[versions[0][1]]
+        last_gone = versions[-1][2]
+        if not runs:
+            self.skip(STILL_WAITING if last_gone >= len(t) else NEVER_SEEN_RUNNING)
+            return
+        run = runs[-1]
+        if run.gone_t is None:
+            self.skip(STILL_RUNNING)
+            return
+        if len(runs) > 1:
+            self.skip(EARLIER_RUNS, len(runs) - 1)
+        submit, start = self._times(f"job {job_id}", run, submits, first_t)
         job = run.job
         limit = job.time_limit_s
         end = (run.last_t + run.gone_t) / 2
